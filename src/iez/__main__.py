@@ -1,0 +1,3 @@
+from iez.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,43 @@
+"""The `iez` command. Each module in this package adds its subcommands through
+`register(subparsers)`, so a new command never edits a shared list.
+
+Errors a user can fix (bad input, missing backend) are IezError: printed as one line, exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+import sys
+
+from iez import __version__
+from iez.errors import IezError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="iez", description="iez: an end-to-end I/O control plane for Lustre")
+    parser.add_argument("--version", action="version", version=f"iez {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for mod in sorted(m.name for m in pkgutil.iter_modules(__path__)):
+        module = importlib.import_module(f"{__name__}.{mod}")
+        register = getattr(module, "register", None)
+        if register is not None:
+            register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        rc = args.func(args)
+    except IezError as e:
+        print(f"iez: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0
+    return int(rc or 0)

@@ -1,0 +1,180 @@
+"""The plan file: which layout each file of a run gets. Written by the control plane, loaded
+once by libiez into a hash table. The format is specified in docs/plan-format.md; libiez's C
+parser (libiez/src/plan.c) implements the same grammar.
+
+    #iez-plan 1
+    #app=ior run=2 fsname=iez created=2026-11-22T03:00:00Z
+    /mnt/iez/out.00000000<TAB>S=1048576,c=4,o=3:7:1:12
+    /mnt/iez/ckpt<TAB>0-67108864/S=1048576,c=1;67108864-EOF/S=4194304,c=4,o=1:5:9:13
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable
+
+from iez.errors import ConfigError, LayoutError
+from iez.layout.layout import LUSTRE_EOF, Component, FileLayout, Layout
+
+MAGIC = "#iez-plan"
+VERSION = 1
+_KEYS = {"S": "stripe_size", "c": "stripe_count", "i": "stripe_offset", "p": "pool", "o": "osts"}
+
+
+@dataclass(frozen=True)
+class PlanEntry:
+    path: str
+    layout: FileLayout
+
+
+@dataclass
+class Plan:
+    entries: dict[str, FileLayout] = field(default_factory=dict)
+    meta: dict[str, str] = field(default_factory=dict)
+
+    def add(self, path: str, layout: Layout | FileLayout) -> None:
+        check_path(path)
+        if path in self.entries:
+            raise ConfigError(f"plan: {path} is planned twice")
+        self.entries[path] = FileLayout.of(layout)
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def get(self, path: str) -> FileLayout | None:
+        return self.entries.get(path)
+
+
+def check_path(path: str) -> None:
+    if not path.startswith("/"):
+        raise ConfigError(f"plan: path {path!r} is not absolute")
+    if any(c in path for c in "\t\n\r\0"):
+        raise ConfigError(f"plan: path {path!r} holds a tab, newline or NUL")
+
+
+def format_plain(lay: Layout) -> str:
+    parts = []
+    if lay.stripe_size:
+        parts.append(f"S={lay.stripe_size}")
+    if lay.stripe_count:
+        parts.append(f"c={lay.stripe_count}")
+    if lay.stripe_offset != -1:
+        parts.append(f"i={lay.stripe_offset}")
+    if lay.pool:
+        parts.append(f"p={lay.pool}")
+    if lay.osts:
+        parts.append("o=" + ":".join(str(i) for i in lay.osts))
+    return ",".join(parts) or "c=0"
+
+
+def format_layout(fl: Layout | FileLayout) -> str:
+    fl = FileLayout.of(fl)
+    if fl.plain is not None:
+        return format_plain(fl.plain)
+    return ";".join(
+        f"{c.start}-{'EOF' if c.end == LUSTRE_EOF else c.end}/{format_plain(c.layout)}"
+        for c in fl.components
+    )
+
+
+def parse_plain(spec: str) -> Layout:
+    kw: dict[str, object] = {}
+    for item in spec.split(","):
+        key, sep, val = item.partition("=")
+        if not sep or key not in _KEYS:
+            raise LayoutError(f"bad layout field {item!r} (fields: S, c, i, p, o)")
+        name = _KEYS[key]
+        if name in kw:
+            raise LayoutError(f"layout field {key} given twice")
+        try:
+            if key == "p":
+                kw[name] = val
+            elif key == "o":
+                kw[name] = tuple(int(x) for x in val.split(":"))
+            else:
+                kw[name] = int(val)
+        except ValueError:
+            raise LayoutError(f"bad number in layout field {item!r}") from None
+    return Layout(**kw)  # type: ignore[arg-type]
+
+
+def parse_layout(spec: str) -> FileLayout:
+    if "/" not in spec:
+        return FileLayout(plain=parse_plain(spec))
+    comps = []
+    for part in spec.split(";"):
+        ext, sep, body = part.partition("/")
+        lo, dash, hi = ext.partition("-")
+        if not sep or not dash:
+            raise LayoutError(f"bad component {part!r} (expected START-END/FIELDS)")
+        try:
+            start = int(lo)
+            end = LUSTRE_EOF if hi == "EOF" else int(hi)
+        except ValueError:
+            raise LayoutError(f"bad extent in component {part!r}") from None
+        comps.append(Component(start, end, parse_plain(body)))
+    return FileLayout(components=tuple(comps))
+
+
+def dumps(plan: Plan) -> str:
+    lines = [f"{MAGIC} {VERSION}"]
+    if plan.meta:
+        for k, v in plan.meta.items():
+            if any(c in f"{k}{v}" for c in " =\t\n"):
+                raise ConfigError(f"plan: metadata {k}={v!r} may not hold spaces, '=' or tabs")
+        lines.append("#" + " ".join(f"{k}={v}" for k, v in plan.meta.items()))
+    lines += [f"{p}\t{format_layout(fl)}" for p, fl in plan.entries.items()]
+    return "\n".join(lines) + "\n"
+
+
+def loads(text: str, source: str = "<plan>") -> Plan:
+    lines = text.split("\n")
+    head = lines[0].split()
+    if len(head) != 2 or head[0] != MAGIC:
+        raise ConfigError(f"{source}: not an iez plan (first line must be '{MAGIC} {VERSION}')")
+    if head[1] != str(VERSION):
+        raise ConfigError(f"{source}: plan version {head[1]} is not supported (this iez reads {VERSION})")
+    plan = Plan()
+    for no, line in enumerate(lines[1:], start=2):
+        if not line:
+            continue
+        if line.startswith("#"):
+            for kv in line[1:].split():
+                k, _, v = kv.partition("=")
+                plan.meta[k] = v
+            continue
+        path, sep, spec = line.partition("\t")
+        if not sep:
+            raise ConfigError(f"{source}:{no}: expected PATH<TAB>LAYOUT")
+        try:
+            plan.add(path, parse_layout(spec))
+        except (LayoutError, ConfigError) as e:
+            raise ConfigError(f"{source}:{no}: {e}") from None
+    return plan
+
+
+def load(path: str | Path) -> Plan:
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as e:
+        raise ConfigError(f"cannot read plan {p}: {e.strerror}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{p}: not an iez plan (not UTF-8 text)") from None
+    return loads(text, source=str(p))
+
+
+def save(plan: Plan, path: str | Path) -> None:
+    """Write atomically, so a loader never sees half a plan."""
+    p = Path(path)
+    tmp = p.with_name(f".{p.name}.tmp")
+    tmp.write_text(dumps(plan))
+    tmp.replace(p)
+
+
+def from_entries(entries: Iterable[PlanEntry], **meta: str) -> Plan:
+    plan = Plan(meta={k: str(v) for k, v in meta.items()})
+    for e in entries:
+        plan.add(e.path, e.layout)
+    return plan

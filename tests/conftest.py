@@ -1,0 +1,51 @@
+"""Shared test helpers. Tests run real processes and real components; nothing is mocked."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED = ROOT.parent / "shared"
+FIXTURES = SHARED / "fixtures" / "lustre"
+VECTORS = ROOT / "tests" / "vectors"
+BUILD = ROOT / "build"
+
+
+def need_fixtures() -> Path:
+    if not FIXTURES.is_dir():
+        pytest.fail(f"Lustre fixtures not found at {FIXTURES}: clone the repo with ../shared beside it")
+    return FIXTURES
+
+
+@pytest.fixture
+def fixtures() -> Path:
+    return need_fixtures()
+
+
+def need_tool(name: str, hint: str) -> str:
+    """Fail loudly (never skip) when a required program is missing."""
+    path = shutil.which(name)
+    if not path:
+        pytest.fail(f"{name} is not installed: {hint}")
+    return path
+
+
+@pytest.fixture
+def iez_cmd() -> list[str]:
+    """The iez CLI as a real subprocess, from this checkout's venv."""
+    exe = Path(sys.executable).with_name("iez")
+    if not exe.exists():
+        pytest.fail("the iez console script is missing: run `make test` (it installs the package)")
+    return [str(exe)]
+
+
+@pytest.fixture
+def subenv() -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("IEZ_MODE", None)
+    return env
