@@ -15,7 +15,22 @@ from iez import __version__
 from iez.errors import IezError
 
 
+_GROUPS: dict[str, argparse._SubParsersAction] = {}
+
+
+def subgroup(sub: argparse._SubParsersAction, name: str, help: str) -> argparse._SubParsersAction:
+    """The subcommands of group `name` (e.g. `iez trace ...`), created by the first module that
+    asks, so several modules can add commands to one group."""
+    if name not in _GROUPS:
+        p = sub.add_parser(name, help=help)
+        g = p.add_subparsers(dest=f"{name}_command", metavar="COMMAND")
+        g.required = True
+        _GROUPS[name] = g
+    return _GROUPS[name]
+
+
 def build_parser() -> argparse.ArgumentParser:
+    _GROUPS.clear()
     parser = argparse.ArgumentParser(prog="iez", description="iez: an end-to-end I/O control plane for Lustre")
     parser.add_argument("--version", action="version", version=f"iez {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")

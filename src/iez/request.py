@@ -1,0 +1,38 @@
+"""Requests and placements: what a job will write, and where iez puts it.
+
+A `Request` is one file a run creates (seed 000 Table I: file name, write bytes, stripe count,
+MPI rank), whether traced, read from a Darshan log or predicted. A `Placement` is the
+allocator's answer for it (Table II: stripe size and OST list). Plain data shared by ingestion,
+prediction, allocation, the interaction database and the plan writer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from iez.layout.layout import FileLayout
+
+
+@dataclass(frozen=True)
+class Request:
+    path: str  # absolute path, as the application names it
+    write_bytes: int
+    stripe_count: int = 1  # what the application (or the file-system default) asked for
+    rank: int = 0
+    app: str = ""
+    run: str = ""
+    create_time: float = 0.0  # seconds from the run's start (orders the time series)
+    comm_size: int = 1  # 1 for POSIX / COMM_SELF (FPP); >1 for a shared file (SSF)
+    api: str = "posix"  # posix | stdio | mpiio | hdf5
+    pool: str = ""
+    observed: FileLayout | None = field(default=None, compare=False)  # layout it really got
+
+
+@dataclass(frozen=True)
+class Placement:
+    path: str
+    layout: FileLayout  # resolved: stripe size and the OST of every stripe
+    write_bytes: int = 0
+    app: str = ""
+    run: str = ""
+    policy: str = ""

@@ -1,0 +1,1 @@
+"""Traces: what a run created and wrote (libiez shards, Darshan logs) as normalised records."""

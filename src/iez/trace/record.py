@@ -1,0 +1,32 @@
+"""One traced file of one process: the miniRecorder record of seed 000 §III-A1.
+
+libiez writes these into per-process shards (format: docs/trace-format.md, reader:
+`iez.trace.shard`); Darshan import produces the same records.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class FileRecord:
+    path: str
+    app: str = ""
+    run: str = ""
+    rank: int = 0
+    pid: int = 0
+    host: str = ""
+    api: str = "posix"  # posix | stdio | mpiio | hdf5
+    created: bool = False  # this process created the file (it did not exist before)
+    bytes_written: int = 0
+    bytes_read: int = 0
+    max_offset: int = 0  # highest byte offset written + 1
+    stripe_count: int = 0  # of the layout the file ended up with (0 = unknown)
+    stripe_size: int = 0
+    osts: tuple[int, ...] = ()  # OSTs of that layout, in stripe order (empty = unknown)
+    layout: str = ""  # the whole layout in plan grammar (docs/plan-format.md), "" = unknown
+    open_time: float = 0.0  # epoch seconds of the first open
+    close_time: float = 0.0  # epoch seconds of the last close
+    comm_size: int = 1  # MPI communicator size (1 = POSIX/COMM_SELF)
+    plan_hit: bool | None = None  # placed from the plan (True), missed (False), no plan (None)
