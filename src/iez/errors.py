@@ -14,7 +14,16 @@ class LayoutError(IezError):
 
 
 class AllocationError(IezError):
-    """No placement satisfies the request (full OSTs, unknown OST index, ...)."""
+    """No placement satisfies the request (full OSTs, unknown OST index, ...).
+
+    `errno` names the errno Lustre's MDS would return: ENOSPC (no OST can take an object),
+    EINVAL (bad layout, unknown OST, offset not in the list) or EREMOTEIO (a listed OST is
+    inactive). Raise as `AllocationError("why", errno="ENOSPC")`.
+    """
+
+    def __init__(self, message: str, errno: str = "ENOSPC"):
+        super().__init__(message)
+        self.errno = errno
 
 
 class BackendError(IezError):
