@@ -1,0 +1,62 @@
+"""The backend interface: every file-system touch of iez goes through one of these.
+
+Two implementations, each a small table of operations (as IOR's aiori backends are):
+`lustre` (real ioctls, xattrs and parameter files) and `emulated` (a directory that behaves
+as a Lustre client mount, see docs/emulated.md). `backend_for(path)` picks the one that serves
+a path, so nothing above this layer knows which it talks to.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from iez.cluster import Snapshot
+from iez.errors import BackendError
+from iez.layout.layout import FileLayout, Layout
+
+
+@dataclass(frozen=True)
+class TargetUsage:
+    """One row of `lfs df`: an MDT or OST and its space (KiB) or inodes."""
+
+    uuid: str
+    kind: str  # "MDT" | "OST"
+    index: int
+    total: int
+    used: int
+    avail: int
+    flags: str = ""  # lfs df flags: D degraded, R readonly, N no-create, S ENOSPC, I ENOINO
+    active: bool = True
+
+
+class Backend(Protocol):
+    name: str
+    mount: Path
+
+    def create(self, path: str | Path, layout: Layout | FileLayout, mode: int = 0o644) -> FileLayout:
+        """Create a new file with this layout (fails if it exists); returns the layout it got."""
+
+    def get_layout(self, path: str | Path) -> FileLayout:
+        """The layout stored with an existing file."""
+
+    def stats(self) -> Snapshot:
+        """Live per-OST statistics as the MDS sees them."""
+
+    def df(self, inodes: bool = False) -> list[TargetUsage]:
+        """Per-target usage, the data of `lfs df` (`-i` for inodes)."""
+
+
+def backend_for(path: str | Path) -> Backend:
+    """The backend serving `path`: an emulated cluster if the path lies under one's `fs/`,
+    else real Lustre if the path's file system is Lustre."""
+    from iez.backend import emulated, lustre
+
+    p = Path(path).absolute()
+    root = emulated.find_cluster_dir(p)
+    if root is not None:
+        return emulated.EmulatedBackend(root)
+    if lustre.is_lustre(p):
+        return lustre.LustreBackend(lustre.mount_point(p))
+    raise BackendError(f"{path} is on neither Lustre nor an emulated iez cluster (iez emulate init DIR makes one)")

@@ -1,0 +1,143 @@
+"""The `lustre` backend: a real Lustre client mount.
+
+Create with a layout as llapi_file_open_param() does (lustre-layout-abi.md §4a, §5): open with
+O_LOV_DELAY_CREATE so no objects are allocated, then LL_IOC_LOV_SETSTRIPE with the
+lov_user_md, and verify the result with the `lustre.lov` xattr. Statistics come from the
+client's parameter tree (`lov.*`, `osc.*`) through the same parsers as everywhere else.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import errno
+import fcntl
+import os
+from pathlib import Path
+
+from iez.cluster import OSTStats, Snapshot
+from iez.errors import BackendError
+from iez.layout.layout import FileLayout, Layout
+
+LL_SUPER_MAGIC = 0x0BD00BD0  # statfs f_type of a Lustre client mount (abi.md §1)
+# O_LOV_DELAY_CREATE (2.6+) = O_LOV_DELAY_CREATE_1_8 | O_NOCTTY | FASYNC; the kernel only
+# recognises the mask form on modern kernels (abi.md §3), which is what matters here.
+O_LOV_DELAY_CREATE = 0o100000000 | os.O_NOCTTY | 0o20000
+LL_IOC_LOV_SETSTRIPE = 0x4008669A  # _IOW('f', 154, long) on LP64 (abi.md §3)
+XATTR_LOV = "lustre.lov"
+
+
+class _Statfs(ctypes.Structure):
+    # struct statfs on Linux LP64 (x86_64, aarch64): f_type is the first word.
+    _fields_ = [("f_type", ctypes.c_long), ("f_bsize", ctypes.c_long), ("f_blocks", ctypes.c_ulong),
+                ("f_bfree", ctypes.c_ulong), ("f_bavail", ctypes.c_ulong), ("f_files", ctypes.c_ulong),
+                ("f_ffree", ctypes.c_ulong), ("f_fsid", ctypes.c_int * 2), ("f_namelen", ctypes.c_long),
+                ("f_frsize", ctypes.c_long), ("f_flags", ctypes.c_long), ("f_spare", ctypes.c_long * 4)]
+
+
+_libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+
+
+def fs_type(path: str | Path) -> int:
+    """statfs(2) f_type of the file system holding `path` (its nearest existing ancestor)."""
+    p = Path(path).absolute()
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    buf = _Statfs()
+    if _libc.statfs(os.fsencode(str(p)), ctypes.byref(buf)) != 0:
+        e = ctypes.get_errno()
+        raise BackendError(f"statfs {p}: {os.strerror(e)}")
+    return buf.f_type & 0xFFFFFFFF
+
+
+def is_lustre(path: str | Path) -> bool:
+    try:
+        return fs_type(path) == LL_SUPER_MAGIC
+    except BackendError:
+        return False
+
+
+def mount_point(path: str | Path) -> Path:
+    p = Path(path).absolute()
+    while not p.exists():
+        p = p.parent
+    while p != p.parent and not os.path.ismount(p):
+        p = p.parent
+    return p
+
+
+class LustreBackend:
+    name = "lustre"
+
+    def __init__(self, mount: str | Path):
+        self.mount = Path(mount)
+        if not is_lustre(self.mount):
+            raise BackendError(f"{self.mount} is not a Lustre client mount (statfs f_type is not 0x0BD00BD0)")
+
+    def create(self, path: str | Path, layout: Layout | FileLayout, mode: int = 0o644) -> FileLayout:
+        from iez.layout import lum
+
+        buf = bytearray(lum.encode(FileLayout.of(layout)))  # writable: the ioctl writes back
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | O_LOV_DELAY_CREATE
+        try:
+            fd = os.open(path, flags, mode)
+        except OSError as e:
+            raise BackendError(f"cannot create {path}: {e.strerror}") from None
+        try:
+            fcntl.ioctl(fd, LL_IOC_LOV_SETSTRIPE, buf)
+        except OSError as e:
+            os.close(fd)
+            os.unlink(path)  # we created it a moment ago, layout-less: leave nothing behind
+            why = {errno.EREMOTEIO: "an OST in the list is inactive",
+                   errno.EINVAL: "bad OST index, duplicate OST, or offset not in the list"}.get(e.errno, e.strerror)
+            raise BackendError(f"setstripe {path}: {why}") from None
+        os.close(fd)
+        # 2.16 may silently ignore the request for non-lfs programs (abi.md §4a): verify.
+        return self.get_layout(path)
+
+    def get_layout(self, path: str | Path) -> FileLayout:
+        from iez.layout import lum
+
+        try:
+            raw = os.getxattr(path, XATTR_LOV)
+        except OSError as e:
+            if e.errno == errno.ENODATA:
+                raise BackendError(f"{path} has no layout yet") from None
+            raise BackendError(f"getstripe {path}: {e.strerror}") from None
+        return lum.decode(raw)
+
+    def _tree(self):
+        from iez.lustre.params import ParamTree
+
+        return ParamTree("/")
+
+    def stats(self) -> Snapshot:
+        import time
+
+        now = time.time()
+        tree = self._tree()
+        total = tree.get("osc.*.kbytestotal")
+        avail = tree.get("osc.*.kbytesavail")
+        osts = {}
+        for name, text in total.items():
+            dev = name.split(".")[1]  # <fs>-OST0000-osc-<sb>
+            idx = int(dev.split("-OST")[1][:4], 16)
+            a = avail.get(name.replace("kbytestotal", "kbytesavail"), "0")
+            osts[idx] = OSTStats(index=idx, kbytestotal=int(text), kbytesavail=int(a), time=now)
+        if not osts:
+            raise BackendError("no osc.*.kbytestotal found: is a Lustre client mounted here?")
+        return Snapshot(time=now, osts=osts)
+
+    def df(self, inodes: bool = False):
+        import subprocess
+
+        from iez.lustre.lfsdf import parse_lfs_df
+
+        cmd = ["lfs", "df"] + (["-i"] if inodes else []) + [str(self.mount)]
+        try:
+            out = subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=60).stdout
+        except FileNotFoundError:
+            raise BackendError("lfs is not installed on this client (install the lustre-client utilities)") from None
+        except subprocess.CalledProcessError as e:
+            raise BackendError(f"lfs df failed: {e.stderr.strip() or e.returncode}") from None
+        return parse_lfs_df(out).targets

@@ -1,0 +1,99 @@
+"""The on-disk shape of an emulated cluster (docs/emulated.md) and `iez emulate init`."""
+
+from __future__ import annotations
+
+import errno
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from iez.cluster import Cluster, dump_cluster, load_cluster
+from iez.errors import BackendError, ConfigError
+
+MARKER = ".iez-emulated"
+XATTR = "user.lustre.lov"  # the real client's `lustre.lov`, in the namespace users may write
+
+
+@dataclass(frozen=True)
+class ClusterDir:
+    root: Path
+
+    @property
+    def fs(self) -> Path:
+        return self.root / "fs"
+
+    @property
+    def params(self) -> Path:
+        return self.root / "params"
+
+    @property
+    def run(self) -> Path:
+        return self.root / "run"
+
+    @property
+    def sock(self) -> Path:
+        return self.run / "mds.sock"
+
+    @property
+    def ipc(self) -> str:
+        return f"ipc://{self.run / 'mds.ipc'}"
+
+    @property
+    def pidfile(self) -> Path:
+        return self.run / "mds.pid"
+
+    @property
+    def log(self) -> Path:
+        return self.run / "mds.log"
+
+    def host_params(self, host: str) -> Path:
+        return self.params / host
+
+    def cluster(self) -> Cluster:
+        return load_cluster(self.root / "cluster.toml")
+
+
+def open_cluster_dir(path: str | Path) -> ClusterDir:
+    root = Path(path).absolute()
+    if not (root / MARKER).exists() or not (root / "cluster.toml").exists():
+        raise ConfigError(f"{root} is not an emulated iez cluster (make one with: iez emulate init {path})")
+    return ClusterDir(root)
+
+
+def find_cluster_dir(path: Path) -> Path | None:
+    """The emulated cluster whose `fs/` holds `path`, if any."""
+    for a in [path, *path.parents]:
+        if a.name == "fs" and (a.parent / MARKER).exists():
+            return a.parent
+    return None
+
+
+def check_user_xattrs(directory: Path) -> None:
+    probe = directory / ".iez-xattr-probe"
+    try:
+        probe.touch()
+        os.setxattr(probe, XATTR, b"probe")
+    except OSError as e:
+        if e.errno in (errno.ENOTSUP, errno.EOPNOTSUPP, errno.EPERM):
+            raise BackendError(
+                f"the file system under {directory} refuses user xattrs ({e.strerror}); the emulated "
+                "cluster stores layouts in user.lustre.lov: use ext4, xfs, btrfs or tmpfs "
+                "(ext4 needs the user_xattr mount option on old kernels)") from None
+        raise BackendError(f"cannot probe xattrs under {directory}: {e.strerror}") from None
+    finally:
+        probe.unlink(missing_ok=True)
+
+
+def init_cluster_dir(path: str | Path, cluster: Cluster) -> ClusterDir:
+    root = Path(path).absolute()
+    if root.exists() and any(root.iterdir()):
+        if (root / MARKER).exists():
+            raise ConfigError(f"{root} already holds an emulated cluster")
+        raise ConfigError(f"{root} exists and is not empty: choose an empty or new directory")
+    cd = ClusterDir(root)
+    for d in (cd.fs, cd.params, cd.run):
+        d.mkdir(parents=True, exist_ok=True)
+    check_user_xattrs(cd.fs)
+    (root / "cluster.toml").write_text(dump_cluster(cluster))
+    (root / MARKER).write_text("iez emulated Lustre cluster; see docs/emulated.md\n")
+    return cd

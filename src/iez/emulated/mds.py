@@ -1,0 +1,295 @@
+"""The emulated MDS: hands out layouts the way LOD does and keeps the parameter trees current.
+
+`MdsCore` holds the state and answers requests; it is transport-free, so tests can drive it
+directly. `serve()` runs it behind the two transports of docs/emulated.md: a line protocol on
+an AF_UNIX socket (libiez, no library needed in C) and ZeroMQ REP (Python clients), plus a
+refresh loop that rescans `fs/` and rewrites `params/` every second.
+
+Run with `iez emulate up DIR` (background) or `python -m iez.emulated.mds DIR` (foreground).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import socketserver
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import zmq
+
+from iez.backend import TargetUsage
+from iez.cluster import Cluster, OSTStats, Snapshot, ost_uuid
+from iez.emulated.clusterdir import ClusterDir, open_cluster_dir
+from iez.emulated.paramtree import (OSTCounters, OSTSpace, render_mds, render_oss,
+                                    write_tree)
+from iez.emulated.usage import ScanResult, UsageScanner
+from iez.errors import AllocationError, IezError
+from iez.plan import format_layout, parse_layout
+
+log = logging.getLogger("iez.mds")
+
+REFRESH_INTERVAL = 1.0  # s, how often params/ is rewritten
+QOS_MAXAGE = 5  # s, lod.*.qos_maxage default (lustre-allocator.md §0)
+BYTES_PER_INODE = 64 << 10  # emulated OST inode ratio (ldiskfs OSTs use 64-1024 KiB)
+MDT_SIZE = 16 << 30
+MDT_INODE = 4096
+
+
+def space_from_scan(cluster: Cluster, scan: ScanResult) -> dict[int, OSTSpace]:
+    """Per-OST statfs figures: the cluster's base usage plus what files under fs/ occupy."""
+    out = {}
+    for o in cluster.osts:
+        used = min(o.capacity, o.used + scan.bytes_on.get(o.index, 0))
+        free_kb = (o.capacity - used) // 1024
+        files = max(1, o.capacity // BYTES_PER_INODE)
+        out[o.index] = OSTSpace(kbytestotal=o.capacity // 1024, kbytesfree=free_kb, kbytesavail=free_kb,
+                                filestotal=files, filesfree=max(0, files - scan.objects.get(o.index, 0)))
+    return out
+
+
+def snapshot_from_space(cluster: Cluster, space: dict[int, OSTSpace], now: float) -> Snapshot:
+    return Snapshot(time=now, osts={
+        o.index: OSTStats(index=o.index, kbytestotal=space[o.index].kbytestotal,
+                          kbytesavail=space[o.index].kbytesavail, kbytesfree=space[o.index].kbytesfree,
+                          state=o.state, time=now)
+        for o in cluster.osts})
+
+
+def df_rows(cluster: Cluster, space: dict[int, OSTSpace], files: int, inodes: bool) -> list[TargetUsage]:
+    """The rows of `lfs df` (or `lfs df -i`) for this cluster."""
+    mdt_total = MDT_SIZE // 1024
+    mdt_used = files * MDT_INODE // 1024
+    mdt_inodes = MDT_SIZE // MDT_INODE
+    rows = [TargetUsage(f"{cluster.fsname}-MDT0000_UUID", "MDT", 0,
+                        mdt_inodes if inodes else mdt_total,
+                        files if inodes else mdt_used,
+                        (mdt_inodes - files) if inodes else (mdt_total - mdt_used))]
+    flags = {"degraded": "D", "readonly": "R", "nocreate": "N"}
+    for o in cluster.osts:
+        sp = space[o.index]
+        if inodes:
+            total, used, avail = sp.filestotal, sp.filestotal - sp.filesfree, sp.filesfree
+        else:
+            total, used, avail = sp.kbytestotal, sp.kbytestotal - sp.kbytesfree, sp.kbytesavail
+        rows.append(TargetUsage(ost_uuid(cluster.fsname, o.index), "OST", o.index, total, used, avail,
+                                flags=flags.get(o.state, ""), active=o.state != "inactive"))
+    return rows
+
+
+@dataclass
+class AllocReply:
+    ok: bool
+    layout: str = ""
+    errno: str = ""
+    error: str = ""
+
+
+class MdsCore:
+    """The MDS's state: cluster model, LOD allocator, statfs cache, counters."""
+
+    def __init__(self, cd: ClusterDir, seed: int | None = None, statfs_maxage: float = 2 * QOS_MAXAGE):
+        from iez.alloc.lod import LodAllocator
+
+        self.cd = cd
+        self.cluster = cd.cluster()
+        self.lock = threading.Lock()
+        self.scanner = UsageScanner(cd.fs)
+        self.start = time.time()
+        self.counters = {o.index: OSTCounters() for o in self.cluster.osts}
+        self.prev_bytes: dict[int, int] = {}
+        self.statfs_maxage = statfs_maxage  # LOD refreshes its statfs cache after 2*qos_maxage
+        # Like Lustre's MDS, allocator state lives in memory only: a restart reseeds RR
+        # (start_count starts at 0, lustre-allocator.md §2c) and clears QoS penalties.
+        self.alloc = LodAllocator(self.cluster, seed=int.from_bytes(os.urandom(4), "little") if seed is None else seed)
+        self.creates = 0
+        self.scan = self.scanner.scan()
+        self.space = space_from_scan(self.cluster, self.scan)
+        self.prev_bytes = dict(self.scan.bytes_on)  # growth counts from MDS start
+        self.lod_snapshot = snapshot_from_space(self.cluster, self.space, self.start)
+        self.refresh()
+
+    # -- requests -------------------------------------------------------------------------
+    def allocate(self, path: str, spec: str) -> AllocReply:
+        try:
+            req = parse_layout(spec if spec.strip() else "c=0")
+        except IezError as e:
+            return AllocReply(False, errno="EINVAL", error=str(e))
+        now = time.time()
+        with self.lock:
+            if now - self.lod_snapshot.time > self.statfs_maxage:
+                self.lod_snapshot = snapshot_from_space(self.cluster, self.space, now)
+            try:
+                got = self.alloc.allocate_file(req, self.lod_snapshot, now)
+            except AllocationError as e:
+                return AllocReply(False, errno=e.errno, error=str(e))
+            except IezError as e:
+                return AllocReply(False, errno="EINVAL", error=str(e))
+            self.creates += 1
+        log.info("alloc %s %s -> %s", path, spec or "default", format_layout(got))
+        return AllocReply(True, layout=format_layout(got))
+
+    def refresh(self) -> None:
+        scan = self.scanner.scan()
+        now = time.time()
+        with self.lock:
+            self.scan = scan
+            self.space = space_from_scan(self.cluster, scan)
+            for i, b in scan.bytes_on.items():
+                grown = b - self.prev_bytes.get(i, 0)
+                if grown > 0 and i in self.counters:
+                    self.counters[i].write_bytes.add_bytes(grown)
+            self.prev_bytes = dict(scan.bytes_on)
+            space, counters = dict(self.space), self.counters
+        for s in self.cluster.osses:
+            write_tree(self.cd.host_params(s.name), render_oss(self.cluster, s.name, space, counters, now, self.start))
+        write_tree(self.cd.host_params(self.cluster.mds.name), render_mds(self.cluster, space, QOS_MAXAGE))
+
+    def df(self, inodes: bool = False) -> list[TargetUsage]:
+        with self.lock:
+            return df_rows(self.cluster, self.space, self.scan.files, inodes)
+
+    # -- protocols ------------------------------------------------------------------------
+    def handle_line(self, line: str) -> str:
+        parts = line.rstrip("\r\n").split("\t")
+        op = parts[0]
+        if op == "PING":
+            return "OK\tpong"
+        if op == "REFRESH":
+            self.refresh()
+            return "OK\trefreshed"
+        if op == "ALLOC" and len(parts) in (2, 3):
+            r = self.allocate(parts[1], parts[2] if len(parts) == 3 else "")
+            return f"OK\t{r.layout}" if r.ok else f"ERR\t{r.errno}\t{r.error}"
+        return "ERR\tEPROTO\tunreadable request"
+
+    def handle_json(self, msg: dict) -> dict:
+        op = msg.get("op")
+        if op == "ping":
+            return {"ok": True, "pong": True}
+        if op == "refresh":
+            self.refresh()
+            return {"ok": True}
+        if op == "alloc" and isinstance(msg.get("path"), str):
+            r = self.allocate(msg["path"], str(msg.get("layout", "")))
+            return {"ok": True, "layout": r.layout} if r.ok else {"ok": False, "errno": r.errno, "error": r.error}
+        if op == "df":
+            rows = self.df(bool(msg.get("inodes")))
+            return {"ok": True, "targets": [r.__dict__ for r in rows]}
+        return {"ok": False, "errno": "EPROTO", "error": f"unknown request {op!r}"}
+
+
+class _LineHandler(socketserver.StreamRequestHandler):
+    def handle(self) -> None:
+        core: MdsCore = self.server.core  # type: ignore[attr-defined]
+        for raw in self.rfile:
+            if len(raw) > 65536:
+                reply = "ERR\tEPROTO\trequest too long"
+            else:
+                try:
+                    reply = core.handle_line(raw.decode("utf-8"))
+                except UnicodeDecodeError:
+                    reply = "ERR\tEPROTO\trequest is not UTF-8"
+            self.wfile.write((reply + "\n").encode())
+            self.wfile.flush()
+
+
+class _LineServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
+
+
+def _zmq_loop(core: MdsCore, endpoint: str, stop: threading.Event) -> None:
+    ctx = zmq.Context.instance()
+    sock = ctx.socket(zmq.REP)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.bind(endpoint)
+    try:
+        while not stop.is_set():
+            if not sock.poll(200):
+                continue
+            try:
+                msg = json.loads(sock.recv())
+                reply = core.handle_json(msg) if isinstance(msg, dict) else {"ok": False, "errno": "EPROTO", "error": "not an object"}
+            except ValueError:
+                reply = {"ok": False, "errno": "EPROTO", "error": "not JSON"}
+            sock.send(json.dumps(reply).encode())
+    finally:
+        sock.close()
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def running_pid(cd: ClusterDir) -> int | None:
+    try:
+        pid = int(cd.pidfile.read_text().strip())
+    except (OSError, ValueError):
+        return None
+    return pid if _pid_alive(pid) else None
+
+
+def serve(cd: ClusterDir, seed: int | None = None) -> None:
+    other = running_pid(cd)
+    if other is not None and other != os.getpid():
+        raise IezError(f"an emulated MDS (pid {other}) already serves {cd.root}")
+    cd.run.mkdir(parents=True, exist_ok=True)
+    cd.sock.unlink(missing_ok=True)
+    core = MdsCore(cd, seed=seed)
+    stop = threading.Event()
+    server = _LineServer(str(cd.sock), _LineHandler)
+    server.core = core  # type: ignore[attr-defined]
+    threads = [threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True),
+               threading.Thread(target=_zmq_loop, args=(core, cd.ipc, stop), daemon=True)]
+    for t in threads:
+        t.start()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    cd.pidfile.write_text(f"{os.getpid()}\n")
+    log.info("emulated MDS of %s up (pid %d)", cd.root, os.getpid())
+    try:
+        while not stop.wait(REFRESH_INTERVAL):
+            try:
+                core.refresh()
+            except OSError as e:  # a racing unlink or a full disk must not kill the MDS
+                log.warning("refresh failed: %s", e)
+        core.refresh()
+    finally:
+        server.shutdown()
+        server.server_close()
+        threads[1].join(timeout=2)
+        cd.sock.unlink(missing_ok=True)
+        if running_pid(cd) == os.getpid():
+            cd.pidfile.unlink(missing_ok=True)
+        log.info("emulated MDS of %s down", cd.root)
+
+
+def main(argv: list[str]) -> int:
+    import argparse
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    ap = argparse.ArgumentParser(prog="python -m iez.emulated.mds")
+    ap.add_argument("dir")
+    ap.add_argument("--seed", type=int, help="seed LOD's random choices (RR start, QoS) for a reproducible run")
+    a = ap.parse_args(argv)
+    try:
+        serve(open_cluster_dir(Path(a.dir)), seed=a.seed)
+    except IezError as e:
+        print(f"iez: error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

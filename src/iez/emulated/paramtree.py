@@ -1,0 +1,143 @@
+"""Lustre-style parameter trees of an emulated cluster, one per host (docs/emulated.md).
+
+Files sit where a 2.15 server keeps them (lustre-formats.md §0): space counters in sysfs
+(`sys/fs/lustre/obdfilter/<ost>/kbytes*`, since 2.11), `obdfilter.*.stats` in procfs, LOD
+tunables in sysfs and `target_obd` in procfs on the MDS, and the MDS's view of each OST through
+its OSP device. Values use the 2.15.3+ text formats. `render_*` are pure; `write_tree` writes
+each file atomically so a collector never reads half a file.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from iez.cluster import Cluster, ost_name, ost_uuid
+
+RPC_SIZE = 1 << 20  # emulated bulk RPCs are 1 MiB (max_pages_per_rpc 256, the pre-2.16 default)
+VERSION = "2.15.5"
+MASK64 = (1 << 64) - 1
+
+
+@dataclass
+class Counter:
+    """One lprocfs counter with min/max/sum/sumsq (LPROCFS_CNTR_AVGMINMAX | STDDEV)."""
+
+    samples: int = 0
+    min: int = 0
+    max: int = 0
+    sum: int = 0
+    sumsq: int = 0
+
+    def add(self, value: int, times: int = 1) -> None:
+        if times <= 0:
+            return
+        self.min = value if self.samples == 0 else min(self.min, value)
+        self.max = max(self.max, value)
+        self.samples += times
+        self.sum += value * times
+        self.sumsq = (self.sumsq + value * value * times) & MASK64  # u64, wraps as in the kernel
+
+    def add_bytes(self, nbytes: int, rpc_size: int = RPC_SIZE) -> None:
+        """Account `nbytes` moved as full RPCs plus one partial one."""
+        full, rest = divmod(nbytes, rpc_size)
+        self.add(rpc_size, full)
+        if rest:
+            self.add(rest)
+
+
+@dataclass
+class OSTCounters:
+    write_bytes: Counter = field(default_factory=Counter)
+    read_bytes: Counter = field(default_factory=Counter)
+
+
+def _ts(t: float) -> str:
+    sec = int(t)
+    return f"{sec}.{int(round((t - sec) * 1e9)) % 1_000_000_000:09d}"
+
+
+def render_stats(counters: dict[str, tuple[Counter, str]], now: float, start: float) -> str:
+    """An lprocfs stats file, 2.15.3+ header; only counters with samples are printed."""
+    lines = [f"{'snapshot_time':<25} {_ts(now)} secs.nsecs",
+             f"{'start_time':<25} {_ts(start)} secs.nsecs",
+             f"{'elapsed_time':<25} {_ts(max(0.0, now - start))} secs.nsecs"]
+    for name, (c, unit) in counters.items():
+        if c.samples:
+            lines.append(f"{name:<25} {c.samples} samples [{unit}] {c.min} {c.max} {c.sum} {c.sumsq}")
+    return "\n".join(lines) + "\n"
+
+
+@dataclass(frozen=True)
+class OSTSpace:
+    kbytestotal: int
+    kbytesfree: int
+    kbytesavail: int
+    filestotal: int
+    filesfree: int
+
+
+def render_oss(cluster: Cluster, oss: str, space: dict[int, OSTSpace],
+               counters: dict[int, OSTCounters], now: float, start: float) -> dict[str, str]:
+    """Files of one OSS host's tree, relative to the host prefix."""
+    out = {"sys/fs/lustre/version": VERSION + "\n", "sys/fs/lustre/health_check": "healthy\n"}
+    for i in cluster.oss_by_name(oss).osts:
+        name = ost_name(cluster.fsname, i)
+        sp = space[i]
+        sysd = f"sys/fs/lustre/obdfilter/{name}"
+        out[f"{sysd}/kbytestotal"] = f"{sp.kbytestotal}\n"
+        out[f"{sysd}/kbytesfree"] = f"{sp.kbytesfree}\n"
+        out[f"{sysd}/kbytesavail"] = f"{sp.kbytesavail}\n"
+        out[f"{sysd}/filestotal"] = f"{sp.filestotal}\n"
+        out[f"{sysd}/filesfree"] = f"{sp.filesfree}\n"
+        out[f"{sysd}/blocksize"] = "4096\n"
+        c = counters.get(i, OSTCounters())
+        out[f"proc/fs/lustre/obdfilter/{name}/stats"] = render_stats(
+            {"read_bytes": (c.read_bytes, "bytes"), "write_bytes": (c.write_bytes, "bytes")}, now, start)
+    return out
+
+
+def render_mds(cluster: Cluster, space: dict[int, OSTSpace], qos_maxage: int = 5) -> dict[str, str]:
+    """Files of the MDS host's tree: LOD tunables, target_obd, and OSP views of every OST."""
+    mdt = f"{cluster.fsname}-MDT0000"
+    lod = f"{mdt}-mdtlov"
+    active = [o for o in cluster.osts if o.state != "inactive"]
+    out = {
+        "sys/fs/lustre/version": VERSION + "\n",
+        "sys/fs/lustre/health_check": "healthy\n",
+        f"sys/fs/lustre/lod/{lod}/qos_threshold_rr": f"{cluster.qos_threshold_rr}%\n",
+        f"sys/fs/lustre/lod/{lod}/qos_prio_free": f"{cluster.qos_prio_free}%\n",
+        f"sys/fs/lustre/lod/{lod}/qos_maxage": f"{qos_maxage}\n",
+        f"sys/fs/lustre/lod/{lod}/stripesize": f"{cluster.default_stripe_size}\n",
+        f"sys/fs/lustre/lod/{lod}/stripecount": f"{cluster.default_stripe_count}\n",
+        f"sys/fs/lustre/lod/{lod}/stripeoffset": "-1\n",
+        f"sys/fs/lustre/lod/{lod}/numobd": f"{len(cluster.osts)}\n",
+        f"sys/fs/lustre/lod/{lod}/activeobd": f"{len(active)}\n",
+        # `lfs osts` format: "%d: %s %sACTIVE" (lustre-formats.md §5)
+        f"proc/fs/lustre/lod/{lod}/target_obd": "".join(
+            f"{o.index}: {ost_uuid(cluster.fsname, o.index)} {'IN' if o.state == 'inactive' else ''}ACTIVE\n"
+            for o in cluster.osts),
+    }
+    for o in cluster.osts:
+        osp = f"sys/fs/lustre/osp/{ost_name(cluster.fsname, o.index)}-osc-MDT0000"
+        sp = space[o.index]
+        out[f"{osp}/kbytestotal"] = f"{sp.kbytestotal}\n"
+        out[f"{osp}/kbytesfree"] = f"{sp.kbytesfree}\n"
+        out[f"{osp}/kbytesavail"] = f"{sp.kbytesavail}\n"
+        out[f"{osp}/active"] = f"{0 if o.state == 'inactive' else 1}\n"
+        out[f"{osp}/max_create_count"] = f"{0 if o.state == 'nocreate' else 20000}\n"
+    return out
+
+
+def write_tree(prefix: Path, files: dict[str, str]) -> None:
+    for rel, text in files.items():
+        p = prefix / rel
+        try:
+            if p.read_text() == text:
+                continue
+        except OSError:
+            p.parent.mkdir(parents=True, exist_ok=True)
+        tmp = p.with_name(f".{p.name}.tmp")
+        tmp.write_text(text)
+        os.replace(tmp, p)

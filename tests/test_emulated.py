@@ -1,0 +1,226 @@
+"""The emulated Lustre cluster: pure parts directly, the whole thing through real processes."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from iez.cluster import make_cluster
+from iez.emulated.paramtree import Counter, OSTSpace, render_mds, render_oss, render_stats
+from iez.emulated.usage import BLOCK, ost_bytes
+from iez.layout import Layout
+
+MiB = 1 << 20
+
+
+# -- pure parts ---------------------------------------------------------------------------------
+
+def test_ost_bytes_from_sizes_and_layouts():
+    a = Layout(stripe_size=MiB, osts=(3, 1))
+    b = Layout(stripe_size=MiB, osts=(1,))
+    got = ost_bytes([(3 * MiB + 10, a), (5, b)])
+    # a: stripe 0 (OST3) holds [0,1M) [2M,3M); stripe 1 (OST1) holds [1M,2M) [3M,3M+10)
+    assert got == {3: 2 * MiB, 1: MiB + BLOCK + BLOCK}
+
+
+def test_counter_rpc_accounting_and_u64_wrap():
+    c = Counter()
+    c.add_bytes(3 * MiB + 100)
+    assert (c.samples, c.min, c.max, c.sum) == (4, 100, MiB, 3 * MiB + 100)
+    big = Counter()
+    big.add(1 << 40, times=1 << 30)  # sum of squares overflows u64, as in the kernel
+    assert big.sumsq == ((1 << 80) * (1 << 30)) & ((1 << 64) - 1)
+
+
+def test_render_stats_prints_only_used_counters():
+    c = Counter()
+    c.add_bytes(2 * MiB)
+    text = render_stats({"read_bytes": (Counter(), "bytes"), "write_bytes": (c, "bytes")}, 100.5, 90.25)
+    lines = text.splitlines()
+    assert lines[0] == "snapshot_time             100.500000000 secs.nsecs"
+    assert lines[2] == "elapsed_time              10.250000000 secs.nsecs"
+    assert lines[3] == f"write_bytes               2 samples [bytes] {MiB} {MiB} {2 * MiB} {2 * MiB * MiB}"
+    assert not any(line.startswith("read_bytes") for line in lines)
+
+
+def test_render_trees_paths():
+    c = make_cluster(n_oss=2, osts_per_oss=2, ost_size=1 << 30, fsname="emu")
+    space = {i: OSTSpace(1 << 20, 1000, 900, 10, 5) for i in range(4)}
+    oss1 = render_oss(c, "oss1", space, {}, 1.0, 0.0)
+    assert oss1["sys/fs/lustre/obdfilter/emu-OST0002/kbytesavail"] == "900\n"
+    assert "sys/fs/lustre/obdfilter/emu-OST0000/kbytesavail" not in oss1  # oss0's OST
+    mds = render_mds(c, space)
+    assert mds["proc/fs/lustre/lod/emu-MDT0000-mdtlov/target_obd"].splitlines()[3] == "3: emu-OST0003_UUID ACTIVE"
+    assert mds["sys/fs/lustre/lod/emu-MDT0000-mdtlov/qos_threshold_rr"] == "17%\n"
+
+
+# -- real processes ------------------------------------------------------------------------------
+
+def run(cmd: list[str], **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=60, **kw)
+
+
+@pytest.fixture
+def cluster(tmp_path, iez_cmd):
+    d = tmp_path / "emu"
+    r = run(iez_cmd + ["emulate", "init", str(d), "--oss", "3", "--osts-per-oss", "5", "--ost-size", "1GiB"])
+    assert r.returncode == 0, r.stderr
+    r = run(iez_cmd + ["emulate", "up", str(d)])
+    assert r.returncode == 0, r.stderr
+    yield d
+    run(iez_cmd + ["emulate", "down", str(d)])
+    assert not (d / "run" / "mds.pid").exists()
+
+
+def test_init_refuses_non_empty_dir(tmp_path, iez_cmd):
+    (tmp_path / "x").write_text("keep me")
+    r = run(iez_cmd + ["emulate", "init", str(tmp_path)])
+    assert r.returncode == 2 and "not empty" in r.stderr
+    assert (tmp_path / "x").read_text() == "keep me"
+
+
+def test_setstripe_getstripe_df_end_to_end(cluster, iez_cmd):
+    fs = cluster / "fs"
+    # explicit OST list: kept exactly, in order
+    r = run(iez_cmd + ["setstripe", "-S", "1M", "-o", "7,2,11", str(fs / "listed")])
+    assert r.returncode == 0, r.stderr
+    r = run(iez_cmd + ["getstripe", str(fs / "listed")])
+    assert r.returncode == 0, r.stderr
+    assert "lmm_stripe_count:  3" in r.stdout and "lmm_stripe_size:   1048576" in r.stdout
+    rows = [ln.split() for ln in r.stdout.splitlines() if ln.startswith("\t") and ln.split()[0].isdigit()]
+    assert [int(x[0]) for x in rows] == [7, 2, 11]
+    # stripe offset: index order from that OST (lustre-allocator.md §4a)
+    r = run(iez_cmd + ["setstripe", "-c", "4", "-i", "3", str(fs / "offset")])
+    assert r.returncode == 0, r.stderr
+    rows = [ln.split() for ln in r.stdout.splitlines() if ln.startswith("\t") and ln.split()[0].isdigit()]
+    assert [int(x[0]) for x in rows] == [3, 4, 5, 6]
+    # default allocation on an empty cluster is RR: 4 distinct OSTs spread over the OSSs
+    r = run(iez_cmd + ["setstripe", "-c", "4", str(fs / "rr")])
+    assert r.returncode == 0, r.stderr
+    rows = [int(ln.split()[0]) for ln in r.stdout.splitlines() if ln.startswith("\t") and ln.split()[0].isdigit()]
+    assert len(set(rows)) == 4 and len({i // 5 for i in rows}) >= 2
+    # PFL: components kept, every component instantiated
+    r = run(iez_cmd + ["setstripe", "-E", "4M", "-c", "1", "-E", "-1", "-c", "2", str(fs / "pfl")])
+    assert r.returncode == 0, r.stderr
+    r = run(iez_cmd + ["getstripe", str(fs / "pfl")])
+    assert "lcm_entry_count:   2" in r.stdout and "lcme_extent.e_end:   EOF" in r.stdout
+    # write 8 MiB into "listed": each of its 3 OSTs holds its share, seen by df
+    with open(fs / "listed", "r+b") as f:
+        f.write(b"x" * (8 * MiB))
+    r = run(iez_cmd + ["df", str(fs)])
+    assert r.returncode == 0, r.stderr
+    used = {int(ln.split("[OST:")[1].rstrip("]").split("]")[0]): int(ln.split()[2])
+            for ln in r.stdout.splitlines() if "[OST:" in ln}
+    assert used[7] == 3 * 1024 and used[2] == 3 * 1024 and used[11] == 2 * 1024
+    assert used[0] == 0
+    assert "filesystem_summary:" in r.stdout
+
+
+def test_params_tree_follows_usage(cluster):
+    fs = cluster / "fs"
+    from iez.backend import backend_for
+
+    b = backend_for(fs / "f")
+    got = b.create(fs / "f", Layout(stripe_size=MiB, osts=(5,)))
+    assert got.plain.osts == (5,)
+    with open(fs / "f", "r+b") as f:
+        f.write(b"y" * (4 * MiB))
+    p = cluster / "params" / "oss1" / "sys" / "fs" / "lustre" / "obdfilter" / "iez-OST0005" / "kbytesavail"
+    deadline = time.time() + 10
+    want = (1 << 20) - 4096
+    while time.time() < deadline and int(p.read_text()) != want:
+        time.sleep(0.2)
+    assert int(p.read_text()) == want
+    stats = (cluster / "params/oss1/proc/fs/lustre/obdfilter/iez-OST0005/stats").read_text()
+    assert "write_bytes               4 samples [bytes] 1048576 1048576 4194304" in stats
+
+
+def test_mds_line_protocol(cluster):
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(str(cluster / "run" / "mds.sock"))
+    f = s.makefile("rw")
+    for req, want in [("PING", "OK\tpong"), ("NONSENSE", "ERR\tEPROTO"),
+                      (f"ALLOC\t{cluster}/fs/a\tS=1048576,o=99", "ERR\tEINVAL"),
+                      (f"ALLOC\t{cluster}/fs/a\tS=1000", "ERR\tEINVAL"),
+                      (f"ALLOC\t{cluster}/fs/a\tc=2", "OK\tS=1048576,c=2,o=")]:
+        f.write(req + "\n")
+        f.flush()
+        assert f.readline().startswith(want), req
+    s.close()
+
+
+def test_bad_input_through_cli(cluster, iez_cmd, tmp_path):
+    fs = cluster / "fs"
+    r = run(iez_cmd + ["setstripe", "-o", "42", str(fs / "bad")])
+    assert r.returncode == 2 and "iez: error:" in r.stderr and "42" in r.stderr
+    assert not (fs / "bad").exists()
+    r = run(iez_cmd + ["setstripe", "-S", "100", str(fs / "bad")])
+    assert r.returncode == 2 and "64 KiB" in r.stderr
+    r = run(iez_cmd + ["setstripe", "-c", "x", str(fs / "bad")])
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
+    (fs / "plain").write_text("made without a layout")  # a missing xattr
+    r = run(iez_cmd + ["getstripe", str(fs / "plain")])
+    assert r.returncode == 2 and "has no layout" in r.stderr
+    r = run(iez_cmd + ["setstripe", "-c", "1", str(fs / "plain")])
+    assert r.returncode == 2 and "File exists" in r.stderr
+    assert (fs / "plain").read_text() == "made without a layout"  # never replaced
+    r = run(iez_cmd + ["getstripe", str(tmp_path)])
+    assert r.returncode == 2 and "neither Lustre nor an emulated" in r.stderr
+
+
+def test_full_ost_is_skipped_and_all_full_is_enospc(tmp_path, iez_cmd):
+    d = tmp_path / "small"
+    toml = tmp_path / "c.toml"
+    toml.write_text("""
+fsname = "tiny"
+[[oss]]
+name = "oss0"
+osts = [0, 1]
+[ost_defaults]
+size = "64MiB"
+[[ost]]
+index = 0
+used = "64MiB"
+""")
+    assert run(iez_cmd + ["emulate", "init", str(d), "--cluster", str(toml)]).returncode == 0
+    assert run(iez_cmd + ["emulate", "up", str(d)]).returncode == 0
+    try:
+        r = run(iez_cmd + ["setstripe", "-c", "1", str(d / "fs" / "a")])
+        assert r.returncode == 0, r.stderr
+        assert "\t     1\t" in r.stdout  # OST0000 is full: the file goes to OST0001
+        r = run(iez_cmd + ["setstripe", "-o", "0", str(d / "fs" / "b")])
+        assert r.returncode == 2 and ("ENOSPC" in r.stderr or "full" in r.stderr)
+        assert not (d / "fs" / "b").exists()
+    finally:
+        run(iez_cmd + ["emulate", "down", str(d)])
+
+
+def test_mds_restart_and_seeded_reproducibility(tmp_path, iez_cmd):
+    """Same seed, same layouts; a restart reseeds RR as Lustre's MDS does."""
+    got = []
+    for k in range(2):
+        d = tmp_path / f"c{k}"
+        assert run(iez_cmd + ["emulate", "init", str(d)]).returncode == 0
+        assert run(iez_cmd + ["emulate", "up", str(d), "--seed", "7"]).returncode == 0
+        try:
+            outs = [run(iez_cmd + ["setstripe", "-c", "4", str(d / "fs" / f"f{i}")]) for i in range(5)]
+            assert all(o.returncode == 0 for o in outs), [o.stderr for o in outs]
+            got.append([o.stdout.replace(str(d), "") for o in outs])
+            assert run(iez_cmd + ["emulate", "down", str(d)]).returncode == 0
+            assert run(iez_cmd + ["emulate", "up", str(d)]).returncode == 0
+            r = run(iez_cmd + ["setstripe", "-c", "2", str(d / "fs" / "after")])
+            assert r.returncode == 0, r.stderr
+        finally:
+            run(iez_cmd + ["emulate", "down", str(d)])
+    assert got[0] == got[1]
+
+
+def test_emulated_mds_pid_and_socket_cleanup(cluster):
+    pid = int((cluster / "run" / "mds.pid").read_text())
+    os.kill(pid, 0)
+    assert (cluster / "run" / "mds.sock").exists()
