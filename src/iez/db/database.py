@@ -1,0 +1,362 @@
+"""The interaction database: where traces, predictions, snapshots and placements meet.
+
+SQLite by default (`$IEZ_DB`, else `$XDG_DATA_HOME/iez/iez.db`, else
+`~/.local/share/iez/iez.db`); any SQLAlchemy URL overrides it, PostgreSQL included
+(`postgresql://user@host/db` is read with psycopg 3). Every write happens inside
+`Database.begin()`, one transaction: a failure anywhere in it leaves the database as it was.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+from sqlalchemy import Connection, Engine, create_engine, delete, event, func, select, update
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+
+from iez.cluster import Cluster, OSSStats, OSTStats, Snapshot, dump_cluster, parse_cluster
+from iez.db.errors import DatabaseError
+from iez.db.migrations import migrate
+from iez.db.schema import (
+    applications,
+    cluster_snapshots,
+    placements,
+    predicted_requests,
+    predictions,
+    runs,
+    traced_requests,
+)
+from iez.errors import IezError
+from iez.layout.layout import FileLayout
+from iez.plan import format_layout, parse_layout
+from iez.request import Placement, Request
+
+_REQUEST_FIELDS = ("path", "write_bytes", "stripe_count", "rank", "comm_size", "create_time", "api", "pool")
+
+
+def default_url() -> str:
+    """The database iez uses when no --db is given."""
+    env = os.environ.get("IEZ_DB", "")
+    if env:
+        return env if "://" in env else f"sqlite:///{Path(env).expanduser().absolute()}"
+    base = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
+    return f"sqlite:///{base / 'iez' / 'iez.db'}"
+
+
+def _normalise(url: str) -> str:
+    try:
+        u = make_url(url)
+    except ArgumentError:
+        raise DatabaseError(f"bad database URL {url!r} (examples: sqlite:///path/iez.db, "
+                            "postgresql://user@host:5432/iez)") from None
+    if u.drivername in ("postgresql", "postgres"):
+        u = u.set(drivername="postgresql+psycopg")  # psycopg 3 is what iez installs
+    if u.get_backend_name() == "sqlite" and u.database and u.database != ":memory:":
+        Path(u.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+    return u.render_as_string(hide_password=False)
+
+
+def _safe(url: str) -> str:
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return url
+
+
+def _one_line(e: BaseException) -> str:
+    msg = str(getattr(e, "orig", None) or e).strip().splitlines()
+    return msg[0] if msg else type(e).__name__
+
+
+class Database:
+    def __init__(self, url: str | None = None) -> None:
+        self.url = _normalise(url or default_url())
+        try:
+            self.engine: Engine = create_engine(self.url)
+        except (ArgumentError, ImportError) as e:
+            raise DatabaseError(f"cannot use database {_safe(self.url)}: {_one_line(e)}") from None
+        if self.engine.dialect.name == "sqlite":
+            event.listen(self.engine, "connect", _sqlite_connect)
+            event.listen(self.engine, "begin", _sqlite_begin)
+        with self.begin() as tx:
+            migrate(tx.conn)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def __enter__(self) -> "Database":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def begin(self) -> Iterator["Txn"]:
+        """One transaction: committed when the block ends, rolled back if it raises."""
+        try:
+            with self.engine.begin() as conn:
+                yield Txn(conn)
+        except IezError:
+            raise
+        except SQLAlchemyError as e:
+            raise DatabaseError(f"database {_safe(self.url)}: {_one_line(e)}") from None
+
+
+def _sqlite_connect(dbapi_conn: Any, _record: Any) -> None:
+    # Python's sqlite3 commits before DDL on its own, which would make a migration half-apply;
+    # take transactions out of its hands and BEGIN explicitly (SQLAlchemy's documented recipe).
+    dbapi_conn.isolation_level = None
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA foreign_keys=ON")  # SQLite leaves FK enforcement (and CASCADE) off
+    cur.execute("PRAGMA busy_timeout=30000")  # several iez commands may share one file
+    cur.close()
+
+
+def _sqlite_begin(conn: Connection) -> None:
+    # IMMEDIATE takes the write lock up front: two writers wait on busy_timeout instead of one
+    # failing when it tries to upgrade a read lock.
+    conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    app: str
+    number: int
+    label: str
+    traced: bool
+    source: str
+    source_path: str
+    nprocs: int
+    n_traced: int
+    plan_hits: int
+    plan_misses: int
+    planned_policy: str
+    meta: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class PredictionInfo:
+    run: int
+    requests: list[Request]
+    models: dict[str, Any]
+    based_on: list[int]
+    created_at: float
+
+
+@dataclass(frozen=True)
+class PlacementSet:
+    run: int
+    policy: str
+    snapshot_id: int
+    placements: list[Placement]
+    ranks: dict[str, int]
+
+
+class Txn:
+    """The database operations, all inside one transaction (see Database.begin)."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+
+    # -- applications and runs -------------------------------------------------------------
+    def app_id(self, name: str, create: bool = False) -> int:
+        if not name or len(name) > 255:
+            raise DatabaseError(f"bad application name {name!r} (1-255 characters)")
+        row = self.conn.execute(select(applications.c.id).where(applications.c.name == name)).first()
+        if row:
+            return row[0]
+        if not create:
+            raise DatabaseError(f"no application {name!r} in the database "
+                                f"(import a trace first: iez trace import PATH --app {name})")
+        return self.conn.execute(applications.insert().values(name=name, created_at=time.time())
+                                 ).inserted_primary_key[0]
+
+    def apps(self) -> list[str]:
+        return list(self.conn.execute(select(applications.c.name).order_by(applications.c.name)).scalars())
+
+    def _run_id(self, app_id: int, number: int, create: bool = False) -> int | None:
+        row = self.conn.execute(select(runs.c.id).where(runs.c.app_id == app_id, runs.c.number == number)).first()
+        if row:
+            return row[0]
+        if not create:
+            return None
+        return self.conn.execute(runs.insert().values(app_id=app_id, number=number)).inserted_primary_key[0]
+
+    def next_traced_run(self, app: str) -> int:
+        """1 + the highest run number that has a trace (so a predicted run gets its trace)."""
+        row = self.conn.execute(
+            select(func.max(runs.c.number)).select_from(runs.join(applications))
+            .where(applications.c.name == app, runs.c.traced_at.is_not(None))).first()
+        return (row[0] or 0) + 1
+
+    def add_trace(self, app: str, requests: Sequence[Request], number: int | None = None, *,
+                  label: str = "", source: str = "", source_path: str = "", nprocs: int = 0,
+                  plan_hits: int = 0, plan_misses: int = 0, meta: dict[str, Any] | None = None) -> int:
+        """Store one traced run of `app`; returns its run number."""
+        aid = self.app_id(app, create=True)
+        number = self.next_traced_run(app) if number is None else number
+        if number < 1:
+            raise DatabaseError(f"run numbers start at 1, got {number}")
+        rid = self._run_id(aid, number, create=True)
+        traced = self.conn.execute(select(runs.c.traced_at).where(runs.c.id == rid)).scalar()
+        if traced is not None:
+            raise DatabaseError(f"run {number} of {app!r} already has a trace (give another --run)")
+        self.conn.execute(update(runs).where(runs.c.id == rid).values(
+            label=label[:255], traced_at=time.time(), source=source, source_path=source_path,
+            nprocs=nprocs, plan_hits=plan_hits, plan_misses=plan_misses, meta=json.dumps(meta or {})))
+        rows = [{"run_id": rid, **_request_row(q),
+                 "observed_layout": format_layout(q.observed) if q.observed is not None else None}
+                for q in requests]
+        if rows:
+            self.conn.execute(traced_requests.insert(), rows)
+        return number
+
+    def runs(self, app: str) -> list[RunInfo]:
+        aid = self.app_id(app)
+        n_traced = (select(func.count()).where(traced_requests.c.run_id == runs.c.id)
+                    .correlate(runs).scalar_subquery())
+        rows = self.conn.execute(select(runs, n_traced.label("n_traced"))
+                                 .where(runs.c.app_id == aid).order_by(runs.c.number))
+        return [RunInfo(app=app, number=r.number, label=r.label, traced=r.traced_at is not None,
+                        source=r.source, source_path=r.source_path, nprocs=r.nprocs, n_traced=r.n_traced,
+                        plan_hits=r.plan_hits, plan_misses=r.plan_misses,
+                        planned_policy=r.planned_policy or "", meta=json.loads(r.meta))
+                for r in rows]
+
+    def traced_runs(self, app: str) -> list[tuple[int, list[Request]]]:
+        """Every traced run of `app`, oldest first, each with its requests in create order."""
+        aid = self.app_id(app)
+        out: dict[int, list[Request]] = {}
+        q = (select(runs.c.number, runs.c.label, traced_requests)
+             .join(traced_requests, traced_requests.c.run_id == runs.c.id)
+             .where(runs.c.app_id == aid, runs.c.traced_at.is_not(None))
+             .order_by(runs.c.number, traced_requests.c.create_time, traced_requests.c.rank,
+                       traced_requests.c.path))
+        for r in self.conn.execute(q):
+            observed = parse_layout(r.observed_layout) if r.observed_layout else None
+            out.setdefault(r.number, []).append(_row_request(r, app, str(r.number), observed))
+        return sorted(out.items())
+
+    # -- predictions -------------------------------------------------------------------------
+    def add_prediction(self, app: str, number: int, requests: Sequence[Request],
+                       models: dict[str, Any], based_on: Sequence[int]) -> int:
+        aid = self.app_id(app)
+        rid = self._run_id(aid, number, create=True)
+        pid = self.conn.execute(predictions.insert().values(
+            run_id=rid, created_at=time.time(), based_on=json.dumps(list(based_on)),
+            models=json.dumps(models))).inserted_primary_key[0]
+        rows = [{"prediction_id": pid, **_request_row(q)} for q in requests]
+        if rows:
+            self.conn.execute(predicted_requests.insert(), rows)
+        return pid
+
+    def prediction(self, app: str, number: int | None = None) -> PredictionInfo:
+        """The newest prediction of run `number`, or of the highest-numbered predicted run."""
+        aid = self.app_id(app)
+        q = (select(predictions, runs.c.number).join(runs, predictions.c.run_id == runs.c.id)
+             .where(runs.c.app_id == aid))
+        if number is not None:
+            q = q.where(runs.c.number == number)
+        head = self.conn.execute(q.order_by(runs.c.number.desc(), predictions.c.id.desc()).limit(1)).first()
+        if head is None:
+            which = f"run {number} of {app!r}" if number is not None else repr(app)
+            raise DatabaseError(f"no prediction for {which} (run: iez predict {app})")
+        rows = self.conn.execute(select(predicted_requests).where(predicted_requests.c.prediction_id == head.id)
+                                 .order_by(predicted_requests.c.create_time, predicted_requests.c.rank,
+                                           predicted_requests.c.path))
+        reqs = [_row_request(r, app, str(head.number)) for r in rows]
+        return PredictionInfo(run=head.number, requests=reqs, models=json.loads(head.models),
+                              based_on=json.loads(head.based_on), created_at=head.created_at)
+
+    # -- cluster snapshots -------------------------------------------------------------------
+    def add_snapshot(self, cluster: Cluster, snap: Snapshot, source: str) -> int:
+        stats = {"time": snap.time,
+                 "osts": [asdict(s) for s in snap.osts.values()],
+                 "osses": [asdict(s) for s in snap.osses.values()]}
+        return self.conn.execute(cluster_snapshots.insert().values(
+            taken_at=snap.time or time.time(), source=source, cluster_toml=dump_cluster(cluster),
+            stats=json.dumps(stats))).inserted_primary_key[0]
+
+    def snapshot(self, snapshot_id: int) -> tuple[Cluster, Snapshot]:
+        r = self.conn.execute(select(cluster_snapshots).where(cluster_snapshots.c.id == snapshot_id)).first()
+        if r is None:
+            raise DatabaseError(f"no cluster snapshot {snapshot_id}")
+        cluster = parse_cluster(r.cluster_toml, source=f"snapshot {snapshot_id}")
+        st = json.loads(r.stats)
+        snap = Snapshot(time=st["time"],
+                        osts={s["index"]: OSTStats(**s) for s in st["osts"]},
+                        osses={s["name"]: OSSStats(**s) for s in st["osses"]})
+        return cluster, snap
+
+    # -- placements --------------------------------------------------------------------------
+    def set_placements(self, app: str, number: int, policy: str, placed: Sequence[Placement],
+                       snapshot_id: int, ranks: dict[str, int]) -> None:
+        """Replace `policy`'s placements for run `number` of `app` (seed 000 Table II rows)."""
+        aid = self.app_id(app)
+        rid = self._run_id(aid, number, create=True)
+        self.conn.execute(delete(placements).where(placements.c.run_id == rid, placements.c.policy == policy))
+        now = time.time()
+        rows = []
+        for p in placed:
+            head = p.layout.parts()[0].layout
+            rows.append({"run_id": rid, "policy": policy, "snapshot_id": snapshot_id, "created_at": now,
+                         "path": p.path, "stripe_size": head.stripe_size, "stripe_count": head.stripe_count,
+                         "rank": ranks.get(p.path, 0), "ost_list": " ".join(str(i) for i in head.osts),
+                         "layout": format_layout(p.layout), "write_bytes": p.write_bytes})
+        if rows:
+            self.conn.execute(placements.insert(), rows)
+
+    def placement_sets(self, app: str, number: int | None = None) -> list[PlacementSet]:
+        """Every policy's placements for run `number` (default: the newest run that has any)."""
+        aid = self.app_id(app)
+        if number is None:
+            number = self.conn.execute(
+                select(func.max(runs.c.number)).join(placements, placements.c.run_id == runs.c.id)
+                .where(runs.c.app_id == aid)).scalar()
+            if number is None:
+                raise DatabaseError(f"no placements for {app!r} (run: iez allocate {app} --policy P)")
+        rows = self.conn.execute(
+            select(placements).join(runs, placements.c.run_id == runs.c.id)
+            .where(runs.c.app_id == aid, runs.c.number == number)
+            .order_by(placements.c.policy, placements.c.id))
+        sets: dict[str, PlacementSet] = {}
+        for r in rows:
+            s = sets.setdefault(r.policy, PlacementSet(number, r.policy, r.snapshot_id, [], {}))
+            s.placements.append(Placement(path=r.path, layout=parse_layout(r.layout), write_bytes=r.write_bytes,
+                                          app=app, run=str(number), policy=r.policy))
+            s.ranks[r.path] = r.rank
+        if not sets:
+            raise DatabaseError(f"no placements for run {number} of {app!r} "
+                                f"(run: iez allocate {app} --run {number} --policy P)")
+        return list(sets.values())
+
+    def mark_planned(self, app: str, number: int, policy: str) -> None:
+        """Record that run `number`'s plan file carries `policy`'s placements."""
+        rid = self._run_id(self.app_id(app), number)
+        self.conn.execute(update(runs).where(runs.c.id == rid).values(planned_policy=policy))
+
+    def pending_placements(self, exclude_app: str) -> list[Placement]:
+        """Placements of other applications' planned runs that have not been traced yet: bytes the
+        file system has been promised but does not hold yet (the global view of seed 000)."""
+        q = (select(placements, applications.c.name, runs.c.number)
+             .join(runs, placements.c.run_id == runs.c.id)
+             .join(applications, runs.c.app_id == applications.c.id)
+             .where(applications.c.name != exclude_app, runs.c.traced_at.is_(None),
+                    runs.c.planned_policy == placements.c.policy))
+        return [Placement(path=r.path, layout=parse_layout(r.layout), write_bytes=r.write_bytes,
+                          app=r.name, run=str(r.number), policy=r.policy)
+                for r in self.conn.execute(q)]
+
+
+def _request_row(q: Request) -> dict[str, Any]:
+    return {k: getattr(q, k) for k in _REQUEST_FIELDS}
+
+
+def _row_request(r: Any, app: str, run: str, observed: FileLayout | None = None) -> Request:
+    return Request(**{k: getattr(r, k) for k in _REQUEST_FIELDS}, app=app, run=run, observed=observed)

@@ -1,0 +1,138 @@
+"""The interaction database's tables (seed 000 §III-A3, Tables I and II), SQLAlchemy Core.
+
+applications ─< runs ─< traced_requests            what a run really created (Table I)
+                    ─< predictions ─< predicted_requests   AIPA's forecast of a run
+                    ─< placements >─ cluster_snapshots     where a policy put each file (Table II)
+
+A run is one execution of an application, numbered 1, 2, ... per application. The same run
+can hold a prediction (made before it ran) and a trace (imported after), which is how
+prediction accuracy is measured. Times are epoch seconds (float), portable across SQLite and
+PostgreSQL. Layouts are stored in the plan grammar (docs/plan-format.md).
+
+Changing a table here means bumping SCHEMA_VERSION and adding a step in migrations.py.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+
+SCHEMA_VERSION = 1
+
+metadata = MetaData()
+
+schema_version = Table(
+    "schema_version", metadata,
+    Column("version", Integer, primary_key=True),
+    Column("applied_at", Float, nullable=False),
+    Column("description", Text, nullable=False, default=""),
+)
+
+applications = Table(
+    "applications", metadata,
+    Column("id", Integer, primary_key=True),
+    Column("name", String(255), nullable=False, unique=True),
+    Column("created_at", Float, nullable=False),
+)
+
+runs = Table(
+    "runs", metadata,
+    Column("id", Integer, primary_key=True),
+    Column("app_id", Integer, ForeignKey("applications.id", ondelete="CASCADE"), nullable=False),
+    Column("number", Integer, nullable=False),
+    Column("label", String(255), nullable=False, default=""),  # job id or the trace's run name
+    Column("traced_at", Float),  # NULL until a trace of this run is imported
+    Column("source", String(16), nullable=False, default=""),  # libiez | darshan
+    Column("source_path", Text, nullable=False, default=""),
+    Column("nprocs", Integer, nullable=False, default=0),
+    Column("plan_hits", Integer, nullable=False, default=0),
+    Column("plan_misses", Integer, nullable=False, default=0),
+    Column("meta", Text, nullable=False, default="{}"),  # JSON: executable, warnings
+    Column("planned_policy", String(32)),  # whose placements the run's plan file carries
+    UniqueConstraint("app_id", "number", name="uq_runs_app_number"),
+)
+
+
+def _request_columns() -> list[Column]:
+    """The columns of seed 000 Table I, plus what placement needs (shared by traced and predicted)."""
+    return [
+        Column("path", Text, nullable=False),
+        Column("write_bytes", BigInteger, nullable=False),
+        Column("stripe_count", Integer, nullable=False),
+        Column("rank", Integer, nullable=False),
+        Column("comm_size", Integer, nullable=False, default=1),
+        Column("create_time", Float, nullable=False, default=0.0),
+        Column("api", String(8), nullable=False, default="posix"),
+        Column("pool", String(16), nullable=False, default=""),
+    ]
+
+
+traced_requests = Table(
+    "traced_requests", metadata,
+    Column("id", Integer, primary_key=True),
+    Column("run_id", Integer, ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
+    *_request_columns(),
+    Column("observed_layout", Text),  # the layout the file really got, when the trace knows it
+    UniqueConstraint("run_id", "path", name="uq_traced_run_path"),
+)
+
+predictions = Table(
+    "predictions", metadata,
+    Column("id", Integer, primary_key=True),
+    Column("run_id", Integer, ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
+    Column("created_at", Float, nullable=False),
+    Column("based_on", Text, nullable=False),  # JSON list of the traced run numbers used
+    Column("models", Text, nullable=False),  # JSON: per series, ARIMA order and RMSE
+)
+
+predicted_requests = Table(
+    "predicted_requests", metadata,
+    Column("id", Integer, primary_key=True),
+    Column("prediction_id", Integer, ForeignKey("predictions.id", ondelete="CASCADE"), nullable=False),
+    *_request_columns(),
+    UniqueConstraint("prediction_id", "path", name="uq_predicted_path"),
+)
+
+cluster_snapshots = Table(
+    "cluster_snapshots", metadata,
+    Column("id", Integer, primary_key=True),
+    Column("taken_at", Float, nullable=False),
+    Column("source", Text, nullable=False),  # default | toml:PATH | emulated:DIR
+    Column("cluster_toml", Text, nullable=False),  # iez.cluster.dump_cluster
+    Column("stats", Text, nullable=False),  # JSON: per-OST and per-OSS statistics
+)
+
+placements = Table(
+    "placements", metadata,
+    Column("id", Integer, primary_key=True),
+    Column("run_id", Integer, ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
+    Column("policy", String(32), nullable=False),
+    Column("snapshot_id", Integer, ForeignKey("cluster_snapshots.id"), nullable=False),
+    Column("created_at", Float, nullable=False),
+    # Seed 000 Table II: file name, stripe size, stripe count, MPI rank, OST list.
+    Column("path", Text, nullable=False),
+    Column("stripe_size", BigInteger, nullable=False),
+    Column("stripe_count", Integer, nullable=False),
+    Column("rank", Integer, nullable=False),
+    Column("ost_list", Text, nullable=False),  # space separated, stripe order (first component)
+    Column("layout", Text, nullable=False),  # the whole layout (PFL too), plan grammar
+    Column("write_bytes", BigInteger, nullable=False, default=0),
+    UniqueConstraint("run_id", "policy", "path", name="uq_placement"),
+)
+
+Index("ix_runs_app", runs.c.app_id)
+Index("ix_traced_run", traced_requests.c.run_id)
+Index("ix_predictions_run", predictions.c.run_id)
+Index("ix_predicted_prediction", predicted_requests.c.prediction_id)
+Index("ix_placements_run_policy", placements.c.run_id, placements.c.policy)

@@ -1,0 +1,234 @@
+"""Darshan logs -> FileRecords, through pydarshan (the PyPI `darshan` package).
+
+Read: the POSIX, MPI-IO and STDIO module records (bytes, ranks, open/close times) and the
+LUSTRE module (`mod_read_all_lustre_records`): stripe size, stripe count, pool and the OST ids
+each file really got, component by component.
+
+libdarshan-util, the C library under pydarshan, does not report a damaged log to its caller:
+a truncated module region reads as "no more records", and a failed inflate aborts the process
+when the log is closed (an assert in darshan_log_close). So a log is read in a child Python
+process. The child checks every record's return code itself (`darshan_log_get_record` < 0 is
+a damaged region) and checks that every record has a name; any failure, or a child killed by
+a signal, is one TraceError line naming the first error the C library printed.
+
+Darshan cannot tell which files a job created. A file the job wrote to is taken as created by
+it (true of checkpoint and output files, the ones placement is for); files only read are not.
+When the log's mount table names Lustre mounts, only files on them are kept.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from iez.trace.ingest import TraceError
+from iez.trace.record import FileRecord
+
+# Darshan module name -> our API name (FileRecord.api), and its counter prefix.
+MODULES = {"POSIX": ("posix", "POSIX"), "MPI-IO": ("mpiio", "MPIIO"), "STDIO": ("stdio", "STDIO")}
+CHILD_TIMEOUT = 300.0  # seconds; a 2048-rank log reads in well under one
+
+
+@dataclass
+class DarshanLog:
+    path: str
+    jobid: int = 0
+    nprocs: int = 1
+    start_time: float = 0.0  # epoch seconds
+    exe: str = ""
+    records: list[FileRecord] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def read_log(path: str | Path) -> DarshanLog:
+    """Every file record of a Darshan log; a damaged log raises TraceError (one line)."""
+    p = Path(path)
+    if not p.is_file():
+        raise TraceError(f"{p}: no such Darshan log")
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "iez.trace.darshan", str(p)],
+            capture_output=True, text=True, timeout=CHILD_TIMEOUT,
+        )
+    except subprocess.TimeoutExpired:
+        raise TraceError(f"{p}: reading the Darshan log took over {CHILD_TIMEOUT:.0f} s") from None
+    c_error = next((ln.strip() for ln in proc.stderr.splitlines() if ln.startswith("Error:")), "")
+    try:
+        doc = json.loads(proc.stdout) if proc.stdout else {}
+    except json.JSONDecodeError:
+        doc = {}
+    if proc.returncode != 0 or not doc.get("ok"):
+        why = doc.get("error") or c_error or _last_line(proc.stderr) or f"reader exited with {proc.returncode}"
+        if c_error and c_error not in why:
+            why = f"{why}; {c_error}"
+        raise TraceError(f"{p}: {why}")
+    log = DarshanLog(path=str(p), jobid=doc["jobid"], nprocs=doc["nprocs"],
+                     start_time=doc["start_time"], exe=doc["exe"], warnings=doc["warnings"])
+    log.records = [FileRecord(**{**r, "osts": tuple(r["osts"])}) for r in doc["records"]]
+    return log
+
+
+def _last_line(text: str) -> str:
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    return lines[-1] if lines else ""
+
+
+# -- the child: everything below runs in the reader process ----------------------------------
+
+
+class _Damaged(Exception):
+    pass
+
+
+def _count_records(path: str) -> dict[str, int]:
+    """Records per module, checking each read's return code (pydarshan treats errors as EOF)."""
+    from darshan.backend import cffi_backend as be
+
+    log = be.log_open(path)
+    if not log["handle"]:
+        raise _Damaged("not a readable Darshan log (bad header)")
+    counts = {}
+    for mod, info in be.log_get_modules(log).items():
+        if mod not in (*MODULES, "LUSTRE"):
+            continue
+        n = 0
+        while True:
+            buf = be.ffi.new("void **")  # a fresh NULL each time: the library fills a non-NULL one
+            r = be.libdutil.darshan_log_get_record(log["handle"], info["idx"], buf)
+            if r < 0:
+                raise _Damaged(f"corrupt or truncated Darshan log (module {mod} after {n} records)")
+            if r == 0:
+                break
+            be.libdutil.darshan_free(buf[0])
+            n += 1
+        counts[mod] = n
+    be.log_close(log)
+    return counts
+
+
+def _on_lustre(path: str, mounts: list[tuple[str, str]]) -> bool:
+    best, kind = -1, ""
+    for mnt, fstype in mounts:
+        root = mnt.rstrip("/") + "/"
+        if (path + "/").startswith(root) and len(root) > best:
+            best, kind = len(root), fstype
+    return kind == "lustre"
+
+
+def _lustre_layouts(report: Any) -> dict[int, dict[str, Any]]:
+    """Record id -> stripe size, count, pool, OSTs and plan-grammar layout of the file."""
+    from iez.errors import LayoutError
+    from iez.layout.layout import LUSTRE_EOF, Component, FileLayout, Layout
+    from iez.plan import format_layout
+
+    out: dict[int, dict[str, Any]] = {}
+    if "LUSTRE" not in report.modules:
+        return out
+    report.mod_read_all_lustre_records(dtype="dict", warnings=False)
+    for rec in report.records["LUSTRE"]:
+        comps = rec["components"]
+        if not comps:
+            continue
+        first = comps[0]["counters"]
+        info: dict[str, Any] = {
+            "stripe_size": max(0, int(first["LUSTRE_COMP_STRIPE_SIZE"])),
+            "stripe_count": max(0, int(first["LUSTRE_COMP_STRIPE_COUNT"])),
+            "osts": [int(i) for i in comps[0]["ost_ids"]],
+            "layout": "",
+        }
+        try:
+            parts = []
+            for c in comps:
+                cnt = c["counters"]
+                lay = Layout(stripe_size=int(cnt["LUSTRE_COMP_STRIPE_SIZE"]), pool=c["pool_name"],
+                             osts=tuple(int(i) for i in c["ost_ids"]))
+                end = int(cnt["LUSTRE_COMP_EXT_END"])
+                parts.append(Component(max(0, int(cnt["LUSTRE_COMP_EXT_START"])),
+                                       LUSTRE_EOF if end < 0 else end, lay))
+            fl = (FileLayout(plain=parts[0].layout)
+                  if len(parts) == 1 and parts[0].end == LUSTRE_EOF else FileLayout(components=tuple(parts)))
+            info["layout"] = format_layout(fl)
+        except LayoutError:
+            info["layout"] = ""  # stripe count and OSTs above still hold what Darshan saw
+        out[rec["id"]] = info
+    return out
+
+
+def _extract(path: str) -> dict[str, Any]:
+    import darshan
+
+    counts = _count_records(path)
+    report = darshan.DarshanReport(path, read_all=False)
+    job = report.metadata["job"]
+    nprocs = max(1, int(job["nprocs"]))
+    start = job["start_time_sec"] + job["start_time_nsec"] * 1e-9
+    report.read_name_records()
+    names = report.name_records
+    mounts = report.data.get("mounts") or []
+    lustre_only = any(fstype == "lustre" for _, fstype in mounts)
+    warnings = [f"module {m} is partial (Darshan ran out of memory for its records)"
+                for m, info in report.modules.items() if info.get("partial_flag")]
+    layouts = _lustre_layouts(report)
+    if "LUSTRE" in counts and len(report.records.get("LUSTRE", ())) != counts["LUSTRE"]:
+        raise _Damaged("corrupt or truncated Darshan log (LUSTRE records without names)")
+    records, skipped_names, off_lustre = [], 0, 0
+    for mod, (api, prefix) in MODULES.items():
+        if mod not in report.modules:
+            continue
+        report.mod_read_all_records(mod, dtype="dict", warnings=False)
+        recs = report.records[mod]
+        if len(recs) != counts.get(mod, 0):
+            raise _Damaged(f"corrupt or truncated Darshan log ({mod} records without names)")
+        for rec in recs:
+            name = names.get(rec["id"], "")
+            if not name.startswith("/"):
+                skipped_names += name[:1] != "<"  # <STDOUT> and friends are not files
+                continue
+            if lustre_only and not _on_lustre(name, mounts):
+                off_lustre += 1
+                continue
+            c, f = rec["counters"], rec["fcounters"]
+            written = max(0, int(c[f"{prefix}_BYTES_WRITTEN"]))
+            lay = layouts.get(rec["id"], {})
+            shared = rec["rank"] < 0
+            records.append(asdict(FileRecord(
+                path=name, rank=0 if shared else int(rec["rank"]), api=api, created=written > 0,
+                bytes_written=written, bytes_read=max(0, int(c[f"{prefix}_BYTES_READ"])),
+                max_offset=max(0, int(c.get(f"{prefix}_MAX_BYTE_WRITTEN", -1)) + 1),
+                stripe_count=lay.get("stripe_count", 0), stripe_size=lay.get("stripe_size", 0),
+                osts=tuple(lay.get("osts", ())), layout=lay.get("layout", ""),
+                open_time=start + max(0.0, float(f[f"{prefix}_F_OPEN_START_TIMESTAMP"])),
+                close_time=start + max(0.0, float(f[f"{prefix}_F_CLOSE_END_TIMESTAMP"])),
+                comm_size=nprocs if shared else 1,
+            )))
+    if skipped_names:
+        warnings.append(f"{skipped_names} records without a full path (anonymised names) skipped")
+    if off_lustre:
+        warnings.append(f"{off_lustre} records of files not on a Lustre mount skipped")
+    return {"ok": True, "jobid": int(job["jobid"]), "nprocs": nprocs, "start_time": start,
+            "exe": report.metadata.get("exe", ""), "records": records, "warnings": warnings}
+
+
+def _child(path: str) -> int:
+    try:
+        doc = _extract(path)
+    except _Damaged as e:
+        doc = {"ok": False, "error": str(e)}
+    except (RuntimeError, ValueError, KeyError) as e:
+        doc = {"ok": False, "error": f"unreadable Darshan log ({e})"}
+    sys.stdout.write(json.dumps(doc))
+    sys.stdout.flush()
+    # Skip interpreter teardown: pydarshan closes the log from __del__, which aborts on a
+    # damaged one, and the answer is already written.
+    os._exit(0 if doc["ok"] else 3)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit("usage: python -m iez.trace.darshan LOG")
+    _child(sys.argv[1])

@@ -1,0 +1,132 @@
+"""Trace ingestion: per-process FileRecords (libiez shards, Darshan logs) -> normalised Requests.
+
+A run's trace holds one record per (file, process, API layer). The control plane wants one
+`Request` per file the run created (seed 000 Table I: file name, write bytes, stripe count,
+MPI rank), because a layout is chosen once, at create. Rules, in order:
+
+- Only files some process created become requests; files the run merely opened, read or
+  appended to keep the layout they already had, so they are counted but not returned.
+- Bytes of one API layer are summed over ranks (a shared file's bytes come from all of them).
+  Layers stacked on one file (HDF5 over MPI-IO over POSIX) describe the same bytes, so the
+  file's bytes are the largest layer total, not their sum.
+- comm_size is the largest communicator any record saw, and at least the number of distinct
+  ranks that touched the file (so an SSF is recognised even without MPI-IO records).
+- rank is the lowest creating rank; api is the highest layer seen (hdf5 > mpiio > stdio > posix).
+- create_time is the creator's first open, in seconds from the run's first open.
+- The observed layout comes from the record's `layout` string (plan grammar), else from its
+  stripe size, count and OST list when those are known.
+
+Pure: takes records, returns requests; no I/O.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from iez.errors import IezError, LayoutError
+from iez.layout.layout import FileLayout, Layout
+from iez.plan import parse_layout
+from iez.request import Request
+from iez.trace.record import FileRecord
+
+API_LEVEL = {"posix": 0, "stdio": 1, "mpiio": 2, "hdf5": 3}
+
+
+class TraceError(IezError):
+    """A trace (shard directory or Darshan log) that cannot be read or makes no sense."""
+
+
+@dataclass
+class Ingested:
+    """What one run's trace says: its requests and what was left out, with reasons."""
+
+    requests: list[Request] = field(default_factory=list)
+    not_created: int = 0  # files written or read but not created by the run
+    plan_hits: int = 0  # created files placed from a plan (libiez only)
+    plan_misses: int = 0  # created files a plan was loaded for but that it did not name
+
+
+def observed_layout(rec: FileRecord) -> FileLayout | None:
+    """The layout a record says its file got, or None when the trace does not know it."""
+    try:
+        if rec.layout:
+            return parse_layout(rec.layout)
+        if rec.osts and rec.stripe_size:
+            return FileLayout(plain=Layout(stripe_size=rec.stripe_size, osts=rec.osts))
+    except LayoutError as e:
+        raise TraceError(f"{rec.path}: bad layout in the trace ({e})") from None
+    return None
+
+
+def _api_level(api: str, path: str) -> int:
+    try:
+        return API_LEVEL[api]
+    except KeyError:
+        raise TraceError(f"{path}: unknown API {api!r} (one of {', '.join(API_LEVEL)})") from None
+
+
+def _file_request(path: str, recs: list[FileRecord], t0: float, app: str, run: str) -> Request:
+    per_layer: dict[str, int] = defaultdict(int)
+    for r in recs:
+        if r.bytes_written < 0 or r.rank < 0 or r.comm_size < 0:
+            raise TraceError(f"{path}: negative bytes, rank or communicator size in the trace")
+        per_layer[r.api] += r.bytes_written
+    creators = sorted((r for r in recs if r.created), key=lambda r: (r.rank, r.open_time))
+    first = creators[0]
+    api = max((r.api for r in recs), key=lambda a: _api_level(a, path))
+    layout = None
+    for r in creators + [r for r in recs if not r.created]:
+        layout = observed_layout(r)
+        if layout is not None:
+            break
+    stripe_count = next((r.stripe_count for r in recs if r.stripe_count > 0), 0)
+    pool = ""
+    if layout is not None:
+        head = layout.parts()[0].layout
+        stripe_count = stripe_count or head.stripe_count
+        pool = head.pool
+    return Request(
+        path=path,
+        write_bytes=max(per_layer.values()),
+        stripe_count=stripe_count if stripe_count > 0 else 1,
+        rank=first.rank,
+        app=app or first.app,
+        run=run or first.run,
+        create_time=max(0.0, min(r.open_time for r in creators) - t0),
+        comm_size=max(max(r.comm_size for r in recs), len({r.rank for r in recs})),
+        api=api,
+        pool=pool,
+        observed=layout,
+    )
+
+
+def ingest(records: Iterable[FileRecord], app: str = "", run: str = "") -> Ingested:
+    """One run's records -> one Request per created file, ordered by create time then path.
+
+    `app` and `run`, when given, override what the records carry (`iez trace import --app`).
+    """
+    by_path: dict[str, list[FileRecord]] = defaultdict(list)
+    for r in records:
+        if not r.path.startswith("/"):
+            raise TraceError(f"trace names a file by a relative path {r.path!r}")
+        by_path[r.path].append(r)
+    out = Ingested()
+    if not by_path:
+        return out
+    t0 = min(r.open_time for rs in by_path.values() for r in rs)
+    for path, recs in by_path.items():
+        if not any(r.created for r in recs):
+            out.not_created += 1
+            continue
+        req = _file_request(path, recs, t0, app, run)
+        out.requests.append(req)
+        hits = [r.plan_hit for r in recs if r.created and r.plan_hit is not None]
+        if hits:
+            if any(hits):
+                out.plan_hits += 1
+            else:
+                out.plan_misses += 1
+    out.requests.sort(key=lambda q: (q.create_time, q.rank, q.path))
+    return out

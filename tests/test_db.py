@@ -1,0 +1,297 @@
+"""The interaction database, run against SQLite and a real PostgreSQL server (tests/pg.py)."""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import replace
+
+import pytest
+from pg import pg_server, pg_url  # noqa: F401  (fixtures)
+from sqlalchemy import inspect, text
+
+from iez.cluster import OSSStats, OSTStats, Snapshot, make_cluster
+from iez.db import Database, DatabaseError, default_url
+from iez.db.migrations import Migration, current_version, migrate
+from iez.db.schema import SCHEMA_VERSION
+from iez.layout.layout import LUSTRE_EOF, Component, FileLayout, Layout
+from iez.request import Placement, Request
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request, tmp_path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'iez.db'}"
+    return request.getfixturevalue("pg_url")
+
+
+@pytest.fixture
+def db(db_url):
+    d = Database(db_url)
+    yield d
+    d.close()
+
+
+def hacc(n: int = 8, size: int = 803405824) -> list[Request]:
+    """Seed 000 Table I: HACC-I/O, FPP, n ranks, stripe count 8."""
+    return [Request(path=f"/lustre/scratch/hacc-io/FPP1-Part{r:08d}-of-{n:08d}.data", write_bytes=size,
+                    stripe_count=8, rank=r, create_time=0.01 * r) for r in range(n)]
+
+
+def test_fresh_database_is_stamped_with_the_current_version(db):
+    with db.begin() as tx:
+        assert current_version(tx.conn) == SCHEMA_VERSION
+        names = set(inspect(tx.conn).get_table_names())
+    assert {"applications", "runs", "traced_requests", "predictions", "predicted_requests",
+            "placements", "cluster_snapshots", "schema_version"} <= names
+
+
+def test_reopening_keeps_data_and_version(db_url):
+    with Database(db_url) as d, d.begin() as tx:
+        tx.add_trace("hacc", hacc())
+    with Database(db_url) as d, d.begin() as tx:
+        assert current_version(tx.conn) == SCHEMA_VERSION
+        assert [n for n, _ in tx.traced_runs("hacc")] == [1]
+
+
+def add_note(conn):
+    conn.execute(text("ALTER TABLE runs ADD COLUMN note TEXT"))
+
+
+def test_migration_steps_run_in_order_inside_one_transaction(db):
+    def add_flag(conn):
+        conn.execute(text("ALTER TABLE runs ADD COLUMN flag INTEGER"))
+
+    steps = [Migration(SCHEMA_VERSION + 2, "flag", add_flag), Migration(SCHEMA_VERSION + 1, "note", add_note)]
+    with db.begin() as tx:
+        assert migrate(tx.conn, steps, target=SCHEMA_VERSION + 2) == SCHEMA_VERSION
+    with db.begin() as tx:
+        assert current_version(tx.conn) == SCHEMA_VERSION + 2
+        cols = {c["name"] for c in inspect(tx.conn).get_columns("runs")}
+        assert {"note", "flag"} <= cols
+        descs = [r[0] for r in tx.conn.execute(text("SELECT description FROM schema_version ORDER BY version"))]
+        assert descs == ["created", "note", "flag"]
+
+
+def test_a_failing_migration_leaves_the_old_version(db):
+    def broken(conn):
+        conn.execute(text("ALTER TABLE no_such_table ADD COLUMN x INTEGER"))
+
+    steps = [Migration(SCHEMA_VERSION + 1, "note", add_note), Migration(SCHEMA_VERSION + 2, "broken", broken)]
+    with pytest.raises(DatabaseError):
+        with db.begin() as tx:
+            migrate(tx.conn, steps, target=SCHEMA_VERSION + 2)
+    with db.begin() as tx:
+        assert current_version(tx.conn) == SCHEMA_VERSION
+        assert "note" not in {c["name"] for c in inspect(tx.conn).get_columns("runs")}
+
+
+def test_a_missing_step_is_an_error(db):
+    with pytest.raises(DatabaseError, match="no migration step"):
+        with db.begin() as tx:
+            migrate(tx.conn, [], target=SCHEMA_VERSION + 1)
+
+
+def test_a_newer_database_is_refused(db_url):
+    with Database(db_url) as d, d.begin() as tx:
+        tx.conn.execute(text("INSERT INTO schema_version (version, applied_at, description) "
+                             f"VALUES ({SCHEMA_VERSION + 5}, 0, 'future')"))
+    with pytest.raises(DatabaseError, match="newer than this iez"):
+        Database(db_url)
+
+
+def test_foreign_tables_without_a_version_are_not_touched(tmp_path):
+    path = tmp_path / "other.db"
+    with sqlite3.connect(path) as c:
+        c.execute("CREATE TABLE runs (x INTEGER)")
+    with pytest.raises(DatabaseError, match="not created by iez"):
+        Database(f"sqlite:///{path}")
+
+
+def test_trace_round_trip_keeps_every_column(db):
+    big = 2199023259968  # > 2**32: the SSF of darshan's sample.darshan
+    observed = FileLayout(plain=Layout(stripe_size=1 << 20, osts=(7, 9, 23)))
+    pfl = FileLayout(components=(Component(0, 1 << 26, Layout(stripe_size=1 << 20, stripe_count=1)),
+                                 Component(1 << 26, LUSTRE_EOF, Layout(stripe_size=4 << 20, osts=(1, 5, 9, 13)))))
+    reqs = [Request("/l/ssf.h5", big, 3, rank=0, comm_size=2048, create_time=1.5, api="mpiio", pool="fast",
+                    observed=observed),
+            Request("/l/ckpt", 10, 1, rank=4, create_time=2.0, api="hdf5", observed=pfl),
+            Request("/l/x y\u00e9", 0, 1, rank=7, create_time=3.0)]
+    with db.begin() as tx:
+        n = tx.add_trace("vpic", reqs, label="4478544", source="darshan", source_path="/logs/a.darshan",
+                         nprocs=2048, meta={"exe": "vpicio_uni"})
+    assert n == 1
+    with db.begin() as tx:
+        [(num, back)] = tx.traced_runs("vpic")
+        [info] = tx.runs("vpic")
+    assert num == 1
+    assert back == [replace(q, app="vpic", run="1") for q in reqs]
+    assert [q.observed for q in back] == [observed, pfl, None]
+    assert (info.label, info.source, info.nprocs, info.n_traced, info.meta) == ("4478544", "darshan", 2048, 3,
+                                                                                {"exe": "vpicio_uni"})
+
+
+def test_runs_are_numbered_and_a_trace_cannot_be_imported_twice(db):
+    with db.begin() as tx:
+        assert tx.add_trace("ior", hacc(2)) == 1
+        assert tx.add_trace("ior", hacc(2)) == 2
+        assert tx.add_trace("ior", hacc(2), number=7) == 7
+        assert tx.add_trace("other", hacc(1)) == 1
+    with pytest.raises(DatabaseError, match="already has a trace"):
+        with db.begin() as tx:
+            tx.add_trace("ior", hacc(3), number=2)
+    with db.begin() as tx:
+        assert [(n, len(r)) for n, r in tx.traced_runs("ior")] == [(1, 2), (2, 2), (7, 2)]
+        assert tx.apps() == ["ior", "other"]
+
+
+def test_a_failed_transaction_changes_nothing(db):
+    with db.begin() as tx:
+        tx.add_trace("ior", hacc(2))
+    with pytest.raises(RuntimeError):
+        with db.begin() as tx:
+            tx.add_trace("ior", hacc(4))
+            tx.add_trace("new-app", hacc(4))
+            raise RuntimeError("the third log was corrupt")
+    with db.begin() as tx:
+        assert tx.apps() == ["ior"]
+        assert [(n, len(r)) for n, r in tx.traced_runs("ior")] == [(1, 2)]
+
+
+def test_unknown_application_is_a_clear_error(db):
+    with pytest.raises(DatabaseError, match="no application 'nope'.*iez trace import"):
+        with db.begin() as tx:
+            tx.traced_runs("nope")
+
+
+def test_prediction_round_trip_and_the_trace_that_follows_fills_the_same_run(db):
+    with db.begin() as tx:
+        tx.add_trace("hacc", hacc())
+        tx.add_trace("hacc", hacc())
+        models = {"write_bytes": {"order": [2, 1, 1], "rmse": 0.0}}
+        tx.add_prediction("hacc", 3, hacc(), models, based_on=[1, 2])
+    with db.begin() as tx:
+        p = tx.prediction("hacc")
+        assert (p.run, p.models, p.based_on) == (3, models, [1, 2])
+        assert p.requests == [replace(q, app="hacc", run="3") for q in hacc()]
+        assert tx.next_traced_run("hacc") == 3
+        assert tx.add_trace("hacc", hacc()) == 3
+        assert [r.number for r in tx.runs("hacc")] == [1, 2, 3]
+        with pytest.raises(DatabaseError, match="no prediction for run 1"):
+            tx.prediction("hacc", 1)
+
+
+def test_newest_prediction_of_a_run_wins(db):
+    with db.begin() as tx:
+        tx.add_trace("a", hacc(2))
+        tx.add_prediction("a", 2, hacc(2), {}, [1])
+        tx.add_prediction("a", 2, hacc(3), {"v": 2}, [1])
+    with db.begin() as tx:
+        p = tx.prediction("a", 2)
+    assert len(p.requests) == 3 and p.models == {"v": 2}
+
+
+def test_snapshot_round_trip(db):
+    cluster = make_cluster().with_used({3: 5 << 30})
+    snap = Snapshot.from_cluster(cluster, time=1700000000.5)
+    snap = snap.with_ost(replace(snap.osts[4], write_bps=1.5e8, state="degraded"))
+    snap = replace(snap, osses={**snap.osses, "oss1": OSSStats("oss1", cpu=0.75, mem=0.4, time=1.0)})
+    with db.begin() as tx:
+        sid = tx.add_snapshot(cluster, snap, "default")
+    with db.begin() as tx:
+        c2, s2 = tx.snapshot(sid)
+    assert c2 == cluster and s2 == snap
+    assert isinstance(s2.osts[4], OSTStats)
+
+
+def table2_placements() -> list[Placement]:
+    # Seed 000 Table II (OST ids there are 1-based; Lustre's are 0-based).
+    rows = ["8 13 12 9 7 4 3 5", "11 2 15 10 1 6 8 13"]
+    return [Placement(path=q.path, write_bytes=q.write_bytes, policy="balanced",
+                      layout=FileLayout(plain=Layout(stripe_size=100532224,
+                                                     osts=tuple(int(i) - 1 for i in rows[q.rank].split()))))
+            for q in hacc(2)]
+
+
+def test_placements_store_table_ii_columns_and_replace_per_policy(db):
+    placed = table2_placements()
+    with db.begin() as tx:
+        tx.add_trace("hacc", hacc(2))
+        sid = tx.add_snapshot(make_cluster(), Snapshot.from_cluster(make_cluster()), "default")
+        tx.set_placements("hacc", 2, "balanced", placed, sid, {p.path: i for i, p in enumerate(placed)})
+        tx.set_placements("hacc", 2, "rr", placed[:1], sid, {})
+        row = tx.conn.execute(text("SELECT path, stripe_size, stripe_count, rank, ost_list FROM placements "
+                                   "WHERE policy = 'balanced' ORDER BY rank")).all()
+    assert [tuple(r) for r in row] == [
+        (placed[0].path, 100532224, 8, 0, "7 12 11 8 6 3 2 4"),
+        (placed[1].path, 100532224, 8, 1, "10 1 14 9 0 5 7 12"),
+    ]
+    with db.begin() as tx:
+        sets = {s.policy: s for s in tx.placement_sets("hacc")}
+        assert sets["balanced"].run == 2 and sets["balanced"].snapshot_id == sid
+        assert [p.layout for p in sets["balanced"].placements] == [p.layout for p in placed]
+        assert len(sets["rr"].placements) == 1
+        tx.set_placements("hacc", 2, "rr", placed, sid, {})
+    with db.begin() as tx:
+        assert len({s.policy: s for s in tx.placement_sets("hacc", 2)}["rr"].placements) == 2
+        with pytest.raises(DatabaseError, match="no placements for run 1"):
+            tx.placement_sets("hacc", 1)
+
+
+def test_pending_placements_are_other_apps_planned_but_untraced_runs(db):
+    placed = table2_placements()
+    with db.begin() as tx:
+        sid = tx.add_snapshot(make_cluster(), Snapshot.from_cluster(make_cluster()), "default")
+        for app in ("a", "b"):
+            tx.add_trace(app, hacc(2))
+            tx.set_placements(app, 2, "balanced", placed, sid, {})
+            tx.set_placements(app, 2, "rr", placed, sid, {})
+        tx.mark_planned("b", 2, "rr")
+        assert tx.pending_placements("a") != []
+        pending = tx.pending_placements("a")
+        assert {(p.app, p.run, p.policy) for p in pending} == {("b", "2", "rr")}
+        assert tx.pending_placements("b") == []  # a never planned
+        tx.add_trace("b", hacc(2))  # run 2 of b happened: its bytes are on the OSTs now
+        assert tx.pending_placements("a") == []
+
+
+def test_bad_urls_and_files_are_one_line_errors(tmp_path):
+    with pytest.raises(DatabaseError, match="bad database URL"):
+        Database("::not a url::")
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(b"this is not a database file at all" * 100)
+    with pytest.raises(DatabaseError) as e:
+        Database(f"sqlite:///{junk}")
+    assert "\n" not in str(e.value)
+
+
+def test_unreachable_postgresql_is_a_one_line_error():
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # bound, not listening: connections are refused
+        with pytest.raises(DatabaseError) as e:
+            Database(f"postgresql://iez@127.0.0.1:{port}/iez")
+    assert "\n" not in str(e.value) and "127.0.0.1" in str(e.value)
+
+
+def test_default_url_follows_iez_db_and_xdg(monkeypatch, tmp_path):
+    monkeypatch.delenv("IEZ_DB", raising=False)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    assert default_url() == f"sqlite:///{tmp_path / 'xdg' / 'iez' / 'iez.db'}"
+    monkeypatch.delenv("XDG_DATA_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert default_url() == f"sqlite:///{tmp_path / '.local' / 'share' / 'iez' / 'iez.db'}"
+    monkeypatch.setenv("IEZ_DB", str(tmp_path / "mine.db"))
+    assert default_url() == f"sqlite:///{tmp_path / 'mine.db'}"
+    monkeypatch.setenv("IEZ_DB", "postgresql://u@h/db")
+    assert default_url() == "postgresql://u@h/db"
+
+
+def test_integer_columns_hold_what_lustre_uses(db):
+    # ranks and OST indices are small, byte counts are not: check a 64-bit byte count survives.
+    huge = (1 << 62) + 3
+    with db.begin() as tx:
+        tx.add_trace("big", [Request("/l/huge", huge, 1)])
+    with db.begin() as tx:
+        assert tx.traced_runs("big")[0][1][0].write_bytes == huge
