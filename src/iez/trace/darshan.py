@@ -175,7 +175,7 @@ def _extract(path: str) -> dict[str, Any]:
                 for m, info in report.modules.items() if info.get("partial_flag")]
     layouts = _lustre_layouts(report)
     if "LUSTRE" in counts and len(report.records.get("LUSTRE", ())) != counts["LUSTRE"]:
-        raise _Damaged("corrupt or truncated Darshan log (LUSTRE records without names)")
+        raise _Damaged("corrupt or truncated Darshan log (file-name table damaged)")
     records, skipped_names, off_lustre = [], 0, 0
     for mod, (api, prefix) in MODULES.items():
         if mod not in report.modules:
@@ -183,7 +183,7 @@ def _extract(path: str) -> dict[str, Any]:
         report.mod_read_all_records(mod, dtype="dict", warnings=False)
         recs = report.records[mod]
         if len(recs) != counts.get(mod, 0):
-            raise _Damaged(f"corrupt or truncated Darshan log ({mod} records without names)")
+            raise _Damaged("corrupt or truncated Darshan log (file-name table damaged)")
         for rec in recs:
             name = names.get(rec["id"], "")
             if not name.startswith("/"):

@@ -1,0 +1,140 @@
+"""Trace ingestion: per-process FileRecords -> one Request per created file."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from iez.layout.layout import FileLayout, Layout
+from iez.plan import parse_layout
+from iez.trace.ingest import TraceError, ingest
+from iez.trace.record import FileRecord
+
+T0 = 1_700_000_000.0
+
+
+def fpp(n: int = 8, size: int = 803405824, count: int = 8) -> list[FileRecord]:
+    """HACC-I/O FPP as libiez records it: rank r creates and writes its own part file."""
+    return [FileRecord(path=f"/mnt/iez/FPP1-Part{r:08d}-of-{n:08d}.data", app="hacc", run="7", rank=r,
+                       created=True, bytes_written=size, stripe_count=count, stripe_size=1 << 20,
+                       osts=tuple((r + k) % 15 for k in range(count)),
+                       layout=f"S=1048576,c={count},o=" + ":".join(str((r + k) % 15) for k in range(count)),
+                       open_time=T0 + 0.5 + 0.01 * (n - r), close_time=T0 + 9)
+            for r in range(n)]
+
+
+def test_fpp_gives_one_request_per_file_with_table_i_columns():
+    got = ingest(fpp())
+    assert len(got.requests) == 8 and got.not_created == 0
+    # ordered by create time: rank 7 opened first here
+    assert [q.rank for q in got.requests] == list(range(7, -1, -1))
+    q = got.requests[-1]
+    assert (q.path, q.write_bytes, q.stripe_count, q.rank) == (
+        "/mnt/iez/FPP1-Part00000000-of-00000008.data", 803405824, 8, 0)
+    assert (q.app, q.run, q.comm_size, q.api) == ("hacc", "7", 1, "posix")
+    assert q.create_time == pytest.approx(0.07, abs=1e-6)  # 0.08 after rank 7, the first open
+    assert q.observed == parse_layout("S=1048576,c=8,o=0:1:2:3:4:5:6:7")
+
+
+def test_app_and_run_override_what_records_say():
+    q = ingest(fpp(2), app="other", run="3").requests[0]
+    assert (q.app, q.run) == ("other", "3")
+
+
+def test_shared_file_sums_bytes_over_ranks_and_counts_the_communicator():
+    recs = [FileRecord(path="/mnt/iez/ssf", rank=r, created=(r == 2), bytes_written=1000 + r,
+                       open_time=T0 + r, stripe_count=4) for r in range(4)]
+    [q] = ingest(recs).requests
+    assert q.write_bytes == 4006
+    assert q.comm_size == 4  # no MPI-IO record, but four ranks wrote it
+    assert q.rank == 2 and q.create_time == 2.0
+    assert q.stripe_count == 4 and q.observed is None
+
+
+def test_stacked_layers_are_not_counted_twice():
+    recs = []
+    for r in range(4):
+        recs.append(FileRecord(path="/mnt/iez/ssf.h5", rank=r, api="mpiio", created=True, bytes_written=250,
+                               comm_size=4, open_time=T0))
+        # collective buffering: only two aggregators reach POSIX, with all the bytes
+        if r < 2:
+            recs.append(FileRecord(path="/mnt/iez/ssf.h5", rank=r, api="posix", created=r == 0,
+                                   bytes_written=500, open_time=T0))
+    [q] = ingest(recs).requests
+    assert q.write_bytes == 1000 and q.api == "mpiio" and q.comm_size == 4 and q.rank == 0
+
+
+def test_files_not_created_by_the_run_are_counted_not_requested():
+    recs = fpp(2) + [FileRecord(path="/mnt/iez/input.deck", bytes_read=4096, open_time=T0),
+                     FileRecord(path="/mnt/iez/log", bytes_written=10, open_time=T0)]  # appended to
+    got = ingest(recs)
+    assert len(got.requests) == 2 and got.not_created == 2
+
+
+def test_a_created_empty_file_is_still_a_request():
+    [q] = ingest([FileRecord(path="/mnt/iez/empty", created=True, open_time=T0)]).requests
+    assert q.write_bytes == 0 and q.stripe_count == 1
+
+
+def test_observed_layout_from_osts_when_no_layout_string():
+    rec = FileRecord(path="/mnt/iez/f", created=True, bytes_written=5, stripe_size=1 << 20, osts=(3, 4))
+    [q] = ingest([rec]).requests
+    assert q.observed == FileLayout(plain=Layout(stripe_size=1 << 20, osts=(3, 4)))
+    assert q.stripe_count == 2
+
+
+def test_pfl_layout_and_pool_are_kept():
+    spec = "0-67108864/S=1048576,c=1,p=fast,o=2;67108864-EOF/S=4194304,c=2,p=fast,o=1:5"
+    [q] = ingest([FileRecord(path="/mnt/iez/ckpt", created=True, layout=spec)]).requests
+    assert q.observed == parse_layout(spec) and q.pool == "fast" and q.stripe_count == 1
+
+
+def test_plan_hits_and_misses_are_counted_per_created_file():
+    recs = fpp(4)
+    recs = [r if r.rank % 2 else FileRecord(**{**r.__dict__, "plan_hit": r.rank == 0}) for r in recs]
+    got = ingest(recs)
+    assert (got.plan_hits, got.plan_misses) == (1, 1)
+
+
+def test_empty_trace_gives_nothing():
+    got = ingest([])
+    assert got.requests == [] and got.not_created == 0
+
+
+@pytest.mark.parametrize("rec, msg", [
+    (FileRecord(path="rel/file", created=True), "relative path"),
+    (FileRecord(path="/mnt/x", created=True, layout="S=12345"), "/mnt/x: bad layout"),
+    (FileRecord(path="/mnt/x", created=True, layout="c=2,o=1:1"), "/mnt/x: bad layout"),
+    (FileRecord(path="/mnt/x", created=True, api="nfs4"), "unknown API 'nfs4'"),
+    (FileRecord(path="/mnt/x", created=True, bytes_written=-5), "negative"),
+])
+def test_bad_records_are_one_line_errors(rec, msg):
+    with pytest.raises(TraceError, match=msg) as e:
+        ingest([rec])
+    assert "\n" not in str(e.value)
+
+
+records = st.builds(
+    FileRecord,
+    path=st.sampled_from([f"/mnt/iez/f{i}" for i in range(6)]),
+    rank=st.integers(0, 7),
+    created=st.booleans(),
+    bytes_written=st.integers(0, 1 << 40),
+    open_time=st.floats(T0, T0 + 100),
+    comm_size=st.integers(1, 16),
+)
+
+
+@given(st.lists(records, max_size=40))
+def test_bytes_are_conserved_for_one_layer(recs):
+    got = ingest(recs)
+    created = {r.path for r in recs if r.created}
+    assert {q.path for q in got.requests} == created
+    assert got.not_created == len({r.path for r in recs}) - len(created)
+    for q in got.requests:
+        mine = [r for r in recs if r.path == q.path]
+        assert q.write_bytes == sum(r.bytes_written for r in mine)
+        assert q.comm_size >= len({r.rank for r in mine})
+        assert q.rank == min(r.rank for r in mine if r.created)
+        assert 0.0 <= q.create_time <= 100.0
