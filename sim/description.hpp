@@ -1,0 +1,105 @@
+// The engine's input: a Lustre platform, I/O parameters, access control and jobs made of
+// phases (docs/simulator.md, "Description format"). Plain data, checked when read.
+#pragma once
+
+#include "json.hpp"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace iez::sim {
+
+struct Oss {
+  std::string name;
+  double nic_bw;  // bytes/s, each direction
+};
+
+struct Ost {
+  int index;  // Lustre OST index
+  int oss;    // position in Platform::osses
+  double read_bw;
+  double write_bw;
+  // Efficiency against concurrent streams, as (streams, factor) points: the OST delivers
+  // factor x nominal bandwidth when that many streams share it (linear in between).
+  std::vector<std::pair<double, double>> contention;
+};
+
+struct Router {
+  std::string name;
+  double bw;  // bytes/s, each direction
+};
+
+struct Client {
+  std::string name;
+  double nic_bw;
+  int router;  // position in Platform::routers, or -1 when the client sits on the server fabric
+};
+
+struct Platform {
+  std::vector<Oss> osses;
+  std::vector<Ost> osts;
+  std::vector<Router> routers;
+  std::vector<Client> clients;
+  double fabric_bw = 0;  // bisection of the LNet fabric, bytes/s each direction (0 = not a limit)
+  double mds_create_rate = 20000;
+  double mds_open_rate   = 40000;
+};
+
+// How Lustre moves data (lustre-formats.md: osc.*.max_rpcs_in_flight, max_pages_per_rpc).
+struct IoParams {
+  double rpc_size       = 1 << 20;
+  double rpcs_in_flight = 8;
+  double rpc_rtt        = 0;  // seconds per RPC round trip (0 = no per-stream window limit)
+  double lock_switch    = 0;  // seconds to move an extent lock between clients (0 = no lock cost)
+  double call_overhead  = 0;  // client seconds per application I/O call
+  double osc_overhead   = 0;  // extra client seconds per call for each OST the client talks to
+};
+
+enum class Granularity { None, Job, Phase, Call };
+
+struct Access {
+  Granularity granularity = Granularity::None;  // IO-Cop exclusive token (None = no token)
+  double overhead         = 0;                  // seconds per token round trip
+};
+
+struct Stream {
+  int node;      // position in Job::nodes
+  int ost;       // position in Platform::osts
+  double bytes;
+  int64_t object;  // OST object id shared by several nodes (SSF file), -1 if private
+};
+
+enum class PhaseKind { Compute, Write, Read };
+
+struct Phase {
+  PhaseKind kind;
+  std::string label;
+  double seconds = 0;  // compute phases
+  int calls      = 1;  // application I/O calls per node (steps for call-level access control)
+  double call_size = 0;  // bytes per application call (0 = whole stream in one call)
+  double grant     = 0;  // bytes an extent lock grant covers on a shared object (0 = rpc_size)
+  std::vector<std::pair<int, double>> creates;  // (node, files created)
+  std::vector<std::pair<int, double>> opens;    // (node, files opened)
+  std::vector<Stream> streams;
+};
+
+struct Job {
+  std::string name;
+  double submit = 0;
+  std::vector<int> nodes;  // positions in Platform::clients, distinct across jobs
+  std::vector<std::pair<double, double>> windows;  // [start, end) when the job may move data
+  std::vector<Phase> phases;
+};
+
+struct Description {
+  std::string optim = "Full";  // SimGrid network/optim (docs/simulator.md says why not Lazy)
+  Platform platform;
+  IoParams io;
+  Access access;
+  std::vector<Job> jobs;
+};
+
+Description parse_description(const json::Value& doc);
+
+}  // namespace iez::sim
