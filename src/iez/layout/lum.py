@@ -171,13 +171,13 @@ def _pack_lmm(buf: bytearray, at: int, lay: Layout) -> None:
 def encode(layout: Layout | FileLayout) -> bytes:
     """The lov_user_md a create asks for: V1, V3, SPECIFIC, or COMP_V1 when composite."""
     fl = FileLayout.of(layout)
+    count = len(fl.components)
+    if count > 0xFFFF:
+        raise LayoutError(f"{count} components do not fit lcm_entry_count (at most 65535)")
     buf = bytearray(lum_size(fl))
     if fl.plain is not None:
         _pack_lmm(buf, 0, fl.plain)
         return bytes(buf)
-    count = len(fl.components)
-    if count > 0xFFFF:
-        raise LayoutError(f"{count} components do not fit lcm_entry_count (at most 65535)")
     _LCM.pack_into(buf, 0, LOV_USER_MAGIC_COMP_V1, len(buf), 0, 0, count, 0, 0, b"", 0)
     at = _LCM.size + _LCME.size * count  # lcme_offset counts from the header's start (abi.md §2)
     for i, comp in enumerate(fl.components):
