@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
@@ -37,7 +38,16 @@ from iez.layout.layout import FileLayout
 from iez.plan import format_layout, parse_layout
 from iez.request import Placement, Request
 
+# Application names end up in plan metadata (`#app=NAME`) and file names of reports.
+APP_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,127}")
 _REQUEST_FIELDS = ("path", "write_bytes", "stripe_count", "rank", "comm_size", "create_time", "api", "pool")
+
+
+def check_app_name(name: str) -> str:
+    if not APP_NAME.fullmatch(name):
+        raise DatabaseError(f"bad application name {name!r}: 1-128 letters, digits, '.', '_', '+' "
+                            "or '-', starting with a letter or digit")
+    return name
 
 
 def default_url() -> str:
@@ -166,8 +176,7 @@ class Txn:
 
     # -- applications and runs -------------------------------------------------------------
     def app_id(self, name: str, create: bool = False) -> int:
-        if not name or len(name) > 255:
-            raise DatabaseError(f"bad application name {name!r} (1-255 characters)")
+        check_app_name(name)
         row = self.conn.execute(select(applications.c.id).where(applications.c.name == name)).first()
         if row:
             return row[0]

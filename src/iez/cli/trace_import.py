@@ -1,0 +1,119 @@
+"""`iez trace import PATH... --app NAME [--run N]`: traces into the interaction database.
+
+A PATH is a libiez shard directory (docs/trace-format.md) or a Darshan log. Every PATH is one
+run. All PATHs are read before anything is written, and all runs are written in one
+transaction: a bad PATH is one error line and the database keeps what it had.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import Progress
+from rich.table import Table
+
+from iez.cli import subgroup
+from iez.db import Database, check_app_name
+from iez.errors import IezError
+from iez.trace.ingest import Ingested, TraceError, ingest
+from iez.trace.record import FileRecord
+from iez.units import format_size
+
+
+def db_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--db", metavar="URL", default=None,
+                   help="interaction database: a SQLAlchemy URL (sqlite:///FILE, postgresql://USER@HOST/DB); "
+                        "default $IEZ_DB, else ~/.local/share/iez/iez.db")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    g = subgroup(sub, "trace", "traces of application runs (libiez shards, Darshan logs)")
+    p = g.add_parser("import", help="load traces into the interaction database",
+                     description="Load each PATH (a libiez shard directory or a Darshan log) as one run of APP.")
+    p.add_argument("paths", nargs="+", metavar="PATH")
+    p.add_argument("--app", required=True, metavar="NAME", help="the application the runs belong to")
+    p.add_argument("--run", type=int, metavar="N",
+                   help="run number (default: one after the newest traced run; a predicted run gets its trace)")
+    db_option(p)
+    p.set_defaults(func=cmd_import)
+
+
+@dataclass
+class LoadedTrace:
+    path: Path
+    source: str  # libiez | darshan
+    label: str
+    nprocs: int
+    ingested: Ingested
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+def _shard_records(path: Path) -> list[FileRecord]:
+    try:
+        from iez.trace.shard import read_shards
+    except ImportError:
+        raise TraceError(f"{path}: this iez cannot read libiez shard directories (iez.trace.shard missing)") from None
+    return read_shards(path)
+
+
+def load_trace(path: str | Path, app: str) -> LoadedTrace:
+    """Read one PATH and turn it into one run's requests (no database access)."""
+    p = Path(path)
+    if p.is_dir():
+        records = _shard_records(p)
+        labels = sorted({r.run for r in records if r.run})
+        if len(labels) > 1:
+            raise TraceError(f"{p}: holds records of {len(labels)} runs ({', '.join(labels[:3])}...): "
+                             "give each run's shards as their own directory")
+        nprocs = max((max(r.comm_size, r.rank + 1) for r in records), default=0)
+        loaded = LoadedTrace(p, "libiez", labels[0] if labels else "", nprocs, ingest(records, app=app))
+    elif p.is_file():
+        from iez.trace.darshan import read_log
+
+        log = read_log(p)
+        loaded = LoadedTrace(p, "darshan", str(log.jobid), log.nprocs, ingest(log.records, app=app),
+                             {"exe": log.exe, "warnings": log.warnings, "start_time": log.start_time})
+    else:
+        raise TraceError(f"{p}: no such shard directory or Darshan log")
+    if not loaded.ingested.requests:
+        raise TraceError(f"{p}: the run created no file ({loaded.ingested.not_created} files were only read "
+                         "or written in place): nothing to place")
+    return loaded
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    if args.run is not None and len(args.paths) > 1:
+        raise IezError("--run names one run: give a single PATH with it")
+    check_app_name(args.app)
+    err = Console(stderr=True)
+    loaded: list[LoadedTrace] = []
+    with Progress(console=err, transient=True, disable=not err.is_terminal) as progress:
+        task = progress.add_task("reading traces", total=len(args.paths))
+        for path in args.paths:
+            progress.update(task, description=f"reading {path}")
+            loaded.append(load_trace(path, args.app))
+            progress.advance(task)
+    with Database(args.db) as db, db.begin() as tx:
+        numbers = [
+            tx.add_trace(args.app, t.ingested.requests, args.run, label=t.label, source=t.source,
+                         source_path=str(t.path.absolute()), nprocs=t.nprocs,
+                         plan_hits=t.ingested.plan_hits, plan_misses=t.ingested.plan_misses, meta=t.meta)
+            for t in loaded
+        ]
+    table = Table(title=f"{args.app}: imported")
+    for col in ("run", "source", "job", "files", "bytes written", "ranks", "shared files", "not created"):
+        table.add_column(col, justify="left" if col in ("source", "job") else "right")
+    for n, t in zip(numbers, loaded):
+        reqs = t.ingested.requests
+        table.add_row(str(n), t.source, t.label or "-", str(len(reqs)),
+                      format_size(sum(q.write_bytes for q in reqs)), str(t.nprocs),
+                      str(sum(q.comm_size > 1 for q in reqs)), str(t.ingested.not_created))
+    Console().print(table)
+    for t in loaded:
+        for w in t.meta.get("warnings", []):
+            err.print(f"iez: warning: {t.path}: {w}")
+    return 0
