@@ -14,6 +14,7 @@ from iez.cluster import make_cluster
 from iez.emulated.paramtree import Counter, OSTSpace, render_mds, render_oss, render_stats
 from iez.emulated.usage import BLOCK, ost_bytes
 from iez.layout import Layout
+from iez.plan import parse_layout
 
 MiB = 1 << 20
 
@@ -146,11 +147,16 @@ def test_mds_line_protocol(cluster):
     f = s.makefile("rw")
     for req, want in [("PING", "OK\tpong"), ("NONSENSE", "ERR\tEPROTO"),
                       (f"ALLOC\t{cluster}/fs/a\tS=1048576,o=99", "ERR\tEINVAL"),
-                      (f"ALLOC\t{cluster}/fs/a\tS=1000", "ERR\tEINVAL"),
-                      (f"ALLOC\t{cluster}/fs/a\tc=2", "OK\tS=1048576,c=2,o=")]:
+                      (f"ALLOC\t{cluster}/fs/a\tS=1000", "ERR\tEINVAL")]:
         f.write(req + "\n")
         f.flush()
         assert f.readline().startswith(want), req
+    f.write(f"ALLOC\t{cluster}/fs/a\tc=2\n")
+    f.flush()
+    status, spec = f.readline().rstrip("\n").split("\t")
+    got = parse_layout(spec).plain
+    assert status == "OK" and got.stripe_size == 1 << 20 and got.stripe_count == 2
+    assert len(set(got.osts)) == 2 and got.stripe_offset == got.osts[0]
     s.close()
 
 
