@@ -110,6 +110,7 @@ def test_setstripe_getstripe_df_end_to_end(cluster, iez_cmd):
     assert r.returncode == 0, r.stderr
     r = run(iez_cmd + ["getstripe", str(fs / "pfl")])
     assert "lcm_entry_count:   2" in r.stdout and "lcme_extent.e_end:   EOF" in r.stdout
+    assert "lcme_id:             1" in r.stdout and "lcme_id:             2" in r.stdout
     # write 8 MiB into "listed": each of its 3 OSTs holds its share, seen by df
     with open(fs / "listed", "r+b") as f:
         f.write(b"x" * (8 * MiB))

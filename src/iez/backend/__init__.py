@@ -8,27 +8,13 @@ a path, so nothing above this layer knows which it talks to.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
 from iez.cluster import Snapshot
 from iez.errors import BackendError
 from iez.layout.layout import FileLayout, Layout
-
-
-@dataclass(frozen=True)
-class TargetUsage:
-    """One row of `lfs df`: an MDT or OST and its space (KiB) or inodes."""
-
-    uuid: str
-    kind: str  # "MDT" | "OST"
-    index: int
-    total: int
-    used: int
-    avail: int
-    flags: str = ""  # lfs df flags: D degraded, R readonly, N no-create, S ENOSPC, I ENOINO
-    active: bool = True
+from iez.lustre.lfsdf import DfRow
 
 
 class Backend(Protocol):
@@ -44,8 +30,8 @@ class Backend(Protocol):
     def stats(self) -> Snapshot:
         """Live per-OST statistics as the MDS sees them."""
 
-    def df(self, inodes: bool = False) -> list[TargetUsage]:
-        """Per-target usage, the data of `lfs df` (`-i` for inodes)."""
+    def df(self, inodes: bool = False) -> list[DfRow]:
+        """Per-target usage, the rows of `lfs df` in KiB (`-i`: inodes)."""
 
 
 def backend_for(path: str | Path) -> Backend:

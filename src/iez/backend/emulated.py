@@ -12,14 +12,14 @@ import os
 import time
 from pathlib import Path
 
-from iez.backend import TargetUsage
 from iez.cluster import Snapshot
 from iez.emulated.client import MdsClient
-from iez.emulated.clusterdir import XATTR, find_cluster_dir, open_cluster_dir
+from iez.emulated.clusterdir import XATTR, find_cluster_dir, open_cluster_dir, stored_form
 from iez.emulated.mds import df_rows, snapshot_from_space, space_from_scan
 from iez.emulated.usage import UsageScanner
 from iez.errors import BackendError
 from iez.layout.layout import FileLayout, Layout
+from iez.lustre.lfsdf import DfRow
 from iez.plan import format_layout, parse_layout
 
 __all__ = ["EmulatedBackend", "find_cluster_dir"]
@@ -45,7 +45,7 @@ class EmulatedBackend:
         p = self._check_inside(Path(path))
         if p.exists():
             raise BackendError(f"cannot create {path}: File exists (a layout is set once, at create)")
-        got = parse_layout(MdsClient(self.cd).alloc(str(p), format_layout(FileLayout.of(layout))))
+        got = stored_form(parse_layout(MdsClient(self.cd).alloc(str(p), format_layout(FileLayout.of(layout)))))
         buf = lum.encode(got)
         try:
             fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
@@ -80,6 +80,6 @@ class EmulatedBackend:
         _, space = self._space()
         return snapshot_from_space(self.cluster, space, time.time())
 
-    def df(self, inodes: bool = False) -> list[TargetUsage]:
+    def df(self, inodes: bool = False) -> list[DfRow]:
         scan, space = self._space()
         return df_rows(self.cluster, space, scan.files, inodes)

@@ -25,12 +25,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("getstripe", help="the layout of a file, as lfs getstripe prints it")
     p.add_argument("files", nargs="+")
-    p.add_argument("-v", "--verbose", action="store_true")
     p.set_defaults(func=cmd_getstripe)
 
-    p = sub.add_parser("setstripe", usage=SETSTRIPE_USAGE,
+    # lfs's option grammar (-E starts a component) is ordered, which argparse cannot express:
+    # take every token as a positional (prefix "+") and parse them in parse_setstripe.
+    p = sub.add_parser("setstripe", usage=SETSTRIPE_USAGE, prefix_chars="+", add_help=False,
                        help="create a file with a layout (plain, explicit OST list, or PFL with -E)")
-    p.add_argument("spec", nargs=argparse.REMAINDER, help="options as for lfs setstripe, then FILE")
+    p.add_argument("spec", nargs="*", help="options as for lfs setstripe, then FILE")
     p.set_defaults(func=cmd_setstripe)
 
 
@@ -53,7 +54,7 @@ def cmd_getstripe(args: argparse.Namespace) -> int:
             print(f"iez: error: {e}", file=sys.stderr)
             rc = 2
             continue
-        print(format_getstripe(f, fl, verbose=args.verbose), end="")
+        print(format_getstripe(f, fl), end="")
     return rc
 
 

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import errno
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from iez.cluster import Cluster, dump_cluster, load_cluster
 from iez.errors import BackendError, ConfigError
+from iez.layout.layout import FileLayout
 
 MARKER = ".iez-emulated"
 XATTR = "user.lustre.lov"  # the real client's `lustre.lov`, in the namespace users may write
@@ -51,6 +52,14 @@ class ClusterDir:
 
     def cluster(self) -> Cluster:
         return load_cluster(self.root / "cluster.toml")
+
+
+def stored_form(fl: FileLayout) -> FileLayout:
+    """The layout as the MDS stores it: PFL components numbered 1..n (lcme_id; a create
+    request carries 0). In the emulation the client writes the xattr, so it numbers them."""
+    if not fl.components:
+        return fl
+    return replace(fl, components=tuple(replace(c, id=c.id or i + 1) for i, c in enumerate(fl.components)))
 
 
 def open_cluster_dir(path: str | Path) -> ClusterDir:

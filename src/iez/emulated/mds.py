@@ -23,13 +23,13 @@ from pathlib import Path
 
 import zmq
 
-from iez.backend import TargetUsage
-from iez.cluster import Cluster, OSTStats, Snapshot, ost_uuid
+from iez.cluster import Cluster, OSTStats, Snapshot, ost_name, ost_uuid
 from iez.emulated.clusterdir import ClusterDir, open_cluster_dir
 from iez.emulated.paramtree import (OSTCounters, OSTSpace, render_mds, render_oss,
                                     write_tree)
 from iez.emulated.usage import ScanResult, UsageScanner
 from iez.errors import AllocationError, IezError
+from iez.lustre.lfsdf import DfRow
 from iez.plan import format_layout, parse_layout
 
 log = logging.getLogger("iez.mds")
@@ -61,12 +61,12 @@ def snapshot_from_space(cluster: Cluster, space: dict[int, OSTSpace], now: float
         for o in cluster.osts})
 
 
-def df_rows(cluster: Cluster, space: dict[int, OSTSpace], files: int, inodes: bool) -> list[TargetUsage]:
+def df_rows(cluster: Cluster, space: dict[int, OSTSpace], files: int, inodes: bool) -> list[DfRow]:
     """The rows of `lfs df` (or `lfs df -i`) for this cluster."""
     mdt_total = MDT_SIZE // 1024
     mdt_used = files * MDT_INODE // 1024
     mdt_inodes = MDT_SIZE // MDT_INODE
-    rows = [TargetUsage(f"{cluster.fsname}-MDT0000_UUID", "MDT", 0,
+    rows = [DfRow(f"{cluster.fsname}-MDT0000_UUID", "MDT", 0,
                         mdt_inodes if inodes else mdt_total,
                         files if inodes else mdt_used,
                         (mdt_inodes - files) if inodes else (mdt_total - mdt_used))]
@@ -77,8 +77,12 @@ def df_rows(cluster: Cluster, space: dict[int, OSTSpace], files: int, inodes: bo
             total, used, avail = sp.filestotal, sp.filestotal - sp.filesfree, sp.filesfree
         else:
             total, used, avail = sp.kbytestotal, sp.kbytestotal - sp.kbytesfree, sp.kbytesavail
-        rows.append(TargetUsage(ost_uuid(cluster.fsname, o.index), "OST", o.index, total, used, avail,
-                                flags=flags.get(o.state, ""), active=o.state != "inactive"))
+        if o.state == "inactive":  # lfs df prints no numbers for it (lustre-formats.md §4)
+            rows.append(DfRow(ost_name(cluster.fsname, o.index), "OST", o.index, None, None, None,
+                              status="inactive device"))
+        else:
+            rows.append(DfRow(ost_uuid(cluster.fsname, o.index), "OST", o.index, total, used, avail,
+                              flags=flags.get(o.state, "")))
     return rows
 
 
@@ -150,7 +154,7 @@ class MdsCore:
             write_tree(self.cd.host_params(s.name), render_oss(self.cluster, s.name, space, counters, now, self.start))
         write_tree(self.cd.host_params(self.cluster.mds.name), render_mds(self.cluster, space, QOS_MAXAGE))
 
-    def df(self, inodes: bool = False) -> list[TargetUsage]:
+    def df(self, inodes: bool = False) -> list[DfRow]:
         with self.lock:
             return df_rows(self.cluster, self.space, self.scan.files, inodes)
 
