@@ -1,0 +1,173 @@
+"""Reading Lustre parameters the way `lctl get_param` finds them (the one I/O module here).
+
+`ParamTree(prefix)` searches, below `prefix`, the roots lctl globs (libcfs/libcfs/util/param.c,
+lustre-formats.md §0): sys/fs/{lnet,lustre}, sys/kernel/debug/{lnet,lustre},
+proc/fs/{lnet,lustre}, proc/sys/{lnet,lustre}. A dotted name maps to a path with "." -> "/",
+except inside NIDs (exports.10.1.2.3@tcp.stats). The prefix is "/" on a real node,
+DIR/params/<host> on the emulated cluster (docs/emulated.md) and a fixture directory in tests.
+
+The same `get(pattern)` reads an `lctl get_param` dump (`ParamTree.from_getparam_text`) or runs
+the real lctl (`ParamTree.from_lctl`). Files that match but cannot be read (dangling symlinks
+such as 2.15's obdfilter brw_stats link into /proc, write-only files, I/O errors) are left out
+of the result and listed in `tree.errors`; nothing here raises for them.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import subprocess
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from pathlib import Path
+
+from iez.errors import BackendError
+from iez.lustre.getparam import param_matches, parse_getparam, split_param_name
+
+ROOTS = (
+    "sys/fs/lnet", "sys/fs/lustre", "sys/kernel/debug/lnet", "sys/kernel/debug/lustre",
+    "proc/fs/lnet", "proc/fs/lustre", "proc/sys/lnet", "proc/sys/lustre",
+)
+LCTL_TIMEOUT = 60.0  # seconds; get_param of a large job_stats can take a while
+
+
+@dataclass(frozen=True)
+class ParamIssue:
+    """A parameter that matched but could not be read."""
+
+    name: str
+    where: str  # the file, or "lctl"
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.name}: {self.reason} ({self.where})"
+
+
+class ParamTree:
+    """Parameters of one node: `get("obdfilter.*.kbytesavail") -> {name: value text}`."""
+
+    def __init__(self, prefix: str | os.PathLike = "/") -> None:
+        self.prefix = Path(prefix)
+        self.errors: list[ParamIssue] = []
+        self._values: dict[str, str] | None = None  # set for a get_param dump
+        self._lctl: str | None = None  # set when reading through lctl
+
+    @classmethod
+    def from_getparam_text(cls, text: str) -> "ParamTree":
+        """A tree over an `lctl get_param` dump; its unreadable lines are in `errors`."""
+        tree = cls()
+        dump = parse_getparam(text)
+        tree._values = dump.values
+        tree.errors = [ParamIssue("?", f"line {s.lineno}", s.reason) for s in dump.skipped]
+        return tree
+
+    @classmethod
+    def from_lctl(cls, lctl: str = "lctl") -> "ParamTree":
+        """A tree that runs `lctl get_param PATTERN` for every `get`."""
+        exe = shutil.which(lctl)
+        if exe is None:
+            raise BackendError(f"{lctl} not found: install the Lustre utilities, or read a "
+                               "parameter tree with ParamTree(prefix) or a get_param dump")
+        tree = cls()
+        tree._lctl = exe
+        return tree
+
+    def get(self, pattern: str) -> dict[str, str]:
+        """Values (trailing newline removed) of every parameter matching the lctl glob."""
+        if not pattern or any(c.isspace() or c in "/=" for c in pattern):
+            raise BackendError(f"bad parameter pattern {pattern!r}: use dotted names like obdfilter.*.stats")
+        if self._values is not None:
+            return {n: v for n, v in self._values.items() if param_matches(pattern, n)}
+        if self._lctl is not None:
+            return self._run_lctl(pattern)
+        return self._read_files(pattern)
+
+    def get_one(self, name: str) -> str:
+        """The value of exactly one parameter; a one-line BackendError if absent or unreadable."""
+        before = len(self.errors)
+        values = self.get(name)
+        if len(values) == 1:
+            return next(iter(values.values()))
+        if values:
+            raise BackendError(f"{name} matches {len(values)} parameters, expected one")
+        why = f": {self.errors[before]}" if len(self.errors) > before else ""
+        raise BackendError(f"parameter {name} not found{why}")
+
+    # -- sources ---------------------------------------------------------------------------
+
+    def _read_files(self, pattern: str) -> dict[str, str]:
+        comps = split_param_name(pattern)
+        found: dict[str, str] = {}
+        failed: dict[str, ParamIssue] = {}
+        for root in ROOTS:
+            base = self.prefix / root
+            if not base.is_dir():
+                continue
+            for names, path in _walk(base, comps):
+                name = ".".join(names)
+                if name in found:
+                    continue
+                text, why = _read(path)
+                if text is None:
+                    failed.setdefault(name, ParamIssue(name, str(path), why))
+                else:
+                    found[name] = text
+                    failed.pop(name, None)
+        self.errors.extend(failed.values())
+        return found
+
+    def _run_lctl(self, pattern: str) -> dict[str, str]:
+        try:
+            proc = subprocess.run([self._lctl, "get_param", pattern], capture_output=True,
+                                  text=True, errors="replace", timeout=LCTL_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            raise BackendError(f"lctl get_param {pattern} did not finish in {LCTL_TIMEOUT:.0f} s") from None
+        except OSError as e:
+            raise BackendError(f"cannot run {self._lctl}: {e.strerror}") from None
+        dump = parse_getparam(proc.stdout)
+        self.errors.extend(ParamIssue(pattern, "lctl", ln.strip()) for ln in proc.stderr.splitlines() if ln.strip())
+        self.errors.extend(ParamIssue(pattern, f"lctl output line {s.lineno}", s.reason) for s in dump.skipped)
+        return dump.values
+
+
+def _walk(base: Path, comps: list[str]):
+    """(components, path) of every non-directory below `base` matching the glob components;
+    like glob(3), "*" does not match names starting with a dot."""
+
+    def rec(d: Path, i: int, names: list[str]):
+        pat = comps[i]
+        if any(c in pat for c in "*?["):
+            try:
+                entries = sorted(os.listdir(d))
+            except OSError:
+                return
+            cands = [e for e in entries if fnmatchcase(e, pat) and (pat.startswith(".") or not e.startswith("."))]
+        else:
+            cands = [pat]
+        for e in cands:
+            p = d / e
+            if i == len(comps) - 1:
+                if os.path.lexists(p) and not p.is_dir():
+                    yield names + [e], p
+            elif p.is_dir():
+                yield from rec(p, i + 1, names + [e])
+
+    yield from rec(base, 0, [])
+
+
+def _read(path: Path) -> tuple[str | None, str]:
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        target = os.readlink(path) if path.is_symlink() else "?"
+        return None, f"dangling symlink to {target}"
+    except OSError as e:
+        return None, e.strerror or str(e)
+    if not st.st_mode & (stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH):
+        return None, "write-only"
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        return None, e.strerror or str(e)
+    return data.decode("utf-8", "replace").rstrip("\n"), ""
