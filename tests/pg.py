@@ -3,9 +3,10 @@ loopback port, stop it at the end of the session. No mocks.
 
 Use it from a test module:
 
-    from pg import pg_server, pg_url  # noqa: F401  (fixtures)
+    from pg import db_url, pg_server, pg_url  # noqa: F401  (fixtures)
 
-    def test_x(pg_url): ...              # a fresh, empty database per test
+    def test_x(pg_url): ...              # a fresh, empty PostgreSQL database per test
+    def test_y(db_url): ...              # runs twice: a new SQLite file, then a new PostgreSQL db
 
 PostgreSQL refuses to run as root, so under root the server runs as the `postgres` user
 (Debian's package creates it), or as a system user `iez-pg` made with useradd if that is missing.
@@ -127,3 +128,11 @@ def pg_server() -> Iterator[PgServer]:
 def pg_url(pg_server: PgServer) -> str:
     """The URL of a new, empty database on the session's server."""
     return pg_server.create_database()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """The URL of a new, empty database: once a SQLite file, once on the PostgreSQL server."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'iez.db'}"
+    return request.getfixturevalue("pg_url")

@@ -6,7 +6,7 @@ import sqlite3
 from dataclasses import replace
 
 import pytest
-from pg import pg_server, pg_url  # noqa: F401  (fixtures)
+from pg import db_url, pg_server, pg_url  # noqa: F401  (fixtures)
 from sqlalchemy import inspect, text
 
 from iez.cluster import OSSStats, OSTStats, Snapshot, make_cluster
@@ -15,13 +15,6 @@ from iez.db.migrations import Migration, current_version, migrate
 from iez.db.schema import SCHEMA_VERSION
 from iez.layout.layout import LUSTRE_EOF, Component, FileLayout, Layout
 from iez.request import Placement, Request
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def db_url(request, tmp_path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'iez.db'}"
-    return request.getfixturevalue("pg_url")
 
 
 @pytest.fixture

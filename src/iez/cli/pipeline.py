@@ -1,0 +1,439 @@
+"""The control-plane pipeline of seed 000 Fig. 4, one command per step:
+
+    iez trace import PATH --app APP        a trace (libiez or Darshan) into the database
+    iez predict APP                        AIPA: the next run's requests
+    iez allocate APP --policy P -o PLAN    OSTs for each predicted file, and the plan libiez loads
+    iez plan APP --run N -o PLAN           (re)write a run's plan from stored placements
+    iez report APP [-o DIR]                OSTCost and OST/OSS utilization, policy by policy
+
+Each command reads what the previous one stored in the interaction database (--db URL).
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import json
+import math
+import time
+from dataclasses import dataclass, fields, is_dataclass, replace
+from pathlib import Path
+from typing import Any, Sequence
+
+from rich.console import Console
+from rich.table import Table
+
+from iez.cli.trace_import import db_option
+from iez.cluster import Cluster, Snapshot, load_cluster, make_cluster, states_ok
+from iez.db import Database, DatabaseError, PlacementSet
+from iez.errors import AllocationError, IezError
+from iez.metrics import BalanceReport, balance_report, integer_bound
+from iez.plan import Plan, save
+from iez.request import Placement, Request
+from iez.units import format_size
+
+DEFAULT_POLICY = "balanced"
+COST_NOTE = "OSTCost = max / mean OST utilization (seed 000 eq. 7); 1.000 is perfect balance."
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("predict", help="predict APP's next run from its traced runs (AIPA)",
+                       description="Fit AIPA's ARIMA models on every traced run of APP and store the "
+                                   "requests of the next run.")
+    p.add_argument("app", metavar="APP")
+    db_option(p)
+    p.set_defaults(func=cmd_predict)
+
+    p = sub.add_parser("allocate", help="choose OSTs for every file of APP's predicted run",
+                       description="Place the newest predicted run of APP (or --run N) with each policy.")
+    p.add_argument("app", metavar="APP")
+    p.add_argument("--policy", default=DEFAULT_POLICY, metavar="P",
+                   help="rr, qos, iez-paper or balanced (default); several separated by commas")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--cluster", metavar="TOML", help="cluster description (docs/cluster-toml.md)")
+    where.add_argument("--emulated", metavar="DIR", help="an emulated cluster: its model and current usage")
+    p.add_argument("--run", type=int, metavar="N", help="the predicted run to place (default: the newest)")
+    p.add_argument("--capacity-weight", type=float, metavar="W",
+                   help="balanced's trade-off, 0..1: 0 = the job's own I/O time only, 1 = long-term "
+                        "capacity balance only (default 0.5; docs/allocation.md)")
+    p.add_argument("--stripe-method", choices=("method2", "method1", "fixed"),
+                   help="stripe size by seed 000 Method II (default) or I, or the file system default")
+    p.add_argument("-o", "--output", metavar="PLAN", help="also write the plan file (one policy only)")
+    db_option(p)
+    p.set_defaults(func=cmd_allocate)
+
+    p = sub.add_parser("plan", help="write the plan file of a run from its stored placements",
+                       description="Write the plan (docs/plan-format.md) that libiez loads for run N of APP.")
+    p.add_argument("app", metavar="APP")
+    p.add_argument("--run", type=int, metavar="N", help="default: the newest run with placements")
+    p.add_argument("--policy", metavar="P", help="whose placements (default: balanced, or the only one)")
+    p.add_argument("-o", "--output", required=True, metavar="FILE")
+    db_option(p)
+    p.set_defaults(func=cmd_plan)
+
+    p = sub.add_parser("report", help="OSTCost and OST/OSS utilization of every policy, side by side",
+                       description="Compare the policies that placed run N of APP (seed 000 Figs. 7 and 11).")
+    p.add_argument("app", metavar="APP")
+    p.add_argument("--run", type=int, metavar="N", help="default: the newest run with placements")
+    p.add_argument("-o", "--output", metavar="DIR", help="also write PNG charts, report.json and index.html here")
+    db_option(p)
+    p.set_defaults(func=cmd_report)
+
+
+# -- predict ---------------------------------------------------------------------------------
+
+
+def jsonable(obj: Any) -> Any:
+    """Model descriptions (dataclasses, numpy scalars, tuples) as plain JSON values."""
+    if is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: jsonable(getattr(obj, f.name)) for f in fields(obj)}
+    if isinstance(obj, dict):
+        return {str(k): jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [jsonable(v) for v in obj]
+    if hasattr(obj, "item") and callable(obj.item):  # numpy scalar
+        obj = obj.item()
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj if isinstance(obj, (str, int, float, bool, type(None))) else str(obj)
+
+
+def cmd_predict(args: argparse.Namespace) -> int:
+    from iez.predict.aipa import predict_next_run
+
+    out = Console()
+    with Database(args.db) as db:
+        with db.begin() as tx:
+            traced = tx.traced_runs(args.app)
+        if not traced:
+            raise DatabaseError(f"{args.app!r} has no traced run to learn from (iez trace import PATH --app {args.app})")
+        with Console(stderr=True).status(f"fitting AIPA models on {len(traced)} run(s) of {args.app}"):
+            pred = predict_next_run([reqs for _, reqs in traced])
+        target = traced[-1][0] + 1
+        models = {f.name: jsonable(getattr(pred, f.name)) for f in fields(pred) if f.name != "requests"}
+        with db.begin() as tx:
+            tx.add_prediction(args.app, target, pred.requests, models, [n for n, _ in traced])
+    reqs = pred.requests
+    out.print(f"{args.app}: predicted run {target} from run(s) {', '.join(str(n) for n, _ in traced)}: "
+              f"{len(reqs)} files, {format_size(sum(q.write_bytes for q in reqs))} written, "
+              f"{sum(q.comm_size > 1 for q in reqs)} shared")
+    _print_models(out, models)
+    return 0
+
+
+def _print_models(out: Console, models: dict[str, Any]) -> None:
+    """Per-series model lines, when the predictor reports them as {series: {...}}."""
+    table = Table(title="AIPA models")
+    table.add_column("series")
+    table.add_column("model")
+    for key, val in models.items():
+        if isinstance(val, dict) and val:
+            for series, desc in val.items():
+                table.add_row(f"{key}.{series}", json.dumps(desc) if not isinstance(desc, str) else desc)
+        else:
+            table.add_row(key, json.dumps(val))
+    out.print(table)
+
+
+# -- allocate --------------------------------------------------------------------------------
+
+
+def cluster_snapshot(args: argparse.Namespace) -> tuple[Cluster, Snapshot, str]:
+    """The cluster model and its current statistics, as --cluster / --emulated say."""
+    now = time.time()
+    if args.emulated:
+        from iez.emulated.clusterdir import open_cluster_dir
+        from iez.emulated.mds import snapshot_from_space, space_from_scan
+        from iez.emulated.usage import UsageScanner
+
+        cd = open_cluster_dir(args.emulated)
+        cluster = cd.cluster()
+        snap = snapshot_from_space(cluster, space_from_scan(cluster, UsageScanner(cd.fs).scan()), now)
+        return cluster, snap, f"emulated:{cd.root}"
+    if args.cluster:
+        cluster = load_cluster(args.cluster)
+        return cluster, Snapshot.from_cluster(cluster, now), f"toml:{Path(args.cluster).absolute()}"
+    cluster = make_cluster()
+    return cluster, Snapshot.from_cluster(cluster, now), "default"
+
+
+def with_reserved(snap: Snapshot, reserved: dict[int, int]) -> Snapshot:
+    """The snapshot with space promised to other applications' plans taken as used: what the
+    allocator saw (AllocOptions.reserved), as stored with the placements for the report."""
+    for ost, n in reserved.items():
+        s = snap.osts.get(ost)
+        if s is None:
+            continue
+        kb = n // 1024
+        snap = snap.with_ost(replace(s, kbytesavail=max(0, s.kbytesavail - kb),
+                                     kbytesfree=None if s.kbytesfree is None else max(0, s.kbytesfree - kb)))
+    return snap
+
+
+def check_placements(policy: str, requests: Sequence[Request], placed: Sequence[Placement]) -> None:
+    """Every requested file placed once, with a layout that names its OSTs."""
+    want = {q.path for q in requests}
+    got = [p.path for p in placed]
+    if len(got) != len(set(got)) or set(got) != want:
+        missing, extra = want - set(got), set(got) - want
+        raise AllocationError(f"policy {policy} placed {len(got)} files for {len(want)} requests "
+                              f"(missing {len(missing)}, unexpected {len(extra)}, repeated {len(got) - len(set(got))})")
+    for p in placed:
+        if not p.layout.osts():
+            raise AllocationError(f"policy {policy} gave {p.path} no OSTs")
+
+
+def cmd_allocate(args: argparse.Namespace) -> int:
+    from iez.alloc.policy import AllocOptions, get_policy, job_bytes
+
+    names = [n.strip() for n in args.policy.split(",") if n.strip()]
+    if not names or len(set(names)) != len(names):
+        raise IezError(f"--policy {args.policy!r}: give one or more distinct policy names")
+    if args.output and len(names) > 1:
+        raise IezError("-o writes one plan: give a single --policy with it")
+    with Database(args.db) as db:
+        with db.begin() as tx:
+            pred = tx.prediction(args.app, args.run)
+            pending = tx.pending_placements(args.app)
+        policies = {n: get_policy(n) for n in names}
+        cluster, snap, source = cluster_snapshot(args)
+        # Global view: other applications' planned, not yet written files hold their space.
+        reserved = job_bytes(pending)
+        given = {"capacity_weight": args.capacity_weight, "stripe_method": args.stripe_method}
+        options = AllocOptions(reserved=reserved, **{k: v for k, v in given.items() if v is not None})
+        results: dict[str, list[Placement]] = {}
+        with Console(stderr=True).status("allocating") as status:
+            for name, policy in policies.items():
+                status.update(f"allocating {len(pred.requests)} files of {args.app} run {pred.run} with {name}")
+                placed = [replace(p, app=args.app, run=str(pred.run), policy=name)
+                          for p in policy.place(pred.requests, cluster, snap, options)]
+                check_placements(name, pred.requests, placed)
+                results[name] = placed
+        ranks = {q.path: q.rank for q in pred.requests}
+        snap = with_reserved(snap, reserved)
+        with db.begin() as tx:
+            sid = tx.add_snapshot(cluster, snap, source + (f"+{len(pending)} pending" if pending else ""))
+            for name, placed in results.items():
+                tx.set_placements(args.app, pred.run, name, placed, sid, ranks)
+            if args.output:
+                write_plan(args.app, pred.run, names[0], cluster, results[names[0]], args.output)
+                tx.mark_planned(args.app, pred.run, names[0])
+    rows = [policy_balance(n, cluster, snap, results[n]) for n in sorted(results, key=policy_rank)]
+    Console().print(balance_table(f"{args.app} run {pred.run}: placed {len(pred.requests)} files", rows))
+    Console().print(COST_NOTE)
+    if args.output:
+        Console().print(f"plan written to {args.output}")
+    return 0
+
+
+# -- plan ------------------------------------------------------------------------------------
+
+
+def choose(sets: Sequence[PlacementSet], policy: str | None) -> PlacementSet:
+    by = {s.policy: s for s in sets}
+    run = sets[0].run
+    if policy:
+        if policy not in by:
+            raise DatabaseError(f"no {policy} placements for run {run} (have: {', '.join(sorted(by))})")
+        return by[policy]
+    if DEFAULT_POLICY in by:
+        return by[DEFAULT_POLICY]
+    if len(by) == 1:
+        return sets[0]
+    raise DatabaseError(f"run {run} was placed by {', '.join(sorted(by))}: choose one with --policy")
+
+
+def write_plan(app: str, run: int, policy: str, cluster: Cluster, placed: Sequence[Placement],
+               path: str | Path) -> Plan:
+    plan = Plan(meta={"app": app, "run": str(run), "policy": policy, "fsname": cluster.fsname,
+                      "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+    for p in placed:
+        plan.add(p.path, p.layout)
+    try:
+        save(plan, path)
+    except OSError as e:
+        raise IezError(f"cannot write plan {path}: {e.strerror}") from None
+    return plan
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    with Database(args.db) as db, db.begin() as tx:
+        chosen = choose(tx.placement_sets(args.app, args.run), args.policy)
+        cluster, _ = tx.snapshot(chosen.snapshot_id)
+        plan = write_plan(args.app, chosen.run, chosen.policy, cluster, chosen.placements, args.output)
+        tx.mark_planned(args.app, chosen.run, chosen.policy)
+    Console().print(f"{args.app} run {chosen.run}: {len(plan)} files ({chosen.policy}) planned in {args.output}")
+    return 0
+
+
+# -- report ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PolicyBalance:
+    policy: str
+    cluster: Cluster  # OSTs carry the bytes used before this run
+    job_bytes: dict[int, int]
+    balance: BalanceReport
+    bound: float  # best job OSTCost k equal stripes can reach on the usable OSTs
+    files: int
+    stripes: int
+
+
+def cluster_used(cluster: Cluster, snap: Snapshot) -> Cluster:
+    """The cluster with each OST's used bytes as the snapshot saw them."""
+    used = {}
+    for i, s in snap.osts.items():
+        free = s.kbytesfree if s.kbytesfree is not None else s.kbytesavail
+        used[i] = min(cluster.ost(i).capacity, max(0, s.kbytestotal - free) * 1024)
+    return cluster.with_used(used)
+
+
+def policy_balance(policy: str, cluster: Cluster, snap: Snapshot, placed: Sequence[Placement]) -> PolicyBalance:
+    from iez.alloc.policy import job_bytes
+
+    base = cluster_used(cluster, snap)
+    job = job_bytes(placed)
+    stripes = sum(len(p.layout.parts()[0].layout.osts) for p in placed)
+    usable = len(states_ok(cluster.ost_indices(), snap))
+    return PolicyBalance(policy, base, job, balance_report(base, job), integer_bound(stripes, usable),
+                         len(placed), stripes)
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.2f}%"
+
+
+def report_rows(rows: Sequence[PolicyBalance]) -> list[tuple[str, list[str]]]:
+    """The comparison as (metric, value per policy), shared by the terminal table and the page."""
+    return [
+        ("files / stripes", [f"{r.files} / {r.stripes}" for r in rows]),
+        ("bytes placed", [format_size(sum(r.job_bytes.values())) for r in rows]),
+        ("OSTs used", [f"{sum(1 for v in r.job_bytes.values() if v)} of {len(r.cluster.osts)}" for r in rows]),
+        ("OSTCost, job", [f"{r.balance.job.ost_cost:.3f}" for r in rows]),
+        ("  bound for equal stripes", [f"{r.bound:.3f}" for r in rows]),
+        ("OSS cost, job", [f"{r.balance.job.oss_cost:.3f}" for r in rows]),
+        ("max OST utilization, job", [_pct(max(r.balance.job.ost_util.values())) for r in rows]),
+        ("OSTCost, total usage", [f"{r.balance.total.ost_cost:.3f}" for r in rows]),
+        ("OSS cost, total usage", [f"{r.balance.total.oss_cost:.3f}" for r in rows]),
+        ("max OST utilization, total", [_pct(max(r.balance.total.ost_util.values())) for r in rows]),
+    ]
+
+
+def balance_table(title: str, rows: Sequence[PolicyBalance]) -> Table:
+    table = Table(title=title)
+    table.add_column("")
+    for r in rows:
+        table.add_column(r.policy, justify="right")
+    for metric, vals in report_rows(rows):
+        table.add_row(metric, *vals)
+    return table
+
+
+# Baselines first, as the paper's figures put RR before iez; fixed colours across charts.
+POLICY_ORDER = ("rr", "qos", "iez-paper", "balanced")
+POLICY_COLOR = {"rr": "#ff7f0e", "qos": "#2ca02c", "iez-paper": "#d62728", "balanced": "#1f77b4"}
+
+
+def policy_rank(name: str) -> tuple[int, str]:
+    return (POLICY_ORDER.index(name) if name in POLICY_ORDER else len(POLICY_ORDER), name)
+
+
+@dataclass(frozen=True)
+class Series:
+    """One policy's bars: utilization per target (job, total) and the OSTCost of each."""
+
+    job: list[float]
+    total: list[float]
+    job_cost: float
+    total_cost: float
+
+
+def _bar_chart(path: Path, title: str, labels: list[str], series: dict[str, Series], xlabel: str) -> None:
+    """Grouped bars, one series per policy: job utilization above, total usage below (in %)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    n, k = len(labels), max(1, len(series))
+    fig = Figure(figsize=(max(7.0, min(18.0, 0.45 * n * max(1, k / 2) + 2)), 7.5), layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(2, 1, sharex=True)
+    width = 0.8 / k
+    xs = list(range(n))
+    panels = ((axes[0], "job", "job bytes / capacity (%)"), (axes[1], "total", "total used / capacity (%)"))
+    for ax, which, ylabel in panels:
+        for j, (name, s) in enumerate(series.items()):
+            ax.bar([x - 0.4 + width * (j + 0.5) for x in xs], [100 * v for v in getattr(s, which)], width,
+                   label=f"{name} (cost {getattr(s, which + '_cost'):.3f})", color=POLICY_COLOR.get(name),
+                   edgecolor="black" if n <= 48 else "none", linewidth=0.4)
+        ax.set_ylabel(ylabel)
+        ax.grid(axis="y", alpha=0.35)
+        ax.set_axisbelow(True)
+        ax.legend(ncols=min(k, 4), loc="upper right", fontsize="small")
+    axes[0].set_title(title)
+    step = max(1, n // 40)
+    axes[1].set_xticks(xs[::step], labels[::step], rotation=90 if n > 20 else 0, fontsize="small")
+    axes[1].set_xlabel(xlabel)
+    axes[1].set_xlim(-0.6, n - 0.4)
+    fig.savefig(path, dpi=110)
+
+
+def write_report(outdir: Path, app: str, run: int, rows: Sequence[PolicyBalance]) -> list[Path]:
+    outdir.mkdir(parents=True, exist_ok=True)
+    cluster = rows[0].cluster
+    osts = cluster.ost_indices()
+    osses = [s.name for s in cluster.osses]
+    ost_png, oss_png = outdir / "ost_utilization.png", outdir / "oss_utilization.png"
+    _bar_chart(ost_png, f"{app} run {run}: per-OST utilization (seed 000 Fig. 7)", [str(i) for i in osts],
+               {r.policy: Series([r.balance.job.ost_util[i] for i in osts], [r.balance.total.ost_util[i] for i in osts],
+                                 r.balance.job.ost_cost, r.balance.total.ost_cost) for r in rows}, "OST index")
+    _bar_chart(oss_png, f"{app} run {run}: per-OSS utilization (seed 000 Fig. 11)", osses,
+               {r.policy: Series([r.balance.job.oss_util[s] for s in osses], [r.balance.total.oss_util[s] for s in osses],
+                                 r.balance.job.oss_cost, r.balance.total.oss_cost) for r in rows}, "OSS")
+    data = {"app": app, "run": run, "policies": {
+        r.policy: {"files": r.files, "stripes": r.stripes, "bound": r.bound,
+                   "job": {"ost_cost": r.balance.job.ost_cost, "oss_cost": r.balance.job.oss_cost,
+                           "ost_util": r.balance.job.ost_util, "oss_util": r.balance.job.oss_util},
+                   "total": {"ost_cost": r.balance.total.ost_cost, "oss_cost": r.balance.total.oss_cost,
+                             "ost_util": r.balance.total.ost_util, "oss_util": r.balance.total.oss_util},
+                   "job_bytes": r.job_bytes}
+        for r in rows}}
+    (outdir / "report.json").write_text(json.dumps(data, indent=1))
+    head = "".join(f"<th>{html.escape(r.policy)}</th>" for r in rows)
+    body = "".join(f"<tr><td>{html.escape(m)}</td>" + "".join(f"<td>{html.escape(v)}</td>" for v in vals) + "</tr>"
+                   for m, vals in report_rows(rows))
+    title = html.escape(f"iez report: {app} run {run}")
+    (outdir / "index.html").write_text(f"""<!doctype html>
+<html><head><meta charset="utf-8"><title>{title}</title>
+<style>body{{font-family:sans-serif;margin:2em}} table{{border-collapse:collapse}}
+td,th{{border:1px solid #999;padding:4px 10px;text-align:right}} td:first-child{{text-align:left}}
+img{{max-width:100%;border:1px solid #ccc;margin:1em 0}}</style></head><body>
+<h1>{title}</h1>
+<p>OST utilization = bytes on the OST / its capacity. OSTCost = max / mean OST utilization over all
+OSTs (seed 000 eq. 7): 1.000 is perfect balance. <em>Job</em> counts the bytes this run places;
+<em>total usage</em> adds what the OSTs already held.</p>
+<table><tr><th></th>{head}</tr>{body}</table>
+<h2>Per OST</h2><img src="{ost_png.name}" alt="per-OST utilization">
+<h2>Per OSS</h2><img src="{oss_png.name}" alt="per-OSS utilization">
+</body></html>
+""")
+    return [ost_png, oss_png, outdir / "report.json", outdir / "index.html"]
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    with Database(args.db) as db, db.begin() as tx:
+        sets = tx.placement_sets(args.app, args.run)
+        snaps = {s.snapshot_id: tx.snapshot(s.snapshot_id) for s in sets}
+    rows = [policy_balance(s.policy, *snaps[s.snapshot_id], s.placements)
+            for s in sorted(sets, key=lambda s: policy_rank(s.policy))]
+    fsnames = {r.cluster.fsname for r in rows}
+    if len({tuple(r.cluster.ost_indices()) for r in rows}) > 1 or len(fsnames) > 1:
+        raise IezError(f"run {sets[0].run} of {args.app} was placed on different clusters: re-run iez allocate "
+                       "with one --cluster for every policy")
+    Console().print(balance_table(f"{args.app} run {sets[0].run}", rows))
+    Console().print(COST_NOTE)
+    if args.output:
+        with Console(stderr=True).status("drawing charts"):
+            written = write_report(Path(args.output), args.app, sets[0].run, rows)
+        Console().print(f"report written to {written[-1]}")
+    return 0
