@@ -1,0 +1,134 @@
+"""The engine's input (docs/simulator.md, "Description format"), built from a scenario.
+
+The platform comes from the cluster model plus `[sim]`; each job's extents go through the RAID-0
+mapping of its files' layouts and become streams, one per (client node, OST object): the bytes
+one node moves to or from one stripe of one file in one phase. A stripe that two or more nodes
+write is a shared object, on which extent locks can contend. Pure: dicts in, dicts out.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from iez.errors import ConfigError, LayoutError
+from iez.layout.layout import LUSTRE_EOF, FileLayout
+from iez.layout.raid0 import bytes_per_stripe
+from iez.sim.scenario import Scenario
+from iez.sim.workload import Phase, Workload
+
+FORMAT = "iez-sim/1"
+
+
+def range_bytes(layout: FileLayout, start: int, end: int) -> dict[tuple[int, int], int]:
+    """Bytes of [start, end) on each (component, stripe) of a resolved layout."""
+    out: dict[tuple[int, int], int] = {}
+    for c, comp in enumerate(layout.parts()):
+        lo = max(start, comp.start)
+        hi = min(end, comp.end if comp.end != LUSTRE_EOF else end)
+        if hi <= lo:
+            continue
+        lay = comp.layout
+        if len(lay.osts) < lay.stripe_count:
+            raise LayoutError("the layout does not list the OST of every stripe")
+        for s, n in enumerate(bytes_per_stripe(lay.stripe_size, lay.stripe_count, lo, hi)):
+            if n:
+                out[(c, s)] = out.get((c, s), 0) + n
+    return out
+
+
+def platform(scn: Scenario, n_clients: int) -> dict[str, Any]:
+    c, sim = scn.cluster, scn.sim
+    if sim.clients and sim.clients < n_clients:
+        raise ConfigError(f"the jobs need {n_clients} client nodes but sim.clients is {sim.clients}")
+    n = max(n_clients, sim.clients)
+    oss_pos = {s.name: k for k, s in enumerate(c.osses)}
+    p: dict[str, Any] = {
+        "osses": [{"name": s.name, "nic_bw": s.nic_bw} for s in c.osses],
+        "osts": [{"index": o.index, "oss": oss_pos[o.oss], "read_bw": o.read_bw, "write_bw": o.write_bw}
+                 for o in c.osts],
+        "clients": [{"name": f"c{k:05d}", "nic_bw": sim.client_nic_bw,
+                     **({"router": k % sim.lnet_routers} if sim.lnet_routers else {})} for k in range(n)],
+        "mds": {"create_rate": c.mds.create_rate, "open_rate": sim.mds_open_rate},
+    }
+    if sim.lnet_routers:
+        p["routers"] = [{"name": f"rtr{k}", "bw": sim.lnet_router_bw} for k in range(sim.lnet_routers)]
+    if sim.fabric_bw:
+        p["fabric_bw"] = sim.fabric_bw
+    if sim.contention:
+        p["contention"] = [list(pt) for pt in sim.contention]
+    return p
+
+
+def _shared_paths(wl: Workload) -> set[str]:
+    nodes: dict[str, set[int]] = defaultdict(set)
+    for ph in wl.phases:
+        for e in ph.extents:
+            nodes[e.path].add(wl.node_of(e.rank))
+    return {p for p, n in nodes.items() if len(n) > 1}
+
+
+def _phase(ph: Phase, wl: Workload, layouts: dict[str, FileLayout], objects: dict[tuple[str, int, int], int],
+           shared: set[str], ost_ok: set[int]) -> dict[str, Any]:
+    if ph.kind == "compute":
+        return {"kind": "compute", "label": ph.label, "seconds": ph.seconds}
+    streams: dict[tuple[int, int, int], int] = defaultdict(int)
+    grant = 0
+    for e in ph.extents:
+        lay = layouts.get(e.path)
+        if lay is None:
+            raise ConfigError(f"job {wl.name}: no layout for {e.path}")
+        node = wl.node_of(e.rank)
+        for (c, s), n in range_bytes(lay, e.offset, e.offset + e.length).items():
+            ost = lay.parts()[c].layout.osts[s]
+            if ost not in ost_ok:
+                raise ConfigError(f"job {wl.name}: {e.path} is placed on OST {ost}, which the cluster does not have")
+            obj = -1
+            if e.path in shared:
+                obj = objects.setdefault((e.path, c, s), len(objects))
+                # One lock grant covers one call's extent on one stripe at most.
+                unit = lay.parts()[c].layout.stripe_size
+                grant = max(grant, min(ph.call_size, unit) if ph.call_size else unit)
+            streams[(node, ost, obj)] += n
+    out: dict[str, Any] = {
+        "kind": ph.kind, "label": ph.label, "calls": ph.calls, "call_size": ph.call_size,
+        "streams": [[node, ost, n, obj] for (node, ost, obj), n in sorted(streams.items())],
+    }
+    if grant:
+        out["grant"] = grant
+    for key, counts in (("creates", ph.creates), ("opens", ph.opens)):
+        per_node: dict[int, int] = defaultdict(int)
+        for rank, k in counts:
+            per_node[wl.node_of(rank)] += k
+        if per_node:
+            out[key] = [[node, k] for node, k in sorted(per_node.items())]
+    return out
+
+
+def build(scn: Scenario, workloads: list[Workload], layouts: dict[str, FileLayout]) -> dict[str, Any]:
+    """The description of one run: `workloads[k]` is the workload of `scn.jobs[k]`."""
+    jobs = []
+    objects: dict[tuple[str, int, int], int] = {}
+    ost_ok = set(scn.cluster.ost_indices())
+    first = 0
+    for entry, wl in zip(scn.jobs, workloads):
+        shared = _shared_paths(wl)
+        job: dict[str, Any] = {
+            "name": wl.name, "submit": entry.submit, "nodes": list(range(first, first + wl.nodes)),
+            "phases": [_phase(ph, wl, layouts, objects, shared, ost_ok) for ph in wl.phases],
+        }
+        if entry.windows:
+            job["windows"] = [list(w) for w in entry.windows]
+        first += wl.nodes
+        jobs.append(job)
+    sim = scn.sim
+    return {
+        "format": FORMAT,
+        "engine": {"optim": sim.optim},
+        "platform": platform(scn, first),
+        "io": {"rpc_size": sim.rpc_size, "rpcs_in_flight": sim.rpcs_in_flight, "rpc_rtt": sim.rpc_rtt,
+               "lock_switch": sim.lock_switch, "call_overhead": sim.call_overhead,
+               "osc_overhead": sim.osc_overhead},
+        "access": {"granularity": scn.access.granularity, "overhead": scn.access.overhead},
+        "jobs": jobs,
+    }

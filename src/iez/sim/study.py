@@ -1,0 +1,129 @@
+"""One scenario, all its runs: build, simulate, compare, summarise.
+
+For each variant (sweep combination x named variant) this writes `<out>/<label>/description.json`
+and `results.json`, and the run's plots; then `<out>/summary.json` (every run's per-job metrics,
+the lower bound, the comparisons against the seed's numbers) and `<out>/figure.png`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from iez.errors import ConfigError
+from iez.sim import description, engine, plot
+from iez.sim.bounds import lower_bound
+from iez.sim.placement import place
+from iez.sim.results import Results, parse
+from iez.sim.scenario import Compare, JobEntry, Scenario, Variant
+from iez.sim.trace import workload_from_records
+from iez.sim.workload import Workload, build
+
+
+@dataclass(frozen=True)
+class Run:
+    variant: Variant
+    description: dict[str, Any]
+    results: Results
+    bound: float
+    bound_resource: str
+
+
+def workloads(scn: Scenario) -> list[Workload]:
+    return [_workload(entry) for entry in scn.jobs]
+
+
+def _workload(entry: JobEntry) -> Workload:
+    if entry.source == "pattern":
+        return build(entry.pattern)
+    if entry.source == "darshan":
+        from iez.trace.darshan import read_log
+        records = read_log(entry.source_path).records
+    else:
+        try:
+            from iez.trace.shard import read_shards
+        except ImportError:
+            raise ConfigError(f"job {entry.pattern.name}: this iez cannot read libiez shard directories "
+                              "(iez.trace.shard missing)") from None
+        records = read_shards(entry.source_path)
+    return workload_from_records(records, entry.pattern.name)
+
+
+def simulate(v: Variant, workdir: Path) -> Run:
+    scn = v.scenario
+    wls = workloads(scn)
+    layouts = place(scn.cluster, list(zip(scn.jobs, wls)))
+    desc = description.build(scn, wls, layouts)
+    res = parse(engine.run(desc, workdir))
+    b = lower_bound(desc)
+    return Run(v, desc, res, b.seconds, b.resource)
+
+
+def slug(label: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.=,-]+", "_", label) or "run"
+
+
+def run_all(variants: list[Variant], out: Path, progress: Callable[[str], None] = lambda s: None) -> list[Run]:
+    runs = []
+    for v in variants:
+        progress(v.label)
+        wd = out / slug(v.label)
+        r = simulate(v, wd)
+        plot.run_plots(r.results, wd)
+        runs.append(r)
+    return runs
+
+
+def row(r: Run) -> dict[str, Any]:
+    return {
+        "label": r.variant.label, "values": r.variant.values, "makespan": r.results.makespan,
+        "lower_bound": r.bound, "bound_resource": r.bound_resource,
+        "wall_seconds": r.results.wall_seconds,
+        "jobs": [{k: v for k, v in asdict(j).items() if k != "phases"} for j in r.results.jobs],
+    }
+
+
+def _matches(values: dict[str, Any], want: dict[str, Any]) -> bool:
+    return all(values.get(k) == v for k, v in want.items())
+
+
+def compare(c: Compare, runs: list[Run]) -> dict[str, Any]:
+    """test/base - 1 for every pair of runs that differ only in the compared keys."""
+    keys = set(c.base) | set(c.test)
+    pairs = []
+    for b in runs:
+        if not _matches(b.variant.values, c.base):
+            continue
+        rest = {k: v for k, v in b.variant.values.items() if k not in keys}
+        for t in runs:
+            if _matches(t.variant.values, c.test) and {k: v for k, v in t.variant.values.items()
+                                                         if k not in keys} == rest:
+                for jb in b.results.jobs:
+                    if c.job and jb.name != c.job:
+                        continue
+                    try:
+                        jt = t.results.job(jb.name)
+                    except Exception:
+                        continue
+                    base, test = jb.metric(c.metric), jt.metric(c.metric)
+                    if base > 0:
+                        pairs.append({"where": rest, "job": jb.name, "base": base, "test": test,
+                                      "change": test / base - 1})
+    changes = [p["change"] for p in pairs]
+    return {"label": c.label or f"{c.metric}: {c.test} vs {c.base}", "metric": c.metric, "seed": c.seed,
+            "min": min(changes) if changes else None, "max": max(changes) if changes else None,
+            "pairs": pairs}
+
+
+def summarise(scn: Scenario, runs: list[Run], out: Path) -> dict[str, Any]:
+    summary = {
+        "title": scn.title, "notes": scn.notes,
+        "runs": [row(r) for r in runs],
+        "compare": [compare(c, runs) for c in scn.compares],
+    }
+    (out / "summary.json").write_text(json.dumps(summary, indent=1))
+    plot.study_figure(scn.figure, runs, out / "figure.png")
+    return summary
