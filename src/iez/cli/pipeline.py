@@ -36,48 +36,48 @@ DEFAULT_POLICY = "balanced"
 COST_NOTE = "OSTCost = max / mean OST utilization (seed 000 eq. 7); 1.000 is perfect balance."
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("predict", help="predict APP's next run from its traced runs (AIPA)",
-                       description="Fit AIPA's ARIMA models on every traced run of APP and store the "
-                                   "requests of the next run.")
+def _command(sub: argparse._SubParsersAction, name: str, help: str, description: str, func: Any,
+             run_help: str | None = None) -> argparse.ArgumentParser:
+    """A pipeline subcommand: APP, an optional --run N, and --db."""
+    p = sub.add_parser(name, help=help, description=description)
     p.add_argument("app", metavar="APP")
+    if run_help:
+        p.add_argument("--run", type=int, metavar="N", help=run_help)
     db_option(p)
-    p.set_defaults(func=cmd_predict)
+    p.set_defaults(func=func)
+    return p
 
-    p = sub.add_parser("allocate", help="choose OSTs for every file of APP's predicted run",
-                       description="Place the newest predicted run of APP (or --run N) with each policy.")
-    p.add_argument("app", metavar="APP")
+
+def register(sub: argparse._SubParsersAction) -> None:
+    _command(sub, "predict", "predict APP's next run from its traced runs (AIPA)",
+             "Fit AIPA's ARIMA models on every traced run of APP and store the requests of the next run.",
+             cmd_predict)
+
+    p = _command(sub, "allocate", "choose OSTs for every file of APP's predicted run",
+                 "Place the newest predicted run of APP (or --run N) with each policy.", cmd_allocate,
+                 "the predicted run to place (default: the newest)")
     p.add_argument("--policy", default=DEFAULT_POLICY, metavar="P",
                    help="rr, qos, iez-paper or balanced (default); several separated by commas")
     where = p.add_mutually_exclusive_group()
     where.add_argument("--cluster", metavar="TOML", help="cluster description (docs/cluster-toml.md)")
     where.add_argument("--emulated", metavar="DIR", help="an emulated cluster: its model and current usage")
-    p.add_argument("--run", type=int, metavar="N", help="the predicted run to place (default: the newest)")
     p.add_argument("--capacity-weight", type=float, metavar="W",
                    help="balanced's trade-off, 0..1: 0 = the job's own I/O time only, 1 = long-term "
                         "capacity balance only (default 0.5; docs/allocation.md)")
     p.add_argument("--stripe-method", choices=("method2", "method1", "fixed"),
                    help="stripe size by seed 000 Method II (default) or I, or the file system default")
     p.add_argument("-o", "--output", metavar="PLAN", help="also write the plan file (one policy only)")
-    db_option(p)
-    p.set_defaults(func=cmd_allocate)
 
-    p = sub.add_parser("plan", help="write the plan file of a run from its stored placements",
-                       description="Write the plan (docs/plan-format.md) that libiez loads for run N of APP.")
-    p.add_argument("app", metavar="APP")
-    p.add_argument("--run", type=int, metavar="N", help="default: the newest run with placements")
+    p = _command(sub, "plan", "write the plan file of a run from its stored placements",
+                 "Write the plan (docs/plan-format.md) that libiez loads for run N of APP.", cmd_plan,
+                 "default: the newest run with placements")
     p.add_argument("--policy", metavar="P", help="whose placements (default: balanced, or the only one)")
     p.add_argument("-o", "--output", required=True, metavar="FILE")
-    db_option(p)
-    p.set_defaults(func=cmd_plan)
 
-    p = sub.add_parser("report", help="OSTCost and OST/OSS utilization of every policy, side by side",
-                       description="Compare the policies that placed run N of APP (seed 000 Figs. 7 and 11).")
-    p.add_argument("app", metavar="APP")
-    p.add_argument("--run", type=int, metavar="N", help="default: the newest run with placements")
+    p = _command(sub, "report", "OSTCost and OST/OSS utilization of every policy, side by side",
+                 "Compare the policies that placed run N of APP (seed 000 Figs. 7 and 11).", cmd_report,
+                 "default: the newest run with placements")
     p.add_argument("-o", "--output", metavar="DIR", help="also write PNG charts, report.json and index.html here")
-    db_option(p)
-    p.set_defaults(func=cmd_report)
 
 
 # -- predict ---------------------------------------------------------------------------------
