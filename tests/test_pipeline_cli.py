@@ -149,3 +149,103 @@ def test_report_and_plan_need_placements(iez):
     iez("trace", "import", str(sample("sample-goodost.darshan")), "--app", "ior")
     assert "no placements for 'ior'" in one_line_error(iez("report", "ior", ok=False))
     assert "no prediction for 'ior'" in one_line_error(iez("allocate", "ior", ok=False))
+
+
+def placements_of(db_url: str, app: str, run: int, policy: str) -> dict[str, FileLayout]:
+    with Database(db_url) as db, db.begin() as tx:
+        [s] = [s for s in tx.placement_sets(app, run) if s.policy == policy]
+        return {p.path: p.layout for p in s.placements}
+
+
+def test_darshan_log_to_plan_in_three_commands(iez, db_url, tmp_path):
+    iez("trace", "import", str(sample("sample-goodost.darshan")), "--app", "ior")
+    p = iez("predict", "ior")
+    assert "predicted run 2" in p.stdout and "48 files" in p.stdout
+    iez("allocate", "ior", "--policy", "balanced", "-o", "ior.plan")
+    plan = planfile.load(tmp_path / "ior.plan")
+    assert (plan.meta["app"], plan.meta["run"], plan.meta["policy"], plan.meta["fsname"]) == ("ior", "2", "balanced", "iez")
+    stored = placements_of(db_url, "ior", 2, "balanced")
+    assert plan.entries == stored
+    with Database(db_url) as db, db.begin() as tx:
+        predicted = tx.prediction("ior", 2).requests
+        [(_, actual)] = tx.traced_runs("ior")
+        assert tx.runs("ior")[1].planned_policy == "balanced"
+    assert set(plan.entries) == {q.path for q in predicted} == {q.path for q in actual}
+    cluster = make_cluster()
+    per_ost: dict[int, int] = {}
+    for fl in plan.entries.values():
+        lay = fl.plain
+        # IOR ran with stripe count 1: one stripe of 1 GiB (Method II: one round of stripes)
+        assert lay.stripe_count == 1 and lay.stripe_size == 1 << 30
+        assert set(lay.osts) <= set(cluster.ost_indices())
+        per_ost[lay.osts[0]] = per_ost.get(lay.osts[0], 0) + 1
+    assert sorted(per_ost.values()) == [3] * 12 + [4] * 3  # 48 files on 15 OSTs, as even as it gets
+    # the fourth, optional step writes the same plan again from the database
+    iez("plan", "ior", "--run", "2", "-o", "again.plan")
+    assert planfile.load(tmp_path / "again.plan").entries == plan.entries
+
+
+def test_shared_file_from_darshan_on_a_described_cluster(iez, db_url, tmp_path):
+    toml = tmp_path / "big.toml"
+    toml.write_text('fsname = "scratch"\n[ost_defaults]\nsize = "2TiB"\n'
+                    + "".join(f'[[oss]]\nname = "oss{s}"\nosts = {list(range(s * 8, s * 8 + 8))}\n' for s in range(4)))
+    iez("trace", "import", str(sample("sample.darshan")), "--app", "vpic")
+    iez("predict", "vpic")
+    iez("allocate", "vpic", "--cluster", str(toml), "-o", "vpic.plan")
+    plan = planfile.load(tmp_path / "vpic.plan")
+    [(path, fl)] = plan.entries.items()
+    assert path.endswith("/vpicio/vpicio.hdf5") and plan.meta["fsname"] == "scratch"
+    lay = fl.plain
+    assert lay.stripe_count == 24 and len(set(lay.osts)) == 24 and max(lay.osts) < 32
+    # 2 TiB over 24 stripes, Method II rounded to 128 KiB, kept below Lustre's 4 GiB stripe limit
+    assert lay.stripe_size % (128 << 10) == 0 and lay.stripe_size < 4 << 30
+    assert plan.entries == placements_of(db_url, "vpic", 2, "balanced")
+
+
+def test_allocate_on_an_emulated_cluster_sees_its_usage(iez, iez_cmd, subenv, db_url, tmp_path):
+    toml = tmp_path / "c.toml"
+    toml.write_text('[[oss]]\nname = "oss0"\nosts = [0, 1, 2]\n[[oss]]\nname = "oss1"\nosts = [3, 4, 5]\n'
+                    '[ost_defaults]\nsize = "8GiB"\n[[ost]]\nindex = 2\nused = "6GiB"\n')
+    cdir = tmp_path / "emu"
+    subprocess.run([*iez_cmd, "emulate", "init", str(cdir), "--cluster", str(toml)], check=True, env=subenv,
+                   capture_output=True)
+    iez("trace", "import", str(sample("sample-goodost.darshan")), "--app", "ior")
+    iez("predict", "ior")
+    # 48 GiB do not fit on 6 x 8 GiB with 6 GiB taken: a one-line ENOSPC, nothing stored
+    assert "ENOSPC" in one_line_error(iez("allocate", "ior", "--emulated", str(cdir), ok=False))
+    with Database(db_url) as db, db.begin() as tx:
+        tx.add_prediction("ior", 2, [Request(f"/emu/f{i}", 1 << 30, 1, rank=i) for i in range(6)], {}, [1])
+    iez("allocate", "ior", "--emulated", str(cdir), "-o", "emu.plan")
+    entries = planfile.load(tmp_path / "emu.plan").entries
+    assert len(entries) == 6 and set(entries) == {f"/emu/f{i}" for i in range(6)}
+    with Database(db_url) as db, db.begin() as tx:
+        [s] = tx.placement_sets("ior", 2)
+        cluster, snap = tx.snapshot(s.snapshot_id)
+    assert snap.osts[2].kbytesavail == 2 << 20 and snap.osts[0].kbytesavail == 8 << 20
+    # the report counts those 6 GiB in the total usage of OST 2
+    iez("report", "ior", "-o", "rep")
+    total = json.loads((tmp_path / "rep" / "report.json").read_text())["policies"]["balanced"]["total"]
+    job = placements_of(db_url, "ior", 2, "balanced")
+    on2 = sum(1 for fl in job.values() if 2 in fl.osts())
+    assert total["ost_util"]["2"] == pytest.approx((6 + on2) / 8)
+
+
+def test_planned_runs_of_other_apps_hold_their_space(iez, db_url, tmp_path):
+    # app a is planned and has not run yet: its bytes count as used when app b is placed
+    reqs = [Request(f"/mnt/a/f{i}", 5 << 30, 1, rank=i) for i in range(15)]
+    with Database(db_url) as db, db.begin() as tx:
+        for app in ("a", "b"):
+            tx.add_trace(app, reqs[:1])
+            tx.add_prediction(app, 2, [q if app == "a" else replace_path(q, "/mnt/b") for q in reqs], {}, [1])
+    iez("allocate", "a", "-o", "a.plan")
+    iez("allocate", "b")
+    with Database(db_url) as db, db.begin() as tx:
+        [s] = tx.placement_sets("b", 2)
+        _, snap = tx.snapshot(s.snapshot_id)
+    assert {o.kbytesavail for o in snap.osts.values()} == {5 << 20}  # 10 GiB OSTs, 5 GiB promised to a
+
+
+def replace_path(q: Request, prefix: str) -> Request:
+    from dataclasses import replace
+
+    return replace(q, path=prefix + q.path[len("/mnt/a"):])

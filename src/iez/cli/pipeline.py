@@ -99,16 +99,16 @@ def jsonable(obj: Any) -> Any:
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
-    from iez.predict.aipa import predict_next_run
+    from iez.predict import predict_next_run
 
-    out = Console()
+    out, err = Console(), Console(stderr=True)
     with Database(args.db) as db:
         with db.begin() as tx:
             traced = tx.traced_runs(args.app)
         if not traced:
             raise DatabaseError(f"{args.app!r} has no traced run to learn from (iez trace import PATH --app {args.app})")
-        with Console(stderr=True).status(f"fitting AIPA models on {len(traced)} run(s) of {args.app}"):
-            pred = predict_next_run([reqs for _, reqs in traced])
+        # Fitting may take seconds: no transaction is held meanwhile.
+        pred = predict_next_run([reqs for _, reqs in traced], progress=err.is_terminal)
         target = traced[-1][0] + 1
         models = {f.name: jsonable(getattr(pred, f.name)) for f in fields(pred) if f.name != "requests"}
         with db.begin() as tx:
@@ -117,22 +117,29 @@ def cmd_predict(args: argparse.Namespace) -> int:
     out.print(f"{args.app}: predicted run {target} from run(s) {', '.join(str(n) for n, _ in traced)}: "
               f"{len(reqs)} files, {format_size(sum(q.write_bytes for q in reqs))} written, "
               f"{sum(q.comm_size > 1 for q in reqs)} shared")
-    _print_models(out, models)
+    out.print(models_table(models))
+    if pred.templates:
+        out.print("file name templates: " + ", ".join(pred.templates))
     return 0
 
 
-def _print_models(out: Console, models: dict[str, Any]) -> None:
-    """Per-series model lines, when the predictor reports them as {series: {...}}."""
-    table = Table(title="AIPA models")
-    table.add_column("series")
-    table.add_column("model")
-    for key, val in models.items():
-        if isinstance(val, dict) and val:
-            for series, desc in val.items():
-                table.add_row(f"{key}.{series}", json.dumps(desc) if not isinstance(desc, str) else desc)
-        else:
-            table.add_row(key, json.dumps(val))
-    out.print(table)
+def models_table(models: dict[str, Any]) -> Table:
+    """One row per AIPA series (write bytes, stripe count, rank): how it was predicted."""
+    table = Table(title="AIPA series")
+    for col in ("series", "method", "ARIMA (p,d,q)", "holdout RMSE", "run-to-run alpha", "orders fitted"):
+        table.add_column(col, justify="left" if col in ("series", "method") else "right",
+                         no_wrap=col == "series")
+    for name, method in models.get("method", {}).items():
+        order = models.get("orders", {}).get(name)
+        rmse = models.get("rmse", {}).get(name)
+        alpha = models.get("alpha", {}).get(name)
+        grid = models.get("grid", {}).get(name)
+        skipped = models.get("skipped", {}).get(name, 0)
+        table.add_row(name, method, "(" + ",".join(str(x) for x in order) + ")" if order else "-",
+                      f"{rmse:.4g}" if isinstance(rmse, (int, float)) else "-",
+                      f"{alpha:.3f}" if isinstance(alpha, (int, float)) else "-",
+                      f"{grid - skipped} of {grid}" if grid else "-")
+    return table
 
 
 # -- allocate --------------------------------------------------------------------------------

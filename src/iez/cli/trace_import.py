@@ -17,7 +17,7 @@ from rich.progress import Progress
 from rich.table import Table
 
 from iez.cli import subgroup
-from iez.db import Database, check_app_name
+from iez.db import Database, PredictionInfo, check_app_name
 from iez.errors import IezError
 from iez.trace.ingest import Ingested, TraceError, ingest
 from iez.trace.record import FileRecord
@@ -104,6 +104,8 @@ def cmd_import(args: argparse.Namespace) -> int:
                          plan_hits=t.ingested.plan_hits, plan_misses=t.ingested.plan_misses, meta=t.meta)
             for t in loaded
         ]
+        notes = [note for n, t in zip(numbers, loaded)
+                 for note in prediction_notes(args.app, n, t.ingested, tx.find_prediction(args.app, n))]
     table = Table(title=f"{args.app}: imported")
     for col in ("run", "source", "job", "files", "bytes written", "ranks", "shared files", "not created"):
         table.add_column(col, justify="left" if col in ("source", "job") else "right")
@@ -116,4 +118,25 @@ def cmd_import(args: argparse.Namespace) -> int:
     for t in loaded:
         for w in t.meta.get("warnings", []):
             err.print(f"iez: warning: {t.path}: {w}")
+    for note in notes:
+        Console().print(note)
     return 0
+
+
+def prediction_notes(app: str, number: int, got: Ingested, predicted: PredictionInfo | None) -> list[str]:
+    """How well run `number` was foreseen, and whether it calls for a new prediction (seed 000
+    §III-B3: more than half of the created files missing from the plan)."""
+    if predicted is None and not (got.plan_hits or got.plan_misses):
+        return []
+    from iez.predict import accuracy, needs_retrace
+
+    notes = []
+    if predicted is not None:
+        acc = accuracy(predicted.requests, got.requests)
+        notes.append(f"run {number}: prediction accuracy {100 * acc:.1f}% ({len(predicted.requests)} files "
+                     f"predicted, {len(got.requests)} created)")
+    if needs_retrace(got.plan_hits, got.plan_misses):
+        notes.append(f"run {number}: {got.plan_misses} of {got.plan_hits + got.plan_misses} created files were "
+                     f"not in the plan: the prediction no longer fits; this trace is the new training data, "
+                     f"run: iez predict {app} && iez allocate {app} --policy P -o PLAN")
+    return notes

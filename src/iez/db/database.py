@@ -267,6 +267,13 @@ class Txn:
 
     def prediction(self, app: str, number: int | None = None) -> PredictionInfo:
         """The newest prediction of run `number`, or of the highest-numbered predicted run."""
+        found = self.find_prediction(app, number)
+        if found is None:
+            which = f"run {number} of {app!r}" if number is not None else repr(app)
+            raise DatabaseError(f"no prediction for {which} (run: iez predict {app})")
+        return found
+
+    def find_prediction(self, app: str, number: int | None = None) -> PredictionInfo | None:
         aid = self.app_id(app)
         q = (select(predictions, runs.c.number).join(runs, predictions.c.run_id == runs.c.id)
              .where(runs.c.app_id == aid))
@@ -274,8 +281,7 @@ class Txn:
             q = q.where(runs.c.number == number)
         head = self.conn.execute(q.order_by(runs.c.number.desc(), predictions.c.id.desc()).limit(1)).first()
         if head is None:
-            which = f"run {number} of {app!r}" if number is not None else repr(app)
-            raise DatabaseError(f"no prediction for {which} (run: iez predict {app})")
+            return None
         rows = self.conn.execute(select(predicted_requests).where(predicted_requests.c.prediction_id == head.id)
                                  .order_by(predicted_requests.c.create_time, predicted_requests.c.rank,
                                            predicted_requests.c.path))
