@@ -118,9 +118,3 @@ def test_format_parse_roundtrip(values, header):
     d = parse_getparam(format_getparam(values, header=header))
     assert d.values == values and d.skipped == []
 
-
-@settings(max_examples=300, deadline=None)
-@given(st.text(max_size=400))
-def test_parse_never_crashes(text):
-    d = parse_getparam(text)
-    assert all(s.lineno >= 1 for s in d.skipped)

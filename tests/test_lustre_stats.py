@@ -172,13 +172,6 @@ def test_format_parse_roundtrip(times, counters):
     assert parse_stats(format_stats(s)) == s
 
 
-@settings(max_examples=300, deadline=None)
-@given(st.text(max_size=300))
-def test_stats_and_job_stats_never_crash(text):
-    parse_stats(text)
-    parse_job_stats(text)
-
-
 # -- job_stats ------------------------------------------------------------------------------------
 
 

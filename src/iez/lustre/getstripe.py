@@ -54,7 +54,8 @@ FID_SEQ_RSVD = 11  # groups up to this print in decimal (fid_seq_is_rsvd / fid_s
 
 _KEY = re.compile(r"^(\s*)(?:-\s+)?(lmm_\w+|lcm_\w+|lcme_[\w.]+):\s*(.*?)\s*$")
 _OBJ_ROW = re.compile(r"^\s+(\d+)\s+(\d+)\s+(0x[0-9a-fA-F]+|0)\s+(0x[0-9a-fA-F]+|\d+)(\s+\*)?\s*$")
-_OBJ_FID = re.compile(r"^\s*-\s*(\d+):\s*\{\s*l_ost_idx:\s*(\d+),\s*l_fid:\s*\[(0x[0-9a-fA-F]+):(0x[0-9a-fA-F]+):(0x[0-9a-fA-F]+)\]\s*\}\s*$")
+_HEX = r"(0x[0-9a-fA-F]+)"
+_OBJ_FID = re.compile(rf"^\s*-\s*(\d+):\s*\{{\s*l_ost_idx:\s*(\d+),\s*l_fid:\s*\[{_HEX}:{_HEX}:{_HEX}\]\s*\}}\s*$")
 _OBJ_HEAD = re.compile(r"^\s*obdidx\s+objid\s+objid\s+group\s*$")
 _DIR_DEFAULT = re.compile(r"^\s*stripe_count:\s+(-?\d+)\s+stripe_size:\s+(\d+)\s+(?:pattern:\s+(\S+)\s+)?"
                           r"stripe_offset:\s+(-?\d+)(?:\s+pool:\s+(\S+))?\s*$")
@@ -279,7 +280,9 @@ def _c_hex(v: int, width: int) -> str:
     return f"{hex(v) if v else '0':>{width}}"
 
 
-def _header(lay: Layout, offset: str, gen: int, indent: str) -> list[str]:
+def _header(lay: Layout, objs: list[StripeObject], gen: int, indent: str) -> list[str]:
+    # lfs prints the first object's OST; 0 for DoM; the requested offset when not instantiated
+    offset = objs[0].ost_idx if objs else (0 if lay.pattern == PATTERN_MDT else lay.stripe_offset)
     out = [f"{indent}lmm_stripe_count:  {lay.stripe_count}",
            f"{indent}lmm_stripe_size:   {lay.stripe_size}",
            f"{indent}lmm_pattern:       {pattern_name(lay.pattern)}",
@@ -302,8 +305,9 @@ def format_getstripe(path: str, layout: Layout | FileLayout,
                      layout_gen: int = 0, mirror_count: int = 1) -> str:
     """What `lfs getstripe <path>` prints (2.11+ style) for this layout.
 
-    `objects` gives each part's objects (default: objid 0 on each OST of the part); a part
-    with OSTs is instantiated (lcme_flags gets "init"), one without is not."""
+    `objects` gives each part's objects (default: objid 0 on each OST of the part). A component
+    with OSTs is instantiated: its lcme_flags get "init" (a DoM component is "init" without
+    OSTs when its flags say so)."""
     fl = FileLayout.of(layout)
     parts = fl.parts()
     given = list(objects) if objects is not None else [None] * len(parts)
@@ -313,7 +317,7 @@ def format_getstripe(path: str, layout: Layout | FileLayout,
     if fl.plain is not None:
         lay = fl.plain
         objs = _objects_for(lay, given[0])
-        out += _header(lay, str(objs[0].ost_idx if objs else lay.stripe_offset), layout_gen, "")
+        out += _header(lay, objs, layout_gen, "")
         if objs:
             out.append("\tobdidx\t\t objid\t\t objid\t\t group")
             for o in objs:
@@ -326,14 +330,14 @@ def format_getstripe(path: str, layout: Layout | FileLayout,
     for comp, g in zip(parts, given):
         lay = comp.layout
         objs = _objects_for(lay, g)
-        flags = comp.flags | LCME_FL_INIT if objs else comp.flags & ~LCME_FL_INIT
+        flags = comp.flags | LCME_FL_INIT if objs else comp.flags
         end = "EOF" if comp.end == LUSTRE_EOF else str(comp.end)
         out += [f"    lcme_id:             {comp.id}",
                 f"    lcme_mirror_id:      {(comp.id & 0x7FFF0000) >> 16}",
                 f"    lcme_flags:          {comp_flags_name(flags)}",
                 f"    lcme_extent.e_start: {comp.start}",
                 f"    lcme_extent.e_end:   {end}"]
-        out += _header(lay, str(objs[0].ost_idx if objs else lay.stripe_offset), 0, "      ")
+        out += _header(lay, objs, 0, "      ")
         if objs:
             out.append("      lmm_objects:")
             for n, o in enumerate(objs):

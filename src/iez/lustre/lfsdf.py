@@ -12,7 +12,6 @@ Values are KiB (blocks), bytes (-h) or inode counts (-i); Use% = ceil(used / (us
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass, field, replace
 
@@ -77,7 +76,7 @@ def parse_lfs_df(text: str, si: bool = False) -> DfReport:
             continue
         words = line.split()
         if words[0] == "UUID":
-            unit = {"1K-blocks": "KiB", "bytes": "bytes", "Inodes": "inodes"}.get(words[1])
+            unit = {"1K-blocks": "KiB", "bytes": "bytes", "Inodes": "inodes"}.get(words[1] if len(words) > 1 else "")
             if unit is None:
                 report.skipped.append(Skipped(i, line, "unknown lfs df header"))
                 continue
