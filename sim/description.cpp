@@ -242,6 +242,11 @@ Description parse_description(const Value& doc)
   }
   if (d.jobs.empty())
     throw Error("jobs: a description needs at least one job");
+  // SimGrid 3.32's Lazy update loses suspended network actions: resumed streams never finish
+  // and the run deadlocks (docs/simulator.md). Windows suspend streams, so they need Full.
+  for (const Job& j : d.jobs)
+    if (!j.windows.empty() && d.optim == "Lazy")
+      throw Error("job " + j.name + ": time windows need engine.optim \"Full\" (Lazy loses suspended streams)");
   return d;
 }
 

@@ -38,6 +38,12 @@ Engine::Engine(const Description& d, int* argc, char** argv) : d_(d), engine_(ar
   // One actor per client node: 16,384 actors with SimGrid's default 8 MiB stacks would reserve
   // 128 GiB of address space; node actors need little.
   sg4::Engine::set_config("contexts/stack-size:256");
+  // Lustre keeps at most rpcs_in_flight RPCs per OSC, so one stream moves at most that window
+  // per round trip. CM02 bounds each flow by TCP-gamma / (2 x route latency), the same law:
+  // gamma is the RPC window, and every route carries rpc_rtt / 2 of latency (on the OST side,
+  // so all routes have equal latency and max-min sharing stays fair).
+  if (d_.io.rpc_rtt > 0)
+    sg4::Engine::set_config("network/TCP-gamma", d_.io.rpcs_in_flight * d_.io.rpc_size);
   build_platform();
 }
 
@@ -84,6 +90,7 @@ void Engine::build_platform()
       for (auto* l : {w, r, rw})
         l->set_sharing_policy(sg4::Link::SharingPolicy::NONLINEAR, cb);
     }
+    rw->set_latency(d_.io.rpc_rtt / 2);
     for (auto* l : {w, r, rw})
       l->seal();
     auto* host = zone->create_host(n, 1.0);
@@ -261,8 +268,6 @@ void Engine::io_step(JobRt* j, int pos, const Phase& ph, int step, int steps)
       j->unblocked->wait(lock);
   }
 
-  // Lustre keeps at most rpcs_in_flight RPCs per OSC: a stream cannot beat that window per RTT.
-  double window = d_.io.rpc_rtt > 0 ? d_.io.rpcs_in_flight * d_.io.rpc_size / d_.io.rpc_rtt : -1;
   struct Open {
     sg4::CommPtr comm;
     int ost;
@@ -284,11 +289,7 @@ void Engine::io_step(JobRt* j, int pos, const Phase& ph, int step, int steps)
       target = objects_[it->second].host;
     sg4::Host* src = ph.kind == PhaseKind::Write ? clients_[node].host : target;
     sg4::Host* dst = ph.kind == PhaseKind::Write ? target : clients_[node].host;
-    auto comm      = sg4::Comm::sendto_init(src, dst);
-    comm->set_payload_size(static_cast<uint64_t>(bytes));
-    if (window > 0)
-      comm->set_rate(window);
-    comm->start();
+    auto comm = sg4::Comm::sendto_async(src, dst, static_cast<uint64_t>(bytes));
     osts_[s.ost].streams.open(sg4::Engine::get_clock());
     open.push_back({comm, s.ost, bytes});
     comms.push_back(comm);
