@@ -102,6 +102,7 @@ def test_df_old_summary_errors_flags_and_garbage():
     assert not a.rows[2].active
     assert a.summary == DfRow("filesystem_summary:", None, None, 1828336, 1700000, 128336, 93, "/mnt/lustre")
     assert b.unit == "inodes" and b.rows[0].mount == "/mnt/other" and b.summary is None
+    assert r.targets == a.rows + b.rows
 
 
 _DF_ROW = st.builds(

@@ -59,6 +59,11 @@ class DfReport:
     tables: list[DfTable] = field(default_factory=list)  # one per mounted file system
     skipped: list[Skipped] = field(default_factory=list)
 
+    @property
+    def targets(self) -> list[DfRow]:
+        """Every MDT and OST row of every table, in output order (summaries left out)."""
+        return [r for t in self.tables for r in t.rows]
+
 
 def _value(text: str, base: int) -> int:
     if text[-1].isalpha():
