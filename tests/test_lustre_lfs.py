@@ -247,6 +247,17 @@ def test_verbose_many_files_dir_default_and_garbage():
                                                                        (36, "unusable layout")]
 
 
+def test_mirrored_file_is_reported_not_read():
+    # FLR mirrors overlap ([0, EOF) twice); FileLayout holds one chain of extents only
+    one = COMPOSITE.split("    lcme_id:             3")[0].split("    lcme_id:             2")[1]
+    mirror = ("    lcme_id:             2" + one).replace("e_start: 1048576", "e_start: 0")
+    text = COMPOSITE.replace("  lcm_mirror_count:  1", "  lcm_mirror_count:  2").replace(
+        "    lcme_id:             3", mirror + "    lcme_id:             3")
+    r = parse_getstripe(text)
+    assert r.files == []
+    assert [(s.lineno, s.reason.split(":")[0]) for s in r.skipped] == [(1, "unusable layout")]
+
+
 def test_comp_flags():
     assert comp_flags_name(0) == "0" and comp_flags_name(0x10) == "init"
     assert comp_flags_name(0x10 | 0x6 | 0x1000) == "init,prefer,0x1000"
