@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from iez.cluster import make_cluster
-from iez.emulated.paramtree import Counter, OSTSpace, render_mds, render_oss, render_stats
+from iez.emulated.paramtree import Accumulator, OSTSpace, render_mds, render_oss, render_stats
 from iez.emulated.usage import BLOCK, ost_bytes
 from iez.layout import Layout
 from iez.plan import parse_layout
@@ -30,18 +30,18 @@ def test_ost_bytes_from_sizes_and_layouts():
 
 
 def test_counter_rpc_accounting_and_u64_wrap():
-    c = Counter()
+    c = Accumulator()
     c.add_bytes(3 * MiB + 100)
     assert (c.samples, c.min, c.max, c.sum) == (4, 100, MiB, 3 * MiB + 100)
-    big = Counter()
+    big = Accumulator()
     big.add(1 << 40, times=1 << 30)  # sum of squares overflows u64, as in the kernel
     assert big.sumsq == ((1 << 80) * (1 << 30)) & ((1 << 64) - 1)
 
 
 def test_render_stats_prints_only_used_counters():
-    c = Counter()
+    c = Accumulator()
     c.add_bytes(2 * MiB)
-    text = render_stats({"read_bytes": (Counter(), "bytes"), "write_bytes": (c, "bytes")}, 100.5, 90.25)
+    text = render_stats({"read_bytes": (Accumulator(), "bytes"), "write_bytes": (c, "bytes")}, 100.5, 90.25)
     lines = text.splitlines()
     assert lines[0] == "snapshot_time             100.500000000 secs.nsecs"
     assert lines[2] == "elapsed_time              10.250000000 secs.nsecs"
@@ -140,6 +140,20 @@ def test_params_tree_follows_usage(cluster):
     assert int(p.read_text()) == want
     stats = (cluster / "params/oss1/proc/fs/lustre/obdfilter/iez-OST0005/stats").read_text()
     assert "write_bytes               4 samples [bytes] 1048576 1048576 4194304" in stats
+    # The parsers that read a real OSS's /proc and /sys read this tree the same way.
+    from iez.lustre.params import ParamTree
+    from iez.lustre.stats import parse_stats
+    from iez.lustre.targets import osp_states, target_space
+
+    oss1 = ParamTree(cluster / "params" / "oss1")
+    space = target_space(oss1.get("obdfilter.*.kbytes*")).by_index("OST")
+    assert sorted(space) == [5, 6, 7, 8, 9] and space[5].kbytesavail == want
+    st = parse_stats(oss1.get("obdfilter.iez-OST0005.stats")["obdfilter.iez-OST0005.stats"])
+    assert st.counter("write_bytes").sum == 4 * MiB and not st.skipped
+    mds = ParamTree(cluster / "params" / "mds0")
+    assert len(target_space(mds.get("osp.*.kbytesavail")).by_index("OST")) == 15
+    assert set(osp_states(mds.get("osp.*.*")).values()) == {"active"}
+    assert not oss1.errors and not mds.errors
 
 
 def test_mds_line_protocol(cluster):

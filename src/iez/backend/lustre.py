@@ -114,16 +114,15 @@ class LustreBackend:
     def stats(self) -> Snapshot:
         import time
 
+        from iez.lustre.targets import target_space
+
         now = time.time()
         tree = self._tree()
-        total = tree.get("osc.*.kbytestotal")
-        avail = tree.get("osc.*.kbytesavail")
-        osts = {}
-        for name, text in total.items():
-            dev = name.split(".")[1]  # <fs>-OST0000-osc-<sb>
-            idx = int(dev.split("-OST")[1][:4], 16)
-            a = avail.get(name.replace("kbytestotal", "kbytesavail"), "0")
-            osts[idx] = OSTStats(index=idx, kbytestotal=int(text), kbytesavail=int(a), time=now)
+        values = {**tree.get("osc.*.kbytestotal"), **tree.get("osc.*.kbytesavail"), **tree.get("osc.*.kbytesfree")}
+        osts = {i: OSTStats(index=i, kbytestotal=t.kbytestotal, kbytesavail=t.kbytesavail,
+                            kbytesfree=t.kbytesfree, time=now)
+                for i, t in target_space(values).by_index("OST").items()
+                if t.kbytestotal is not None and t.kbytesavail is not None}
         if not osts:
             raise BackendError("no osc.*.kbytestotal found: is a Lustre client mounted here?")
         return Snapshot(time=now, osts=osts)

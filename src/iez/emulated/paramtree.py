@@ -14,6 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from iez.cluster import Cluster, ost_name, ost_uuid
+from iez.lustre.common import Times
+from iez.lustre.stats import Counter, Stats, format_stats
+from iez.lustre.targets import TargetObd, format_target_obd
 
 RPC_SIZE = 1 << 20  # emulated bulk RPCs are 1 MiB (max_pages_per_rpc 256, the pre-2.16 default)
 VERSION = "2.15.5"
@@ -21,8 +24,9 @@ MASK64 = (1 << 64) - 1
 
 
 @dataclass
-class Counter:
-    """One lprocfs counter with min/max/sum/sumsq (LPROCFS_CNTR_AVGMINMAX | STDDEV)."""
+class Accumulator:
+    """One lprocfs counter being counted, with min/max/sum/sumsq (LPROCFS_CNTR_AVGMINMAX |
+    STDDEV); `counter()` is what a stats file shows of it."""
 
     samples: int = 0
     min: int = 0
@@ -46,27 +50,22 @@ class Counter:
         if rest:
             self.add(rest)
 
+    def counter(self, name: str, unit: str) -> Counter:
+        return Counter(name, self.samples, unit, self.min, self.max, self.sum, self.sumsq)
+
 
 @dataclass
 class OSTCounters:
-    write_bytes: Counter = field(default_factory=Counter)
-    read_bytes: Counter = field(default_factory=Counter)
+    write_bytes: Accumulator = field(default_factory=Accumulator)
+    read_bytes: Accumulator = field(default_factory=Accumulator)
 
 
-def _ts(t: float) -> str:
-    sec = int(t)
-    return f"{sec}.{int(round((t - sec) * 1e9)) % 1_000_000_000:09d}"
-
-
-def render_stats(counters: dict[str, tuple[Counter, str]], now: float, start: float) -> str:
+def render_stats(counters: dict[str, tuple[Accumulator, str]], now: float, start: float) -> str:
     """An lprocfs stats file, 2.15.3+ header; only counters with samples are printed."""
-    lines = [f"{'snapshot_time':<25} {_ts(now)} secs.nsecs",
-             f"{'start_time':<25} {_ts(start)} secs.nsecs",
-             f"{'elapsed_time':<25} {_ts(max(0.0, now - start))} secs.nsecs"]
-    for name, (c, unit) in counters.items():
-        if c.samples:
-            lines.append(f"{name:<25} {c.samples} samples [{unit}] {c.min} {c.max} {c.sum} {c.sumsq}")
-    return "\n".join(lines) + "\n"
+    ns = int(round(now * 1e9))
+    start_ns = int(round(start * 1e9))
+    return format_stats(Stats(Times(ns, start_ns, max(0, ns - start_ns)),
+                              tuple(a.counter(name, unit) for name, (a, unit) in counters.items() if a.samples)))
 
 
 @dataclass(frozen=True)
@@ -115,9 +114,8 @@ def render_mds(cluster: Cluster, space: dict[int, OSTSpace], qos_maxage: int = 5
         f"sys/fs/lustre/lod/{lod}/numobd": f"{len(cluster.osts)}\n",
         f"sys/fs/lustre/lod/{lod}/activeobd": f"{len(active)}\n",
         # `lfs osts` format: "%d: %s %sACTIVE" (lustre-formats.md §5)
-        f"proc/fs/lustre/lod/{lod}/target_obd": "".join(
-            f"{o.index}: {ost_uuid(cluster.fsname, o.index)} {'IN' if o.state == 'inactive' else ''}ACTIVE\n"
-            for o in cluster.osts),
+        f"proc/fs/lustre/lod/{lod}/target_obd": format_target_obd(
+            [TargetObd(o.index, ost_uuid(cluster.fsname, o.index), o.state != "inactive") for o in cluster.osts]),
     }
     for o in cluster.osts:
         osp = f"sys/fs/lustre/osp/{ost_name(cluster.fsname, o.index)}-osc-MDT0000"
