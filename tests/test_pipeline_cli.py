@@ -18,6 +18,13 @@ from iez.layout.raid0 import bytes_per_ost
 from iez.request import Placement, Request
 
 
+# The machine running the tests may be busy: the gate is tested on its own below.
+NO_GATE = ("--no-gate",)
+# Tests of CLI behaviour run on SQLite only; the database layer runs on both in test_db.py, and
+# the import and end-to-end tests here run on both too.
+sqlite_only = pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+
+
 def sample(name: str) -> Path:
     from darshan.log_utils import get_log_path
 
@@ -74,6 +81,7 @@ def test_darshan_import_and_a_truncated_log_keeps_the_database(iez, db_url, tmp_
     assert traced(db_url, "ior") == [(1, 48), (2, 1)]
 
 
+@sqlite_only
 @pytest.mark.parametrize("args, msg", [
     (["--app", "bad name", "x.darshan"], "bad application name"),
     (["--app", "a", "--run", "3", "x.darshan", "y.darshan"], "--run names one run"),
@@ -118,6 +126,7 @@ def test_plan_writes_the_stored_placements(iez, db_url, tmp_path):
         assert tx.runs("hacc")[1].planned_policy == "rr"
 
 
+@sqlite_only
 def test_report_compares_policies_with_the_metrics_of_seed_000(iez, db_url, tmp_path):
     _, placed = seed_placements(db_url)
     p = iez("report", "hacc", "-o", "rep")
@@ -144,6 +153,7 @@ def test_report_compares_policies_with_the_metrics_of_seed_000(iez, db_url, tmp_
         assert png in (out / "index.html").read_text()
 
 
+@sqlite_only
 def test_report_and_plan_need_placements(iez):
     assert "no application 'none'" in one_line_error(iez("report", "none", ok=False))
     iez("trace", "import", str(sample("sample-goodost.darshan")), "--app", "ior")
@@ -161,7 +171,7 @@ def test_darshan_log_to_plan_in_three_commands(iez, db_url, tmp_path):
     iez("trace", "import", str(sample("sample-goodost.darshan")), "--app", "ior")
     p = iez("predict", "ior")
     assert "predicted run 2" in p.stdout and "48 files" in p.stdout
-    iez("allocate", "ior", "--policy", "balanced", "-o", "ior.plan")
+    iez("allocate", "ior", "--policy", "balanced", "-o", "ior.plan", *NO_GATE)
     plan = planfile.load(tmp_path / "ior.plan")
     assert (plan.meta["app"], plan.meta["run"], plan.meta["policy"], plan.meta["fsname"]) == ("ior", "2", "balanced", "iez")
     stored = placements_of(db_url, "ior", 2, "balanced")
@@ -185,13 +195,14 @@ def test_darshan_log_to_plan_in_three_commands(iez, db_url, tmp_path):
     assert planfile.load(tmp_path / "again.plan").entries == plan.entries
 
 
+@sqlite_only
 def test_shared_file_from_darshan_on_a_described_cluster(iez, db_url, tmp_path):
     toml = tmp_path / "big.toml"
     toml.write_text('fsname = "scratch"\n[ost_defaults]\nsize = "2TiB"\n'
                     + "".join(f'[[oss]]\nname = "oss{s}"\nosts = {list(range(s * 8, s * 8 + 8))}\n' for s in range(4)))
     iez("trace", "import", str(sample("sample.darshan")), "--app", "vpic")
     iez("predict", "vpic")
-    iez("allocate", "vpic", "--cluster", str(toml), "-o", "vpic.plan")
+    iez("allocate", "vpic", "--cluster", str(toml), "-o", "vpic.plan", *NO_GATE)
     plan = planfile.load(tmp_path / "vpic.plan")
     [(path, fl)] = plan.entries.items()
     assert path.endswith("/vpicio/vpicio.hdf5") and plan.meta["fsname"] == "scratch"
@@ -202,6 +213,7 @@ def test_shared_file_from_darshan_on_a_described_cluster(iez, db_url, tmp_path):
     assert plan.entries == placements_of(db_url, "vpic", 2, "balanced")
 
 
+@sqlite_only
 def test_allocate_on_an_emulated_cluster_sees_its_usage(iez, iez_cmd, subenv, db_url, tmp_path):
     toml = tmp_path / "c.toml"
     toml.write_text('[[oss]]\nname = "oss0"\nosts = [0, 1, 2]\n[[oss]]\nname = "oss1"\nosts = [3, 4, 5]\n'
@@ -212,10 +224,10 @@ def test_allocate_on_an_emulated_cluster_sees_its_usage(iez, iez_cmd, subenv, db
     iez("trace", "import", str(sample("sample-goodost.darshan")), "--app", "ior")
     iez("predict", "ior")
     # 48 GiB do not fit on 6 x 8 GiB with 6 GiB taken: a one-line ENOSPC, nothing stored
-    assert "ENOSPC" in one_line_error(iez("allocate", "ior", "--emulated", str(cdir), ok=False))
+    assert "ENOSPC" in one_line_error(iez("allocate", "ior", "--emulated", str(cdir), *NO_GATE, ok=False))
     with Database(db_url) as db, db.begin() as tx:
         tx.add_prediction("ior", 2, [Request(f"/emu/f{i}", 1 << 30, 1, rank=i) for i in range(6)], {}, [1])
-    iez("allocate", "ior", "--emulated", str(cdir), "-o", "emu.plan")
+    iez("allocate", "ior", "--emulated", str(cdir), "-o", "emu.plan", *NO_GATE)
     entries = planfile.load(tmp_path / "emu.plan").entries
     assert len(entries) == 6 and set(entries) == {f"/emu/f{i}" for i in range(6)}
     with Database(db_url) as db, db.begin() as tx:
@@ -230,6 +242,7 @@ def test_allocate_on_an_emulated_cluster_sees_its_usage(iez, iez_cmd, subenv, db
     assert total["ost_util"]["2"] == pytest.approx((6 + on2) / 8)
 
 
+@sqlite_only
 def test_planned_runs_of_other_apps_hold_their_space(iez, db_url, tmp_path):
     # app a is planned and has not run yet: its bytes count as used when app b is placed
     reqs = [Request(f"/mnt/a/f{i}", 5 << 30, 1, rank=i) for i in range(15)]
@@ -237,8 +250,8 @@ def test_planned_runs_of_other_apps_hold_their_space(iez, db_url, tmp_path):
         for app in ("a", "b"):
             tx.add_trace(app, reqs[:1])
             tx.add_prediction(app, 2, [q if app == "a" else replace_path(q, "/mnt/b") for q in reqs], {}, [1])
-    iez("allocate", "a", "-o", "a.plan")
-    iez("allocate", "b")
+    iez("allocate", "a", "-o", "a.plan", *NO_GATE)
+    iez("allocate", "b", *NO_GATE)
     with Database(db_url) as db, db.begin() as tx:
         [s] = tx.placement_sets("b", 2)
         _, snap = tx.snapshot(s.snapshot_id)
@@ -249,3 +262,40 @@ def replace_path(q: Request, prefix: str) -> Request:
     from dataclasses import replace
 
     return replace(q, path=prefix + q.path[len("/mnt/a"):])
+
+
+@sqlite_only
+def test_importing_a_predicted_run_reports_accuracy(iez, db_url):
+    log = str(sample("sample-goodost.darshan"))
+    iez("trace", "import", log, "--app", "ior")
+    iez("predict", "ior")
+    # the next run of IOR is the same IOR: it lands on run 2, the predicted one, and matches it
+    p = iez("trace", "import", log, "--app", "ior")
+    assert "run 2: prediction accuracy 100.0% (48 files predicted, 48 created)" in p.stdout
+    assert traced(db_url, "ior") == [(1, 48), (2, 48)]
+
+
+def test_retrace_notice_when_most_files_missed_the_plan():
+    from iez.cli.trace_import import prediction_notes
+    from iez.trace.ingest import Ingested
+
+    reqs = [Request(f"/mnt/f{i}", 10, 1, rank=i) for i in range(4)]
+    [note] = prediction_notes("ior", 3, Ingested(reqs, plan_hits=1, plan_misses=3), None)
+    assert note.startswith("run 3: 3 of 4 created files were not in the plan")
+    assert prediction_notes("ior", 3, Ingested(reqs, plan_hits=2, plan_misses=2), None) == []
+
+
+@sqlite_only
+def test_allocation_waits_for_an_idle_host(iez, db_url):
+    with Database(db_url) as db, db.begin() as tx:
+        tx.add_trace("a", [Request("/mnt/a", 1 << 20, 1)])
+        tx.add_prediction("a", 2, [Request("/mnt/a", 1 << 20, 1)], {}, [1])
+    # no host uses under 0.01% of its memory: the gate stays shut, nothing is placed
+    err = one_line_error(iez("allocate", "a", "--max-cpu", "1000", "--max-mem", "0.0001", "--gate-wait", "0.5",
+                             ok=False))
+    assert "not allocating now, host busy: memory" in err
+    assert "no placements" in one_line_error(iez("report", "a", ok=False))
+    assert "max cpu -1.0 must be a positive fraction" in one_line_error(
+        iez("allocate", "a", "--max-cpu", "-1", ok=False))
+    iez("allocate", "a", "--max-cpu", "1000", "--max-mem", "0.9999")
+    assert "a run 2" in iez("report", "a").stdout

@@ -18,19 +18,22 @@ import math
 import time
 from dataclasses import dataclass, fields, is_dataclass, replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from rich.console import Console
 from rich.table import Table
 
-from iez.cli.trace_import import db_option
+from iez.cli.trace_import import db_option, open_db
 from iez.cluster import Cluster, Snapshot, load_cluster, make_cluster, states_ok
-from iez.db import Database, DatabaseError, PlacementSet
+from iez.db.errors import DatabaseError
 from iez.errors import AllocationError, IezError
 from iez.metrics import BalanceReport, balance_report, integer_bound
 from iez.plan import Plan, save
 from iez.request import Placement, Request
 from iez.units import format_size
+
+if TYPE_CHECKING:
+    from iez.db import PlacementSet
 
 DEFAULT_POLICY = "balanced"
 COST_NOTE = "OSTCost = max / mean OST utilization (seed 000 eq. 7); 1.000 is perfect balance."
@@ -67,6 +70,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--stripe-method", choices=("method2", "method1", "fixed"),
                    help="stripe size by seed 000 Method II (default) or I, or the file system default")
     p.add_argument("-o", "--output", metavar="PLAN", help="also write the plan file (one policy only)")
+    gate = p.add_argument_group("controller-host gate (seed 000 §III-B2)")
+    gate.add_argument("--max-cpu", type=float, metavar="F",
+                      help="allocate only while load average / cores is below F (default 0.7)")
+    gate.add_argument("--max-mem", type=float, metavar="F",
+                      help="allocate only while the used memory fraction is below F (default 0.5)")
+    gate.add_argument("--gate-wait", type=float, default=0.0, metavar="S",
+                      help="wait up to S seconds for the host to calm down (default: fail at once)")
+    gate.add_argument("--no-gate", action="store_true", help="allocate however busy the host is")
 
     p = _command(sub, "plan", "write the plan file of a run from its stored placements",
                  "Write the plan (docs/plan-format.md) that libiez loads for run N of APP.", cmd_plan,
@@ -102,7 +113,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     from iez.predict import predict_next_run
 
     out, err = Console(), Console(stderr=True)
-    with Database(args.db) as db:
+    with open_db(args) as db:
         with db.begin() as tx:
             traced = tx.traced_runs(args.app)
         if not traced:
@@ -177,6 +188,26 @@ def with_reserved(snap: Snapshot, reserved: dict[int, int]) -> Snapshot:
     return snap
 
 
+GATE_POLL = 2.0  # seconds between looks at the host's load while waiting
+
+
+def wait_for_gate(args: argparse.Namespace) -> None:
+    """Return once the controller host is idle enough; GateClosed (one line) after --gate-wait."""
+    from iez.alloc.gate import GateLimits, check, require_open
+
+    given = {"max_cpu": args.max_cpu, "max_mem": args.max_mem}
+    limits = GateLimits(**{k: v for k, v in given.items() if v is not None})
+    deadline = time.monotonic() + max(0.0, args.gate_wait)
+    with Console(stderr=True).status("waiting for the host to be idle enough") as status:
+        while time.monotonic() < deadline:
+            d = check(limits)
+            if d.open:
+                return
+            status.update(f"waiting: {d.reason}")
+            time.sleep(min(GATE_POLL, max(0.0, deadline - time.monotonic())))
+    require_open(limits)
+
+
 def check_placements(policy: str, requests: Sequence[Request], placed: Sequence[Placement]) -> None:
     """Every requested file placed once, with a layout that names its OSTs."""
     want = {q.path for q in requests}
@@ -198,12 +229,14 @@ def cmd_allocate(args: argparse.Namespace) -> int:
         raise IezError(f"--policy {args.policy!r}: give one or more distinct policy names")
     if args.output and len(names) > 1:
         raise IezError("-o writes one plan: give a single --policy with it")
-    with Database(args.db) as db:
+    with open_db(args) as db:
         with db.begin() as tx:
             pred = tx.prediction(args.app, args.run)
             pending = tx.pending_placements(args.app)
         policies = {n: get_policy(n) for n in names}
         cluster, snap, source = cluster_snapshot(args)
+        if not args.no_gate:
+            wait_for_gate(args)
         # Global view: other applications' planned, not yet written files hold their space.
         reserved = job_bytes(pending)
         given = {"capacity_weight": args.capacity_weight, "stripe_method": args.stripe_method}
@@ -264,7 +297,7 @@ def write_plan(app: str, run: int, policy: str, cluster: Cluster, placed: Sequen
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    with Database(args.db) as db, db.begin() as tx:
+    with open_db(args) as db, db.begin() as tx:
         chosen = choose(tx.placement_sets(args.app, args.run), args.policy)
         cluster, _ = tx.snapshot(chosen.snapshot_id)
         plan = write_plan(args.app, chosen.run, chosen.policy, cluster, chosen.placements, args.output)
@@ -356,13 +389,21 @@ class Series:
     total_cost: float
 
 
-def _bar_chart(path: Path, title: str, labels: list[str], series: dict[str, Series], xlabel: str) -> None:
-    """Grouped bars, one series per policy: job utilization above, total usage below (in %)."""
+BARS_UP_TO = 64  # targets; beyond, bars get thinner than a pixel and per-target labels unreadable
+
+
+def _bar_chart(path: Path, title: str, labels: list[str], series: dict[str, Series], xlabel: str,
+               noun: str) -> None:
+    """Grouped bars, one series per policy: job utilization above, total usage below (in %).
+    With more than BARS_UP_TO targets, each policy is a curve of its targets sorted by
+    utilization instead: the spread and the maximum stay visible where bars would not."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
     n, k = len(labels), max(1, len(series))
-    fig = Figure(figsize=(max(7.0, min(18.0, 0.45 * n * max(1, k / 2) + 2)), 7.5), layout="constrained")
+    bars = n <= BARS_UP_TO
+    width_in = max(7.0, min(18.0, 0.45 * n * max(1, k / 2) + 2)) if bars else 11.0
+    fig = Figure(figsize=(width_in, 7.5), layout="constrained")
     FigureCanvasAgg(fig)
     axes = fig.subplots(2, 1, sharex=True)
     width = 0.8 / k
@@ -370,17 +411,24 @@ def _bar_chart(path: Path, title: str, labels: list[str], series: dict[str, Seri
     panels = ((axes[0], "job", "job bytes / capacity (%)"), (axes[1], "total", "total used / capacity (%)"))
     for ax, which, ylabel in panels:
         for j, (name, s) in enumerate(series.items()):
-            ax.bar([x - 0.4 + width * (j + 0.5) for x in xs], [100 * v for v in getattr(s, which)], width,
-                   label=f"{name} (cost {getattr(s, which + '_cost'):.3f})", color=POLICY_COLOR.get(name),
-                   edgecolor="black" if n <= 48 else "none", linewidth=0.4)
+            vals = [100 * v for v in getattr(s, which)]
+            label = f"{name} (cost {getattr(s, which + '_cost'):.3f})"
+            if bars:
+                ax.bar([x - 0.4 + width * (j + 0.5) for x in xs], vals, width, label=label,
+                       color=POLICY_COLOR.get(name), edgecolor="black", linewidth=0.4)
+            else:
+                ax.plot(xs, sorted(vals, reverse=True), label=label, color=POLICY_COLOR.get(name), linewidth=1.6)
         ax.set_ylabel(ylabel)
         ax.grid(axis="y", alpha=0.35)
         ax.set_axisbelow(True)
+        ax.set_ylim(bottom=0)
         ax.legend(ncols=min(k, 4), loc="upper right", fontsize="small")
     axes[0].set_title(title)
-    step = max(1, n // 40)
-    axes[1].set_xticks(xs[::step], labels[::step], rotation=90 if n > 20 else 0, fontsize="small")
-    axes[1].set_xlabel(xlabel)
+    if bars:
+        axes[1].set_xticks(xs, labels, rotation=90 if n > 20 else 0, fontsize="small")
+        axes[1].set_xlabel(xlabel)
+    else:
+        axes[1].set_xlabel(f"{noun} of each policy, sorted from most to least utilized ({n} in all)")
     axes[1].set_xlim(-0.6, n - 0.4)
     fig.savefig(path, dpi=110)
 
@@ -393,10 +441,10 @@ def write_report(outdir: Path, app: str, run: int, rows: Sequence[PolicyBalance]
     ost_png, oss_png = outdir / "ost_utilization.png", outdir / "oss_utilization.png"
     _bar_chart(ost_png, f"{app} run {run}: per-OST utilization (seed 000 Fig. 7)", [str(i) for i in osts],
                {r.policy: Series([r.balance.job.ost_util[i] for i in osts], [r.balance.total.ost_util[i] for i in osts],
-                                 r.balance.job.ost_cost, r.balance.total.ost_cost) for r in rows}, "OST index")
+                                 r.balance.job.ost_cost, r.balance.total.ost_cost) for r in rows}, "OST index", "OSTs")
     _bar_chart(oss_png, f"{app} run {run}: per-OSS utilization (seed 000 Fig. 11)", osses,
                {r.policy: Series([r.balance.job.oss_util[s] for s in osses], [r.balance.total.oss_util[s] for s in osses],
-                                 r.balance.job.oss_cost, r.balance.total.oss_cost) for r in rows}, "OSS")
+                                 r.balance.job.oss_cost, r.balance.total.oss_cost) for r in rows}, "OSS", "OSSs")
     data = {"app": app, "run": run, "policies": {
         r.policy: {"files": r.files, "stripes": r.stripes, "bound": r.bound,
                    "job": {"ost_cost": r.balance.job.ost_cost, "oss_cost": r.balance.job.oss_cost,
@@ -428,7 +476,7 @@ OSTs (seed 000 eq. 7): 1.000 is perfect balance. <em>Job</em> counts the bytes t
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    with Database(args.db) as db, db.begin() as tx:
+    with open_db(args) as db, db.begin() as tx:
         sets = tx.placement_sets(args.app, args.run)
         snaps = {s.snapshot_id: tx.snapshot(s.snapshot_id) for s in sets}
     rows = [policy_balance(s.policy, *snaps[s.snapshot_id], s.placements)

@@ -10,24 +10,33 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
 from iez.cli import subgroup
-from iez.db import Database, PredictionInfo, check_app_name
 from iez.errors import IezError
 from iez.trace.ingest import Ingested, TraceError, ingest
 from iez.trace.record import FileRecord
 from iez.units import format_size
+
+if TYPE_CHECKING:
+    from iez.db import Database, PredictionInfo
 
 
 def db_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--db", metavar="URL", default=None,
                    help="interaction database: a SQLAlchemy URL (sqlite:///FILE, postgresql://USER@HOST/DB); "
                         "default $IEZ_DB, else ~/.local/share/iez/iez.db")
+
+
+def open_db(args: argparse.Namespace) -> "Database":
+    """The database --db names (SQLAlchemy is imported only by the commands that need it)."""
+    from iez.db import Database
+
+    return Database(args.db)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -88,6 +97,8 @@ def load_trace(path: str | Path, app: str) -> LoadedTrace:
 def cmd_import(args: argparse.Namespace) -> int:
     if args.run is not None and len(args.paths) > 1:
         raise IezError("--run names one run: give a single PATH with it")
+    from iez.db import check_app_name
+
     check_app_name(args.app)
     err = Console(stderr=True)
     loaded: list[LoadedTrace] = []
@@ -97,7 +108,7 @@ def cmd_import(args: argparse.Namespace) -> int:
             progress.update(task, description=f"reading {path}")
             loaded.append(load_trace(path, args.app))
             progress.advance(task)
-    with Database(args.db) as db, db.begin() as tx:
+    with open_db(args) as db, db.begin() as tx:
         numbers = [
             tx.add_trace(args.app, t.ingested.requests, args.run, label=t.label, source=t.source,
                          source_path=str(t.path.absolute()), nprocs=t.nprocs,
