@@ -35,9 +35,6 @@ Engine::Engine(const Description& d, int* argc, char** argv) : d_(d), engine_(ar
   sg4::Engine::set_config("network/model:CM02");
   sg4::Engine::set_config("network/crosstraffic:0");
   sg4::Engine::set_config("network/optim:" + d_.optim);
-  // One actor per client node: 16,384 actors with SimGrid's default 8 MiB stacks would reserve
-  // 128 GiB of address space; node actors need little.
-  sg4::Engine::set_config("contexts/stack-size:256");
   // Lustre keeps at most rpcs_in_flight RPCs per OSC, so one stream moves at most that window
   // per round trip. CM02 bounds each flow by TCP-gamma / (2 x route latency), the same law:
   // gamma is the RPC window, and every route carries rpc_rtt / 2 of latency (on the OST side,
@@ -74,30 +71,47 @@ void Engine::build_platform()
               nodes.insert(j.nodes[s.node]);
             }
 
+  // The rw link (reads and writes sharing the device) costs an LMM element per stream; only
+  // OSTs that see both reads and writes somewhere in the description need it.
+  std::vector<int> kinds(p.osts.size(), 0);
+  for (const Job& j : d_.jobs)
+    for (const Phase& ph : j.phases)
+      for (const Stream& s : ph.streams)
+        kinds[s.ost] |= ph.kind == PhaseKind::Write ? 1 : 2;
+
   for (size_t k = 0; k < p.osts.size(); k++) {
     const Ost& o = p.osts[k];
     char name[32];
     std::snprintf(name, sizeof name, "OST%04x", o.index);
     std::string n = name;
     // Reads and writes have their own ceilings; the rw link makes them share the device.
-    auto* w  = zone->create_link(n + ".write", o.write_bw);
-    auto* r  = zone->create_link(n + ".read", o.read_bw);
-    auto* rw = zone->create_link(n + ".rw", std::max(o.read_bw, o.write_bw));
+    auto* w = zone->create_link(n + ".write", o.write_bw);
+    auto* r = zone->create_link(n + ".read", o.read_bw);
+    std::vector<sg4::Link*> device{w, r};
+    if (kinds[k] == 3)
+      device.push_back(zone->create_link(n + ".rw", std::max(o.read_bw, o.write_bw)));
     if (!o.contention.empty()) {
       // Non-linear sharing: the device's capacity depends on how many streams share it
       // (SimGrid examples/cpp/io-degradation; Lebre et al., hal-01197128, Fig. 8).
       auto cb = [pts = o.contention](double capacity, int n) { return capacity * efficiency(pts, n); };
-      for (auto* l : {w, r, rw})
+      for (auto* l : device)
         l->set_sharing_policy(sg4::Link::SharingPolicy::NONLINEAR, cb);
     }
-    rw->set_latency(d_.io.rpc_rtt / 2);
-    for (auto* l : {w, r, rw})
+    // Every route crosses exactly one of these two links, so all carry the same latency.
+    w->set_latency(d_.io.rpc_rtt / 2);
+    r->set_latency(d_.io.rpc_rtt / 2);
+    for (auto* l : device)
       l->seal();
+    std::vector<sg4::LinkInRoute> up{sg4::LinkInRoute(r)}, down{sg4::LinkInRoute(oss_rx[o.oss])};
+    if (device.size() == 3) {
+      up.emplace_back(device[2]);
+      down.emplace_back(device[2]);
+    }
+    up.emplace_back(oss_tx[o.oss]);
+    down.emplace_back(w);
     auto* host = zone->create_host(n, 1.0);
-    zone->add_route(host->get_netpoint(), nullptr, nullptr, nullptr,
-                    {sg4::LinkInRoute(r), sg4::LinkInRoute(rw), sg4::LinkInRoute(oss_tx[o.oss])}, false);
-    zone->add_route(nullptr, host->get_netpoint(), nullptr, nullptr,
-                    {sg4::LinkInRoute(oss_rx[o.oss]), sg4::LinkInRoute(rw), sg4::LinkInRoute(w)}, false);
+    zone->add_route(host->get_netpoint(), nullptr, nullptr, nullptr, up, false);
+    zone->add_route(nullptr, host->get_netpoint(), nullptr, nullptr, down, false);
     OstRt rt;
     rt.host = host;
     osts_.push_back(rt);
@@ -117,12 +131,10 @@ void Engine::build_platform()
                                });
       lock->seal();
       ob.host = zone->create_host(on, 1.0);
-      zone->add_route(ob.host->get_netpoint(), nullptr, nullptr, nullptr,
-                      {sg4::LinkInRoute(r), sg4::LinkInRoute(rw), sg4::LinkInRoute(oss_tx[o.oss])}, false);
-      zone->add_route(nullptr, ob.host->get_netpoint(), nullptr, nullptr,
-                      {sg4::LinkInRoute(oss_rx[o.oss]), sg4::LinkInRoute(lock), sg4::LinkInRoute(rw),
-                       sg4::LinkInRoute(w)},
-                      false);
+      auto obj_down = down;
+      obj_down.insert(obj_down.begin() + 1, sg4::LinkInRoute(lock));
+      zone->add_route(ob.host->get_netpoint(), nullptr, nullptr, nullptr, up, false);
+      zone->add_route(nullptr, ob.host->get_netpoint(), nullptr, nullptr, obj_down, false);
       object_pos_[obj] = static_cast<int>(objects_.size());
       objects_.push_back(ob);
     }
@@ -213,14 +225,13 @@ void Engine::window_actor(JobRt* j)
 
 // -- jobs ---------------------------------------------------------------------------------------
 
-double Engine::client_cap(const Phase& ph, int pos) const
+double Engine::client_cap(const Phase& ph, const NodeShare& share) const
 {
   if (ph.call_size <= 0)
     return UNBOUNDED;
   std::set<int> osts;
-  for (const Stream& s : ph.streams)
-    if (s.node == pos)
-      osts.insert(s.ost);
+  for (const Stream* s : share.streams)
+    osts.insert(s->ost);
   double per_call = d_.io.call_overhead + d_.io.osc_overhead * static_cast<double>(osts.size());
   return per_call > 0 ? ph.call_size / per_call : UNBOUNDED;
 }
@@ -240,27 +251,17 @@ void Engine::set_lock_capacity(const Phase& ph)
 void Engine::io_step(JobRt* j, int pos, const Phase& ph, int step, int steps)
 {
   const bool first_step = step == 0;
-  int node = j->job->nodes[pos];
+  int node                = j->job->nodes[pos];
+  const NodeShare& share  = j->shares[&ph - j->job->phases.data()][pos];
   if (first_step) {
-    double work = 0, ops = 0;
-    for (const auto& [n, c] : ph.creates)
-      if (n == pos) {
-        work += c / d_.platform.mds_create_rate;
-        ops += c;
-      }
-    for (const auto& [n, c] : ph.opens)
-      if (n == pos) {
-        work += c / d_.platform.mds_open_rate;
-        ops += c;
-      }
-    if (work > 0) {
+    if (share.mds_work > 0) {
       mds_activity_.open(sg4::Engine::get_clock());
-      sg4::Exec::init()->set_flops_amount(work)->set_host(mds_)->start()->wait();
+      sg4::Exec::init()->set_flops_amount(share.mds_work)->set_host(mds_)->start()->wait();
       mds_activity_.close(sg4::Engine::get_clock());
-      mds_ops_ += ops;
+      mds_ops_ += share.mds_ops;
     }
     if (clients_[node].cpu)
-      clients_[node].cpu->set_bandwidth(client_cap(ph, pos));
+      clients_[node].cpu->set_bandwidth(client_cap(ph, share));
   }
   if (!j->job->windows.empty()) {
     std::unique_lock lock(*j->mutex);
@@ -275,9 +276,8 @@ void Engine::io_step(JobRt* j, int pos, const Phase& ph, int step, int steps)
   };
   std::vector<Open> open;
   std::vector<sg4::CommPtr> comms;
-  for (const Stream& s : ph.streams) {
-    if (s.node != pos)
-      continue;
+  for (const Stream* sp : share.streams) {
+    const Stream& s = *sp;
     // Call-level steps split each stream evenly; the last step takes the remainder.
     double share = std::floor(s.bytes / steps);
     double bytes = step == steps - 1 ? s.bytes - share * (steps - 1) : share;
@@ -377,9 +377,23 @@ void Engine::run()
     j->job     = &job;
     j->barrier = sg4::Barrier::create(static_cast<unsigned>(job.nodes.size()));
     j->phases.resize(job.phases.size());
-    for (size_t k = 0; k < job.phases.size(); k++)
-      for (const Stream& s : job.phases[k].streams)
+    j->shares.assign(job.phases.size(), std::vector<NodeShare>(job.nodes.size()));
+    for (size_t k = 0; k < job.phases.size(); k++) {
+      const Phase& ph = job.phases[k];
+      auto& shares    = j->shares[k];
+      for (const Stream& s : ph.streams) {
         j->phases[k].bytes += s.bytes;
+        shares[s.node].streams.push_back(&s);
+      }
+      for (const auto& [n, c] : ph.creates) {
+        shares[n].mds_work += c / d_.platform.mds_create_rate;
+        shares[n].mds_ops += c;
+      }
+      for (const auto& [n, c] : ph.opens) {
+        shares[n].mds_work += c / d_.platform.mds_open_rate;
+        shares[n].mds_ops += c;
+      }
+    }
     j->mutex     = sg4::Mutex::create();
     j->unblocked = sg4::ConditionVariable::create();
     j->blocked   = !job.windows.empty();

@@ -49,8 +49,16 @@ struct PhaseRec {
   double wait  = 0;  // token waits inside the phase
 };
 
+// One phase's share of one node: its streams and its metadata work (MDS seconds, ops).
+struct NodeShare {
+  std::vector<const Stream*> streams;
+  double mds_work = 0;
+  double mds_ops  = 0;
+};
+
 struct JobRt {
   const Job* job = nullptr;
+  std::vector<std::vector<NodeShare>> shares;  // [phase][node position]
   sg4::BarrierPtr barrier;
   std::vector<PhaseRec> phases;
   double start = -1;  // first moment the job ran (after an initial job-level token wait)
@@ -79,7 +87,7 @@ private:
   void release();
   void set_lock_capacity(const Phase& ph);
   void block(JobRt* j, bool on);
-  double client_cap(const Phase& ph, int pos) const;
+  double client_cap(const Phase& ph, const NodeShare& share) const;
 
   const Description& d_;
   sg4::Engine engine_;
