@@ -1,2 +1,2 @@
 #include "iez.h"
-const char *iez_version(void) { return "0.1.0"; }
+__attribute__((visibility("default"))) const char *iez_version(void) { return "0.1.0"; }

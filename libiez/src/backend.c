@@ -1,0 +1,60 @@
+#include "backend.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/statfs.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "core.h"
+
+static int under_emulated(const char *abs, size_t len)
+{
+    return (iez_cfg.emu_fs_len && len > iez_cfg.emu_fs_len && !memcmp(abs, iez_cfg.emu_fs, iez_cfg.emu_fs_len)) ||
+           (iez_cfg.emu_fs_real_len && len > iez_cfg.emu_fs_real_len &&
+            !memcmp(abs, iez_cfg.emu_fs_real, iez_cfg.emu_fs_real_len));
+}
+
+const struct iez_backend *iez_backend_of_path(const char *abs, size_t len)
+{
+    if (under_emulated(abs, len))
+        return &iez_backend_emulated;
+    /* the parent directory: the file itself does not exist yet */
+    char parent[4096];
+    const char *slash = memrchr(abs, '/', len);
+    size_t plen = slash == abs ? 1 : (size_t)(slash - abs);
+    if (!slash || plen >= sizeof parent)
+        return &iez_backend_none;
+    memcpy(parent, abs, plen);
+    parent[plen] = 0;
+    struct statfs sf;
+    int saved = errno;
+    int lustre = syscall(SYS_statfs, parent, &sf) == 0 && (unsigned)sf.f_type == IEZ_LL_SUPER_MAGIC;
+    errno = saved;
+    return lustre ? &iez_backend_lustre : &iez_backend_none;
+}
+
+const struct iez_backend *iez_backend_of_fd(int fd, const char *abs, size_t len)
+{
+    if (under_emulated(abs, len))
+        return &iez_backend_emulated;
+    struct statfs sf;
+    int saved = errno;
+    int lustre = syscall(SYS_fstatfs, fd, &sf) == 0 && (unsigned)sf.f_type == IEZ_LL_SUPER_MAGIC;
+    errno = saved;
+    return lustre ? &iez_backend_lustre : &iez_backend_none;
+}
+
+static int none_create(int dirfd, const char *path, const char *abs, mode_t mode, const char *spec, size_t speclen)
+{
+    (void)dirfd, (void)path, (void)abs, (void)mode, (void)spec, (void)speclen;
+    return -ENOTSUP;
+}
+
+static ssize_t none_layout(int fd, void *buf, size_t cap)
+{
+    (void)fd, (void)buf, (void)cap;
+    return -ENODATA;
+}
+
+const struct iez_backend iez_backend_none = {"none", none_create, none_layout};

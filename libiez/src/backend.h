@@ -1,0 +1,31 @@
+/* Where a file lives decides how libiez gives it a layout: one table of operations per
+ * backend, as IOR's aiori backends are (hpc/ior src/aiori.h), and as src/iez/backend/ is on
+ * the Python side. Selection: a path under IEZ_EMULATED's fs/ is on the emulated cluster;
+ * a parent directory whose statfs f_type is LL_SUPER_MAGIC is on Lustre; anything else gets
+ * `none` (trace only). */
+#ifndef IEZ_BACKEND_H
+#define IEZ_BACKEND_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+struct iez_backend {
+    const char *name;
+    /* Create the absent file (dirfd, path), whose absolute name is abs, exclusively and with
+     * the layout spec (plan grammar; NULL: the file system's default), then close it.
+     * 0: created; -EEXIST: it exists (another process was first); -ENOTSUP: the file system
+     * does this itself at the application's open; any other -errno: nothing was created. */
+    int (*create)(int dirfd, const char *path, const char *abs, mode_t mode, const char *spec, size_t speclen);
+    /* The layout of an open file, as the lov_user_md bytes the file system returns: the
+     * length, or -errno (-ERANGE: cap is too small). */
+    ssize_t (*layout)(int fd, void *buf, size_t cap);
+};
+
+extern const struct iez_backend iez_backend_lustre, iez_backend_emulated, iez_backend_none;
+
+#define IEZ_LL_SUPER_MAGIC 0x0BD00BD0 /* statfs f_type of a Lustre client (lustre-layout-abi.md §1) */
+
+const struct iez_backend *iez_backend_of_path(const char *abs, size_t len);
+const struct iez_backend *iez_backend_of_fd(int fd, const char *abs, size_t len);
+
+#endif

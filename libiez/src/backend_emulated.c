@@ -1,0 +1,70 @@
+/* The emulated cluster (docs/emulated.md): the MDS allocates, the client creates the file and
+ * stores the lov_user_md in the user.lustre.lov xattr. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/xattr.h>
+
+#include "backend.h"
+#include "core.h"
+#include "log.h"
+#include "lum.h"
+#include "mds.h"
+#include "sysio.h"
+
+#define XATTR "user.lustre.lov" /* the real client's lustre.lov, in the namespace users may write */
+#define REPLY_MAX 65536
+
+static int store_layout(int fd, const char *abs, const char *text)
+{
+    struct iez_layout lay = {0};
+    char err[200];
+    int rc = -1;
+    if (iez_layout_parse(text, strlen(text), &lay, err, sizeof err)) {
+        iez_log_once(IEZ_LOG_MDS, "the emulated MDS gave %s a layout libiez cannot read (%s): %s", abs, err, text);
+    } else {
+        size_t n = iez_lum_size(&lay);
+        void *buf = aligned_alloc(8, (n + 7) & ~(size_t)7);
+        if (buf && iez_lum_encode(&lay, buf, n) == n && fsetxattr(fd, XATTR, buf, n, 0) == 0)
+            rc = 0;
+        else
+            iez_log_once(IEZ_LOG_XATTR, "cannot store the layout of %s in %s: %s", abs, XATTR, strerror(errno));
+        free(buf);
+    }
+    iez_layout_free(&lay);
+    return rc;
+}
+
+static int emulated_create(int dirfd, const char *path, const char *abs, mode_t mode, const char *spec, size_t speclen)
+{
+    /* owner read/write until the application's own open has the file (open.c restores the mode) */
+    int fd = iez_sys_openat(dirfd, path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode | 0600);
+    if (fd < 0)
+        return -errno;
+    char *got = malloc(REPLY_MAX);
+    char why[512];
+    int rc = got ? 0 : -1;
+    if (got && spec && iez_mds_alloc(iez_cfg.emu_run, abs, spec, speclen, got, REPLY_MAX, why, sizeof why)) {
+        /* as on Lustre, a layout that cannot be had leaves the file to the default one */
+        iez_log_once(IEZ_LOG_MDS, "planned layout of %s refused (%s): default layout", abs, why);
+        spec = NULL;
+    }
+    if (got && !spec && iez_mds_alloc(iez_cfg.emu_run, abs, "", 0, got, REPLY_MAX, why, sizeof why)) {
+        iez_log_once(IEZ_LOG_MDS, "%s: %s is created without a layout", why, abs);
+        rc = -1;
+    }
+    if (rc == 0)
+        store_layout(fd, abs, got);
+    free(got);
+    iez_sys_close(fd);
+    return 0;
+}
+
+static ssize_t emulated_layout(int fd, void *buf, size_t cap)
+{
+    ssize_t n = fgetxattr(fd, XATTR, buf, cap);
+    return n < 0 ? -errno : n;
+}
+
+const struct iez_backend iez_backend_emulated = {"emulated", emulated_create, emulated_layout};

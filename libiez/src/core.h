@@ -1,0 +1,52 @@
+/* libiez's shared core: configuration, lifecycle (init once, fork, exit) and the per-thread
+ * recursion guard that keeps libiez's own work out of its wrappers. */
+#ifndef IEZ_CORE_H
+#define IEZ_CORE_H
+
+#include <limits.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define IEZ_EXPORT __attribute__((visibility("default")))
+#define IEZ_LIKELY(x) __builtin_expect(!!(x), 1)
+#define IEZ_UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+enum iez_api { IEZ_API_POSIX = 0, IEZ_API_STDIO = 1 }; /* 2 = MPI-IO, 3 = HDF5: their own modules */
+
+struct iez_config {
+    int trace, place;            /* IEZ_MODE */
+    char app[128], run[128], host[64];
+    int rank;
+    char trace_dir[PATH_MAX];    /* "" = no tracing */
+    char plan[PATH_MAX];         /* "" = no plan */
+    char log[PATH_MAX];          /* "" = silent; "-" = stderr */
+    /* IEZ_EMULATED: "<DIR>/fs/" as given (made absolute) and resolved, and the MDS socket */
+    char emu_fs[PATH_MAX], emu_fs_real[PATH_MAX], emu_run[PATH_MAX];
+    size_t emu_fs_len, emu_fs_real_len;
+};
+
+extern struct iez_config iez_cfg;
+extern int iez_tracing;          /* trace mode with a trace directory: the hot-path test */
+extern pid_t iez_pid;            /* the process libiez's state belongs to */
+extern unsigned iez_gen;         /* bumped in each fork child: records of the parent are not ours */
+
+void iez_init(void);             /* idempotent; every wrapper that does work calls it */
+/* Not a vfork child (or a child made by a raw clone) sharing the parent's memory. */
+int iez_owner(void);
+/* Finish this process's trace: normal exit, _exit. Idempotent. */
+void iez_fini(void);
+
+uint64_t iez_now_ns(void);       /* CLOCK_REALTIME */
+
+extern __thread int iez_busy;
+/* Enter libiez's own work; 0 if this thread is already inside it (then pass through). */
+static inline int iez_enter(void)
+{
+    if (iez_busy)
+        return 0;
+    iez_busy = 1;
+    return 1;
+}
+static inline void iez_leave(void) { iez_busy = 0; }
+
+#endif

@@ -1,0 +1,83 @@
+/* lov_user_md encoder; offsets and sizes from lustre-layout-abi.md §2 (lustre_user.h @2.16.0).
+ * Byte-for-byte equal to iez.layout.lum.encode (tests/vectors/lum). */
+#include "lum.h"
+
+#include <string.h>
+
+#define LUM_V1_SIZE 32       /* sizeof(struct lov_user_md_v1) */
+#define LUM_V3_SIZE 48       /* sizeof(struct lov_user_md_v3) */
+#define LUM_OST_SIZE 24      /* sizeof(struct lov_user_ost_data_v1) */
+#define LCM_SIZE 32          /* sizeof(struct lov_comp_md_v1) */
+#define LCME_SIZE 48         /* sizeof(struct lov_comp_md_entry_v1) */
+#define LOV_OFFSET_DEFAULT 0xFFFF
+
+static void put16(unsigned char *p, uint16_t v) { memcpy(p, &v, 2); }
+static void put32(unsigned char *p, uint32_t v) { memcpy(p, &v, 4); }
+static void put64(unsigned char *p, uint64_t v) { memcpy(p, &v, 8); }
+
+static uint32_t stripe_magic(const struct iez_stripe *s)
+{
+    return s->nosts ? IEZ_LOV_USER_MAGIC_SPECIFIC : s->pool_len ? IEZ_LOV_USER_MAGIC_V3 : IEZ_LOV_USER_MAGIC_V1;
+}
+
+static size_t stripe_size(const struct iez_stripe *s)
+{
+    return (stripe_magic(s) == IEZ_LOV_USER_MAGIC_V1 ? LUM_V1_SIZE : LUM_V3_SIZE) + (size_t)LUM_OST_SIZE * s->nosts;
+}
+
+/* buf is zeroed by the caller */
+static void encode_stripe(const struct iez_stripe *s, unsigned char *b)
+{
+    uint32_t magic = stripe_magic(s);
+    put32(b + 0, magic);                                  /* lmm_magic */
+    put32(b + 4, s->pattern);                             /* lmm_pattern */
+    put32(b + 24, (uint32_t)s->size);                     /* lmm_stripe_size */
+    put16(b + 28, (uint16_t)s->count);                    /* lmm_stripe_count; -1 = 0xFFFF, all OSTs */
+    put16(b + 30, s->offset < 0 ? LOV_OFFSET_DEFAULT : (uint16_t)s->offset); /* lmm_stripe_offset */
+    unsigned char *objects = b + LUM_V1_SIZE;
+    if (magic != IEZ_LOV_USER_MAGIC_V1) {
+        memcpy(b + 32, s->pool, s->pool_len);             /* lmm_pool_name[16], NUL-padded */
+        objects = b + LUM_V3_SIZE;
+    }
+    for (uint32_t i = 0; i < s->nosts; i++)
+        put32(objects + (size_t)LUM_OST_SIZE * i + 20, s->osts[i]); /* l_ost_idx */
+}
+
+size_t iez_lum_size(const struct iez_layout *lay)
+{
+    if (!lay->composite)
+        return stripe_size(&lay->comp[0].s);
+    size_t n = LCM_SIZE + (size_t)LCME_SIZE * lay->ncomp;
+    for (uint32_t i = 0; i < lay->ncomp; i++)
+        n += stripe_size(&lay->comp[i].s);
+    return n;
+}
+
+size_t iez_lum_encode(const struct iez_layout *lay, void *buf, size_t cap)
+{
+    size_t total = iez_lum_size(lay);
+    if (total > cap || total > UINT32_MAX || lay->ncomp > UINT16_MAX)
+        return 0;
+    unsigned char *b = buf;
+    memset(b, 0, total);
+    if (!lay->composite) {
+        encode_stripe(&lay->comp[0].s, b);
+        return total;
+    }
+    put32(b + 0, IEZ_LOV_USER_MAGIC_COMP_V1);             /* lcm_magic */
+    put32(b + 4, (uint32_t)total);                        /* lcm_size */
+    put16(b + 14, (uint16_t)lay->ncomp);                  /* lcm_entry_count */
+    size_t at = LCM_SIZE + (size_t)LCME_SIZE * lay->ncomp;
+    for (uint32_t i = 0; i < lay->ncomp; i++) {
+        const struct iez_comp *c = &lay->comp[i];
+        unsigned char *e = b + LCM_SIZE + (size_t)LCME_SIZE * i;
+        size_t sz = stripe_size(&c->s);
+        put64(e + 8, c->start);                           /* lcme_extent.e_start */
+        put64(e + 16, c->end);                            /* lcme_extent.e_end */
+        put32(e + 24, (uint32_t)at);                      /* lcme_offset, from the header's start */
+        put32(e + 28, (uint32_t)sz);                      /* lcme_size */
+        encode_stripe(&c->s, b + at);
+        at += sz;
+    }
+    return total;
+}

@@ -1,0 +1,22 @@
+/* struct lov_user_md: the bytes that set a layout at create, through the LL_IOC_LOV_SETSTRIPE
+ * ioctl or the lustre.lov xattr (lustre-layout-abi.md §2, §4). Host byte order. */
+#ifndef IEZ_LUM_H
+#define IEZ_LUM_H
+
+#include <stddef.h>
+
+#include "layout.h"
+
+#define IEZ_LOV_USER_MAGIC_V1 0x0BD10BD0u
+#define IEZ_LOV_USER_MAGIC_V3 0x0BD30BD0u
+#define IEZ_LOV_USER_MAGIC_SPECIFIC 0x0BD50BD0u
+#define IEZ_LOV_USER_MAGIC_COMP_V1 0x0BD60BD0u
+
+/* Bytes iez_lum_encode writes for lay. */
+size_t iez_lum_size(const struct iez_layout *lay);
+/* Encode as llapi_layout_to_lum() does: per component SPECIFIC with an OST list, V3 with a pool,
+ * else V1; a lov_comp_md_v1 header for a composite layout. Returns the size, or 0 if cap is too
+ * small. buf must be 8-byte aligned (the ioctl's requirement). */
+size_t iez_lum_encode(const struct iez_layout *lay, void *buf, size_t cap);
+
+#endif

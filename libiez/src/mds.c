@@ -1,0 +1,155 @@
+#include "mds.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sysio.h"
+
+static long ms_left(const struct timespec *deadline)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (deadline->tv_sec - now.tv_sec) * 1000 + (deadline->tv_nsec - now.tv_nsec) / 1000000;
+}
+
+static int wait_for(int fd, short ev, const struct timespec *deadline)
+{
+    for (;;) {
+        long left = ms_left(deadline);
+        if (left <= 0) {
+            errno = ETIMEDOUT;
+            return -1;
+        }
+        struct pollfd p = {fd, ev, 0};
+        int r = poll(&p, 1, (int)left);
+        if (r > 0)
+            return 0;
+        if (r < 0 && errno != EINTR)
+            return -1;
+    }
+}
+
+/* Connect to DIR/run/mds.sock; a socket path longer than sun_path is reached through
+ * /proc/self/fd/<run dir>/mds.sock. */
+static int dial(const char *rundir, const struct timespec *deadline)
+{
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    int dfd = -1;
+    if ((size_t)snprintf(a.sun_path, sizeof a.sun_path, "%s/mds.sock", rundir) >= sizeof a.sun_path) {
+        dfd = iez_sys_openat(AT_FDCWD, rundir, O_PATH | O_DIRECTORY | O_CLOEXEC, 0);
+        if (dfd < 0)
+            return -1;
+        snprintf(a.sun_path, sizeof a.sun_path, "/proc/self/fd/%d/mds.sock", dfd);
+    }
+    int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    while (s >= 0 && connect(s, (struct sockaddr *)&a, sizeof a) < 0) {
+        /* a full listen backlog answers EAGAIN at once: try again until the deadline */
+        if ((errno != EAGAIN && errno != EINTR) || ms_left(deadline) <= 0) {
+            int e = errno == EAGAIN ? ETIMEDOUT : errno;
+            iez_sys_close(s);
+            s = -1;
+            errno = e;
+            break;
+        }
+        struct timespec pause = {0, 1000000};
+        nanosleep(&pause, NULL);
+    }
+    if (dfd >= 0) {
+        int e = errno;
+        iez_sys_close(dfd);
+        errno = e;
+    }
+    return s;
+}
+
+static int exchange(int s, const char *req, size_t n, char *reply, size_t cap, const struct timespec *deadline)
+{
+    while (n) {
+        ssize_t w = send(s, req, n, MSG_NOSIGNAL);
+        if (w < 0 && (errno == EAGAIN || errno == EINTR)) {
+            if (wait_for(s, POLLOUT, deadline))
+                return -1;
+            continue;
+        }
+        if (w < 0)
+            return -1;
+        req += w;
+        n -= (size_t)w;
+    }
+    size_t got = 0;
+    for (;;) {
+        if (got + 1 >= cap) {
+            errno = EMSGSIZE;
+            return -1;
+        }
+        ssize_t r = recv(s, reply + got, cap - 1 - got, 0);
+        if (r < 0 && (errno == EAGAIN || errno == EINTR)) {
+            if (wait_for(s, POLLIN, deadline))
+                return -1;
+            continue;
+        }
+        if (r <= 0) {
+            errno = r ? errno : ECONNRESET;
+            return -1;
+        }
+        char *nl = memchr(reply + got, '\n', (size_t)r);
+        got += (size_t)r;
+        if (nl) {
+            *nl = 0;
+            return 0;
+        }
+    }
+}
+
+int iez_mds_alloc(const char *rundir, const char *abs, const char *spec, size_t speclen, char *out, size_t cap, char *why, size_t whylen)
+{
+    size_t alen = strlen(abs);
+    if (strpbrk(abs, "\t\n") || memchr(spec, '\t', speclen) || memchr(spec, '\n', speclen)) {
+        snprintf(why, whylen, "the path holds a tab or a newline");
+        return -1;
+    }
+    char *req = malloc(alen + speclen + 16);
+    if (!req) {
+        snprintf(why, whylen, "out of memory");
+        return -1;
+    }
+    int n = sprintf(req, "ALLOC\t%s\t", abs);
+    memcpy(req + n, spec, speclen);
+    req[(size_t)n + speclen] = '\n';
+
+    int saved = errno;
+    struct timespec deadline;
+    clock_gettime(CLOCK_MONOTONIC, &deadline);
+    deadline.tv_nsec += (long)IEZ_MDS_TIMEOUT_MS * 1000000L;
+    deadline.tv_sec += deadline.tv_nsec / 1000000000L;
+    deadline.tv_nsec %= 1000000000L;
+    int rc = -1;
+    int s = dial(rundir, &deadline);
+    if (s < 0) {
+        snprintf(why, whylen, "cannot reach the emulated MDS at %s/mds.sock: %s", rundir, strerror(errno));
+    } else if (exchange(s, req, (size_t)n + speclen + 1, out, cap, &deadline)) {
+        snprintf(why, whylen, "no answer from the emulated MDS within %d ms: %s", IEZ_MDS_TIMEOUT_MS, strerror(errno));
+    } else if (!strncmp(out, "OK\t", 3)) {
+        memmove(out, out + 3, strlen(out + 3) + 1);
+        rc = 0;
+    } else {
+        /* ERR<TAB>ENOSPC<TAB>message */
+        char *tab = strchr(out, '\t');
+        snprintf(why, whylen, "the emulated MDS says %s", tab ? tab + 1 : out);
+        for (char *t = why; (t = strchr(t, '\t'));)
+            *t = ' ';
+    }
+    if (s >= 0)
+        iez_sys_close(s);
+    free(req);
+    errno = saved;
+    return rc;
+}

@@ -1,0 +1,15 @@
+/* The emulated MDS's line protocol on DIR/run/mds.sock (docs/emulated.md). */
+#ifndef IEZ_MDS_H
+#define IEZ_MDS_H
+
+#include <stddef.h>
+
+#define IEZ_MDS_TIMEOUT_MS 500
+
+/* ALLOC: the layout the MDS of the cluster whose run directory is rundir (DIR/run) gives the
+ * new file abs for the request spec ("": the default). 0 with the resolved layout in out (plan
+ * grammar); -1 with the reason in why. Never waits longer than IEZ_MDS_TIMEOUT_MS. */
+int iez_mds_alloc(const char *rundir, const char *abs, const char *spec, size_t speclen, char *out, size_t cap,
+                  char *why, size_t whylen);
+
+#endif

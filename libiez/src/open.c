@@ -1,0 +1,176 @@
+#include "open.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "core.h"
+#include "log.h"
+#include "path.h"
+#include "sysio.h"
+#include "trace.h"
+
+/* The absolute, lexically normalised name of (dirfd, path), as plan keys are written. */
+static int absolute(int dirfd, const char *path, char *out, size_t cap)
+{
+    char base[PATH_MAX];
+    base[0] = 0;
+    if (path[0] != '/') {
+        if (dirfd == AT_FDCWD) {
+            if (syscall(SYS_getcwd, base, sizeof base) < 0)
+                return -1;
+        } else {
+            char link[64];
+            snprintf(link, sizeof link, "/proc/self/fd/%d", dirfd);
+            ssize_t n = syscall(SYS_readlinkat, AT_FDCWD, link, base, sizeof base - 1);
+            if (n <= 0 || base[0] != '/')
+                return -1;
+            base[n] = 0;
+        }
+    }
+    return iez_path_normalize(base, path, out, cap);
+}
+
+void iez_open_begin(struct iez_open *op, int dirfd, const char *path, int flags, mode_t mode, int api)
+{
+    op->flags = op->orig_flags = flags;
+    op->entered = op->active = 0;
+    if (!path || !iez_enter())
+        return;
+    op->entered = 1;
+    int saved = errno;
+    iez_init();
+    op->creating = (flags & O_CREAT) && (flags & __O_TMPFILE) != __O_TMPFILE && !(flags & (O_DIRECTORY | O_PATH));
+    op->track = iez_tracing && !(flags & O_PATH) && (op->creating || (flags & O_ACCMODE) != O_RDONLY);
+    int place = iez_cfg.place && op->creating;
+    if ((!op->track && !place) || !iez_owner())
+        goto out;
+    int n = absolute(dirfd, path, op->abs, sizeof op->abs);
+    if (n < 0) {
+        iez_log_once(IEZ_LOG_PATH, "cannot form the absolute name of %s: not placed or traced", path);
+        goto out;
+    }
+    op->active = 1;
+    op->abslen = (size_t)n;
+    op->dirfd = dirfd;
+    op->path = path;
+    op->mode = mode;
+    op->api = api;
+    memset(&op->pl, 0, sizeof op->pl);
+    op->existed = 0;
+    if (op->creating) {
+        /* Algorithm 1: an existing file is never touched */
+        op->existed = syscall(SYS_faccessat, dirfd, path, F_OK) == 0;
+        if (!op->existed && place) {
+            iez_place(dirfd, path, op->abs, op->abslen, mode, &op->pl);
+            if (op->pl.created)
+                op->flags &= ~O_EXCL; /* our create was the exclusive one */
+            op->existed = op->pl.exists;
+        }
+    }
+out:
+    errno = saved;
+}
+
+int iez_open_retry(struct iez_open *op, int fd)
+{
+    if (!op->active || !op->pl.created || fd >= 0)
+        return 0;
+    int saved = errno;
+    syscall(SYS_unlinkat, op->dirfd, op->path, 0);
+    iez_log_once(IEZ_LOG_CREATE, "opening %s after placing it failed (%s): plain create", op->abs, strerror(saved));
+    op->pl.created = 0;
+    op->pl.plan = 0;
+    op->flags = op->orig_flags;
+    errno = saved;
+    return 1;
+}
+
+/* The layout of an open file from its backend: lov_user_md bytes in *buf (stack or malloc'd). */
+static size_t read_layout(const struct iez_backend *be, int fd, char *stack, size_t cap, char **heap)
+{
+    *heap = NULL;
+    ssize_t n = be->layout(fd, stack, cap);
+    if (n == -ERANGE) {
+        *heap = malloc(65536);
+        n = *heap ? be->layout(fd, *heap, 65536) : -ENOMEM;
+    }
+    return n > 0 ? (size_t)n : 0;
+}
+
+static void trace_fd(int fd, int api, const char *abs, size_t len, int oflags, uint64_t pos, int shared, int created,
+                     int plan, const struct iez_backend *be)
+{
+    struct stat st;
+    if (iez_sys_fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+        return;
+    if (!be)
+        be = iez_backend_of_fd(fd, abs, len);
+    char stack[4096], *heap;
+    size_t lumlen = read_layout(be, fd, stack, sizeof stack, &heap);
+    struct iez_file_info fi = {api, abs, len, oflags, pos, shared, created, plan, heap ? heap : stack, lumlen};
+    iez_trace_opened(fd, &fi);
+    free(heap);
+}
+
+void iez_open_end(struct iez_open *op, int fd)
+{
+    if (!op->entered)
+        return;
+    int saved = errno;
+    if (op->active && fd >= 0) {
+        if (op->pl.created && (op->mode & 0600) != 0600) {
+            /* placement made it owner read/write; take back what the application did not ask for */
+            struct stat st;
+            if (iez_sys_fstat(fd, &st) == 0)
+                syscall(SYS_fchmod, fd, st.st_mode & 07777 & ~(0600 & ~op->mode));
+        }
+        if (op->track)
+            trace_fd(fd, op->api, op->abs, op->abslen, op->flags, 0, 0, op->pl.created || (op->creating && !op->existed),
+                     op->pl.plan, op->pl.be);
+    }
+    errno = saved;
+    iez_leave();
+}
+
+void iez_open_inherited(void)
+{
+    if (!iez_tracing || !iez_enter())
+        return;
+    int saved = errno;
+    int dfd = iez_sys_openat(AT_FDCWD, "/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
+    char buf[4096];
+    long n;
+    while (dfd >= 0 && (n = syscall(SYS_getdents64, dfd, buf, sizeof buf)) > 0) {
+        for (long at = 0; at < n;) {
+            struct dirent64 *d = (struct dirent64 *)(buf + at);
+            at += d->d_reclen;
+            char *end;
+            long fd = strtol(d->d_name, &end, 10);
+            if (*end || end == d->d_name || fd == dfd)
+                continue;
+            int fl = (int)syscall(SYS_fcntl, (int)fd, F_GETFL);
+            if (fl < 0 || (fl & O_ACCMODE) == O_RDONLY)
+                continue;
+            char path[PATH_MAX];
+            ssize_t len = syscall(SYS_readlinkat, dfd, d->d_name, path, sizeof path - 1);
+            if (len <= 0 || path[0] != '/')
+                continue;
+            path[len] = 0;
+            if (len > 10 && !strcmp(path + len - 10, " (deleted)"))
+                continue;
+            off_t pos = iez_sys_lseek((int)fd, 0, SEEK_CUR);
+            trace_fd((int)fd, IEZ_API_POSIX, path, (size_t)len, fl, pos < 0 ? 0 : (uint64_t)pos, 1, 0, IEZ_PLAN_NONE, NULL);
+        }
+    }
+    if (dfd >= 0)
+        iez_sys_close(dfd);
+    errno = saved;
+    iez_leave();
+}

@@ -1,0 +1,51 @@
+#include "place.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <string.h>
+
+#include "core.h"
+#include "log.h"
+#include "plan.h"
+#include "trace.h"
+
+static pthread_once_t plan_once = PTHREAD_ONCE_INIT;
+static struct iez_plan *plan;
+static int plan_rejected;
+
+/* Loaded at the first create that needs it: processes that create nothing never pay for it. */
+static void load_plan(void)
+{
+    if (!iez_cfg.plan[0])
+        return;
+    char err[600];
+    plan = iez_plan_load(iez_cfg.plan, err, sizeof err);
+    if (!plan) {
+        plan_rejected = 1;
+        iez_log_once(IEZ_LOG_PLAN, "plan rejected, placing nothing from it: %s", err);
+    }
+}
+
+void iez_place(int dirfd, const char *path, const char *abs, size_t len, mode_t mode, struct iez_placement *out)
+{
+    memset(out, 0, sizeof *out);
+    const struct iez_backend *be = iez_backend_of_path(abs, len);
+    if (be == &iez_backend_none)
+        return;
+    pthread_once(&plan_once, load_plan);
+    size_t speclen = 0;
+    const char *spec = plan ? iez_plan_find(plan, abs, len, &speclen) : NULL;
+    if (plan || plan_rejected) {
+        out->plan = !plan ? IEZ_PLAN_NONE : spec ? IEZ_PLAN_HIT : IEZ_PLAN_MISS;
+        iez_trace_plan_count(out->plan, plan ? iez_plan_size(plan) : 0, plan_rejected);
+    }
+    int rc = be->create(dirfd, path, abs, mode, spec, speclen);
+    if (rc == 0) {
+        out->be = be;
+        out->created = 1;
+    } else if (rc == -EEXIST) {
+        out->exists = 1;
+    } else if (rc != -ENOTSUP) {
+        iez_log_once(IEZ_LOG_CREATE, "cannot create %s with its layout (%s): plain create", abs, strerror(-rc));
+    }
+}

@@ -1,0 +1,25 @@
+/* The plan file (docs/plan-format.md): which layout each file to be created gets. Loaded once
+ * into an open-addressing hash table keyed by absolute path; a lookup takes no lock. */
+#ifndef IEZ_PLAN_H
+#define IEZ_PLAN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct iez_plan;
+
+/* Parse a whole plan; takes ownership of buf (malloc'd, len bytes). Any error rejects the
+ * whole plan: NULL, with "SOURCE:LINE: why" in err. */
+struct iez_plan *iez_plan_parse(char *buf, size_t len, const char *source, char *err, size_t errlen);
+/* Read and parse a plan file. */
+struct iez_plan *iez_plan_load(const char *file, char *err, size_t errlen);
+void iez_plan_free(struct iez_plan *plan);
+
+size_t iez_plan_size(const struct iez_plan *plan);
+/* The layout text planned for path (not NUL-terminated), or NULL. */
+const char *iez_plan_find(const struct iez_plan *plan, const char *path, size_t plen, size_t *speclen);
+/* Entries in table order: *iter starts at 0; returns 0 when done. */
+int iez_plan_next(const struct iez_plan *plan, size_t *iter, const char **path, size_t *plen,
+                  const char **spec, size_t *speclen);
+
+#endif

@@ -1,0 +1,355 @@
+/* The POSIX layer: opens and creates (placement, then tracing), descriptor bookkeeping
+ * (close, dup, fcntl), and byte accounting for the write and read families. Each wrapper calls
+ * the real function first and does its own work only for a traced descriptor; errno is the
+ * real call's. */
+#include <fcntl.h>
+#include <stdarg.h>
+#include <sys/sendfile.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "core.h"
+#include "open.h"
+#include "real.h"
+#include "trace.h"
+
+int __open_2(const char *, int);
+int __open64_2(const char *, int);
+int __openat_2(int, const char *, int);
+int __openat64_2(int, const char *, int);
+
+#define NEEDS_MODE(f) (((f)&O_CREAT) || ((f)&__O_TMPFILE) == __O_TMPFILE)
+#define MODE_ARG(flags)                          \
+    mode_t mode = 0;                             \
+    if (NEEDS_MODE(flags)) {                     \
+        va_list ap;                              \
+        va_start(ap, flags);                     \
+        mode = (mode_t)va_arg(ap, int);          \
+        va_end(ap);                              \
+    }
+
+/* Every open wrapper: CALL(f) is the real call with open flags f. */
+#define IEZ_OPEN(dirfd_, path_, flags_, mode_, CALL)                  \
+    struct iez_open op;                                               \
+    iez_open_begin(&op, dirfd_, path_, flags_, mode_, IEZ_API_POSIX); \
+    int fd = CALL(op.flags);                                          \
+    if (iez_open_retry(&op, fd))                                      \
+        fd = CALL(flags_);                                            \
+    iez_open_end(&op, fd);                                            \
+    return fd
+
+IEZ_EXPORT int open(const char *path, int flags, ...)
+{
+    MODE_ARG(flags);
+#define CALL(f) iez_real.open(path, f, mode)
+    IEZ_OPEN(AT_FDCWD, path, flags, mode, CALL);
+#undef CALL
+}
+
+IEZ_EXPORT int open64(const char *path, int flags, ...)
+{
+    MODE_ARG(flags);
+#define CALL(f) iez_real.open64(path, f, mode)
+    IEZ_OPEN(AT_FDCWD, path, flags, mode, CALL);
+#undef CALL
+}
+
+IEZ_EXPORT int openat(int dirfd, const char *path, int flags, ...)
+{
+    MODE_ARG(flags);
+#define CALL(f) iez_real.openat(dirfd, path, f, mode)
+    IEZ_OPEN(dirfd, path, flags, mode, CALL);
+#undef CALL
+}
+
+IEZ_EXPORT int openat64(int dirfd, const char *path, int flags, ...)
+{
+    MODE_ARG(flags);
+#define CALL(f) iez_real.openat64(dirfd, path, f, mode)
+    IEZ_OPEN(dirfd, path, flags, mode, CALL);
+#undef CALL
+}
+
+/* creat never has O_EXCL, so placement never changes its flags */
+IEZ_EXPORT int creat(const char *path, mode_t mode)
+{
+#define CALL(f) ((void)(f), iez_real.creat(path, mode))
+    IEZ_OPEN(AT_FDCWD, path, O_CREAT | O_WRONLY | O_TRUNC, mode, CALL);
+#undef CALL
+}
+
+IEZ_EXPORT int creat64(const char *path, mode_t mode)
+{
+#define CALL(f) ((void)(f), iez_real.creat64(path, mode))
+    IEZ_OPEN(AT_FDCWD, path, O_CREAT | O_WRONLY | O_TRUNC, mode, CALL);
+#undef CALL
+}
+
+/* _FORTIFY_SOURCE's variants: open(path, flags) with flags unknown at compile time */
+IEZ_EXPORT int __open_2(const char *path, int flags)
+{
+#define CALL(f) iez_real.__open_2(path, f)
+    IEZ_OPEN(AT_FDCWD, path, flags, 0, CALL);
+#undef CALL
+}
+
+IEZ_EXPORT int __open64_2(const char *path, int flags)
+{
+#define CALL(f) iez_real.__open64_2(path, f)
+    IEZ_OPEN(AT_FDCWD, path, flags, 0, CALL);
+#undef CALL
+}
+
+IEZ_EXPORT int __openat_2(int dirfd, const char *path, int flags)
+{
+#define CALL(f) iez_real.__openat_2(dirfd, path, f)
+    IEZ_OPEN(dirfd, path, flags, 0, CALL);
+#undef CALL
+}
+
+IEZ_EXPORT int __openat64_2(int dirfd, const char *path, int flags)
+{
+#define CALL(f) iez_real.__openat64_2(dirfd, path, f)
+    IEZ_OPEN(dirfd, path, flags, 0, CALL);
+#undef CALL
+}
+
+/* -- descriptors -------------------------------------------------------------------------- */
+
+IEZ_EXPORT int close(int fd)
+{
+    if (IEZ_UNLIKELY(iez_tracing))
+        iez_trace_closed(fd); /* before: the number may be reused as soon as it is closed */
+    return iez_real.close(fd);
+}
+
+IEZ_EXPORT int close_range(unsigned first, unsigned last, int flags)
+{
+    if (IEZ_UNLIKELY(iez_tracing) && !(flags & CLOSE_RANGE_CLOEXEC))
+        iez_trace_close_range(first, last);
+    return iez_real.close_range(first, last, flags);
+}
+
+IEZ_EXPORT void closefrom(int lowfd)
+{
+    if (IEZ_UNLIKELY(iez_tracing) && lowfd >= 0)
+        iez_trace_close_range((unsigned)lowfd, ~0u);
+    iez_real.closefrom(lowfd);
+}
+
+IEZ_EXPORT int dup(int fd)
+{
+    int r = iez_real.dup(fd);
+    if (IEZ_UNLIKELY(iez_tracing) && r >= 0)
+        iez_trace_dup(fd, r);
+    return r;
+}
+
+IEZ_EXPORT int dup2(int fd, int to)
+{
+    int r = iez_real.dup2(fd, to);
+    if (IEZ_UNLIKELY(iez_tracing) && r >= 0)
+        iez_trace_dup(fd, r);
+    return r;
+}
+
+IEZ_EXPORT int dup3(int fd, int to, int flags)
+{
+    int r = iez_real.dup3(fd, to, flags);
+    if (IEZ_UNLIKELY(iez_tracing) && r >= 0)
+        iez_trace_dup(fd, r);
+    return r;
+}
+
+static int after_fcntl(int fd, int cmd, void *arg, int r)
+{
+    if (IEZ_LIKELY(!iez_tracing) || r < 0)
+        return r;
+    if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC)
+        iez_trace_dup(fd, r);
+    else if (cmd == F_SETFL)
+        iez_trace_set_append(fd, !!((long)arg & O_APPEND));
+    return r;
+}
+
+IEZ_EXPORT int fcntl(int fd, int cmd, ...)
+{
+    va_list ap;
+    va_start(ap, cmd);
+    void *arg = va_arg(ap, void *);
+    va_end(ap);
+    return after_fcntl(fd, cmd, arg, iez_real.fcntl(fd, cmd, arg));
+}
+
+IEZ_EXPORT int fcntl64(int fd, int cmd, ...)
+{
+    va_list ap;
+    va_start(ap, cmd);
+    void *arg = va_arg(ap, void *);
+    va_end(ap);
+    return after_fcntl(fd, cmd, arg, iez_real.fcntl64(fd, cmd, arg));
+}
+
+/* -- data: a few instructions unless the descriptor is traced ------------------------------- */
+
+IEZ_EXPORT ssize_t write(int fd, const void *buf, size_t n)
+{
+    ssize_t r = iez_real.write(fd, buf, n);
+    iez_wrote(fd, r, -1);
+    return r;
+}
+
+IEZ_EXPORT ssize_t pwrite(int fd, const void *buf, size_t n, off_t off)
+{
+    ssize_t r = iez_real.pwrite(fd, buf, n, off);
+    iez_wrote(fd, r, off);
+    return r;
+}
+
+IEZ_EXPORT ssize_t pwrite64(int fd, const void *buf, size_t n, off_t off)
+{
+    ssize_t r = iez_real.pwrite64(fd, buf, n, off);
+    iez_wrote(fd, r, off);
+    return r;
+}
+
+IEZ_EXPORT ssize_t writev(int fd, const struct iovec *iov, int cnt)
+{
+    ssize_t r = iez_real.writev(fd, iov, cnt);
+    iez_wrote(fd, r, -1);
+    return r;
+}
+
+IEZ_EXPORT ssize_t pwritev(int fd, const struct iovec *iov, int cnt, off_t off)
+{
+    ssize_t r = iez_real.pwritev(fd, iov, cnt, off);
+    iez_wrote(fd, r, off);
+    return r;
+}
+
+IEZ_EXPORT ssize_t pwritev64(int fd, const struct iovec *iov, int cnt, off_t off)
+{
+    ssize_t r = iez_real.pwritev64(fd, iov, cnt, off);
+    iez_wrote(fd, r, off);
+    return r;
+}
+
+/* offset -1: at the file position, as writev */
+IEZ_EXPORT ssize_t pwritev2(int fd, const struct iovec *iov, int cnt, off_t off, int flags)
+{
+    ssize_t r = iez_real.pwritev2(fd, iov, cnt, off, flags);
+    iez_wrote(fd, r, off);
+    return r;
+}
+
+IEZ_EXPORT ssize_t pwritev64v2(int fd, const struct iovec *iov, int cnt, off_t off, int flags)
+{
+    ssize_t r = iez_real.pwritev64v2(fd, iov, cnt, off, flags);
+    iez_wrote(fd, r, off);
+    return r;
+}
+
+IEZ_EXPORT ssize_t read(int fd, void *buf, size_t n)
+{
+    ssize_t r = iez_real.read(fd, buf, n);
+    iez_read(fd, r, 1);
+    return r;
+}
+
+IEZ_EXPORT ssize_t readv(int fd, const struct iovec *iov, int cnt)
+{
+    ssize_t r = iez_real.readv(fd, iov, cnt);
+    iez_read(fd, r, 1);
+    return r;
+}
+
+IEZ_EXPORT ssize_t pread(int fd, void *buf, size_t n, off_t off)
+{
+    ssize_t r = iez_real.pread(fd, buf, n, off);
+    iez_read(fd, r, 0);
+    return r;
+}
+
+IEZ_EXPORT ssize_t pread64(int fd, void *buf, size_t n, off_t off)
+{
+    ssize_t r = iez_real.pread64(fd, buf, n, off);
+    iez_read(fd, r, 0);
+    return r;
+}
+
+IEZ_EXPORT ssize_t preadv(int fd, const struct iovec *iov, int cnt, off_t off)
+{
+    ssize_t r = iez_real.preadv(fd, iov, cnt, off);
+    iez_read(fd, r, 0);
+    return r;
+}
+
+IEZ_EXPORT ssize_t preadv64(int fd, const struct iovec *iov, int cnt, off_t off)
+{
+    ssize_t r = iez_real.preadv64(fd, iov, cnt, off);
+    iez_read(fd, r, 0);
+    return r;
+}
+
+IEZ_EXPORT off_t lseek(int fd, off_t off, int whence)
+{
+    off_t r = iez_real.lseek(fd, off, whence);
+    iez_seeked(fd, r);
+    return r;
+}
+
+IEZ_EXPORT off_t lseek64(int fd, off_t off, int whence)
+{
+    off_t r = iez_real.lseek64(fd, off, whence);
+    iez_seeked(fd, r);
+    return r;
+}
+
+/* In-kernel copies (cp uses copy_file_range, Python's shutil sendfile): bytes written too. */
+IEZ_EXPORT ssize_t sendfile(int out, int in, off_t *off, size_t n)
+{
+    ssize_t r = IEZ_REAL(sendfile)(out, in, off, n);
+    iez_wrote(out, r, -1);
+    iez_read(in, r, !off);
+    return r;
+}
+
+IEZ_EXPORT ssize_t sendfile64(int out, int in, off_t *off, size_t n)
+{
+    ssize_t r = IEZ_REAL(sendfile64)(out, in, off, n);
+    iez_wrote(out, r, -1);
+    iez_read(in, r, !off);
+    return r;
+}
+
+IEZ_EXPORT ssize_t copy_file_range(int in, off_t *inoff, int out, off_t *outoff, size_t n, unsigned flags)
+{
+    ssize_t r = IEZ_REAL(copy_file_range)(in, inoff, out, outoff, n, flags);
+    iez_wrote(out, r, outoff && r > 0 ? *outoff - r : -1); /* the kernel has moved *outoff past the copy */
+    iez_read(in, r, !inoff);
+    return r;
+}
+
+IEZ_EXPORT ssize_t splice(int in, off_t *inoff, int out, off_t *outoff, size_t n, unsigned flags)
+{
+    ssize_t r = IEZ_REAL(splice)(in, inoff, out, outoff, n, flags);
+    iez_wrote(out, r, outoff && r > 0 ? *outoff - r : -1);
+    iez_read(in, r, !inoff);
+    return r;
+}
+
+/* -- process end without exit(): finish the trace first -------------------------------------- */
+
+IEZ_EXPORT void _exit(int status)
+{
+    iez_fini();
+    iez_real._exit(status);
+    __builtin_unreachable();
+}
+
+IEZ_EXPORT void _Exit(int status)
+{
+    iez_fini();
+    iez_real._Exit(status);
+    __builtin_unreachable();
+}

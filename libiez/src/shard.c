@@ -1,0 +1,134 @@
+#include "shard.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "sysio.h"
+
+_Static_assert(sizeof(struct iez_shard_header) == IEZ_SHARD_HEADER_SIZE, "shard header is 512 bytes");
+_Static_assert(offsetof(struct iez_shard_header, crc) == 456, "header CRC at 456");
+_Static_assert(offsetof(struct iez_shard_header, end_ns) == 464, "end_ns at 464");
+_Static_assert(sizeof(struct iez_rec) == IEZ_REC_FIXED, "record head is 64 bytes");
+_Static_assert(offsetof(struct iez_rec, bytes_written) == 32, "counters at 32");
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "shards are little-endian; this host is not");
+
+uint32_t iez_crc32(uint32_t crc, const void *buf, size_t n)
+{
+    const unsigned char *p = buf;
+    crc = ~crc;
+    while (n--) {
+        crc ^= *p++;
+        for (int k = 0; k < 8; k++)
+            crc = (crc >> 1) ^ (0xEDB88320u & (0u - (crc & 1u)));
+    }
+    return ~crc;
+}
+
+/* Give the chunk real blocks, so that storing into the mapping can never fault for space. */
+static int reserve(int fd, off_t at)
+{
+    if (syscall(SYS_fallocate, fd, 0, at, (off_t)IEZ_SHARD_CHUNK) == 0)
+        return 0;
+    if (errno != EOPNOTSUPP && errno != ENOSYS)
+        return -1;
+    static const char zeros[4096];
+    for (off_t o = 0; o < (off_t)IEZ_SHARD_CHUNK; o += (off_t)sizeof zeros)
+        if (syscall(SYS_pwrite64, fd, zeros, sizeof zeros, at + o) != (long)sizeof zeros)
+            return -1;
+    return 0;
+}
+
+static char *map_chunk(int fd, size_t no)
+{
+    off_t at = (off_t)no * IEZ_SHARD_CHUNK;
+    if (reserve(fd, at))
+        return NULL;
+    void *p = mmap(NULL, IEZ_SHARD_CHUNK, PROT_READ | PROT_WRITE, MAP_SHARED, fd, at);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+int iez_shard_create(struct iez_shard *sh, const char *dir, const struct iez_shard_ident *id)
+{
+    memset(sh, 0, sizeof *sh);
+    if (syscall(SYS_mkdirat, AT_FDCWD, dir, 0777) < 0 && errno != EEXIST)
+        return -errno;
+    int fd = -1;
+    for (int seq = 0; fd < 0 && seq < 1000; seq++) {
+        snprintf(sh->path, sizeof sh->path, "%s/iez.%s.%d.%d.shard", dir, id->host, (int)getpid(), seq);
+        fd = iez_sys_openat(AT_FDCWD, sh->path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        if (fd < 0 && errno != EEXIST)
+            return -errno;
+    }
+    if (fd < 0)
+        return -EEXIST;
+    sh->chunk = map_chunk(fd, 0);
+    int e = errno;
+    iez_sys_close(fd);
+    if (!sh->chunk)
+        return -e;
+    struct iez_shard_header *h = (struct iez_shard_header *)sh->chunk;
+    memcpy(h->magic, IEZ_SHARD_MAGIC, 8);
+    h->version = IEZ_SHARD_VERSION;
+    h->header_size = IEZ_SHARD_HEADER_SIZE;
+    h->chunk_size = IEZ_SHARD_CHUNK;
+    h->pid = (int32_t)getpid();
+    h->ppid = (int32_t)getppid();
+    h->rank = id->rank;
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    h->start_ns = (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+    snprintf(h->app, sizeof h->app, "%s", id->app);
+    snprintf(h->run, sizeof h->run, "%s", id->run);
+    snprintf(h->host, sizeof h->host, "%s", id->host);
+    h->crc = iez_crc32(0, h, offsetof(struct iez_shard_header, crc));
+    sh->hdr = h;
+    sh->used = IEZ_SHARD_HEADER_SIZE;
+    return 0;
+}
+
+struct iez_rec *iez_shard_alloc(struct iez_shard *sh, size_t size)
+{
+    if (sh->broken || !sh->chunk || size > IEZ_SHARD_CHUNK - IEZ_SHARD_HEADER_SIZE)
+        return NULL;
+    if (sh->used + size > IEZ_SHARD_CHUNK) {
+        /* the tail of this chunk stays zero: readers move on to the next chunk */
+        int fd = iez_sys_openat(AT_FDCWD, sh->path, O_RDWR | O_CLOEXEC, 0);
+        char *c = fd < 0 ? NULL : map_chunk(fd, sh->chunk_no + 1);
+        if (fd >= 0)
+            iez_sys_close(fd);
+        if (!c) {
+            sh->broken = 1;
+            return NULL;
+        }
+        sh->chunk = c;
+        sh->chunk_no++;
+        sh->used = 0;
+    }
+    struct iez_rec *r = (struct iez_rec *)(sh->chunk + sh->used);
+    sh->used += size;
+    /* the size goes in first: a reader can step over a record that was never committed */
+    __atomic_store_n(&r->size, (uint32_t)size, __ATOMIC_RELEASE);
+    return r;
+}
+
+void iez_shard_commit(struct iez_rec *r)
+{
+    uint32_t crc = iez_crc32(0, (const char *)r + 12, 20);
+    r->crc = iez_crc32(crc, (const char *)r + IEZ_REC_FIXED, (size_t)r->path_len + r->lum_len);
+    __atomic_store_n(&r->magic, IEZ_REC_MAGIC, __ATOMIC_RELEASE);
+}
+
+void iez_shard_seal(struct iez_shard *sh)
+{
+    if (!sh->chunk)
+        return;
+    sh->broken = 1; /* no record may be added past the new end of file */
+    syscall(SYS_truncate, sh->path, (off_t)(sh->chunk_no * IEZ_SHARD_CHUNK + sh->used));
+}

@@ -1,0 +1,85 @@
+/* The trace shard: one file per process in IEZ_TRACE_DIR (format: docs/trace-format.md).
+ *
+ * The file is mapped MAP_SHARED in fixed-size chunks, and every counter is updated in place, so
+ * what the page cache holds is the trace: nothing is lost when the process is killed, calls
+ * _exit or execs. A record is published by writing its magic last; a reader skips anything
+ * whose magic or CRC is not right. Chunks are allocated on disk before use (fallocate), so a
+ * full disk stops tracing instead of raising SIGBUS in the application. */
+#ifndef IEZ_SHARD_H
+#define IEZ_SHARD_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define IEZ_SHARD_MAGIC "IEZTRACE"
+#define IEZ_SHARD_VERSION 1
+#define IEZ_SHARD_HEADER_SIZE 512
+#define IEZ_SHARD_CHUNK (128u << 10)
+#define IEZ_REC_MAGIC 0x525A4549u /* the bytes "IEZR" */
+#define IEZ_REC_FIXED 64
+
+/* header flags */
+#define IEZ_SHARD_CLEAN_EXIT 0x1u    /* the process finished normally (exit or _exit) */
+#define IEZ_SHARD_PLAN_LOADED 0x2u
+#define IEZ_SHARD_PLAN_REJECTED 0x4u
+
+/* record flags */
+#define IEZ_REC_CREATED 0x1u         /* this process created the file */
+#define IEZ_REC_PLAN_HIT 0x2u        /* created from the plan */
+#define IEZ_REC_PLAN_MISS 0x4u       /* created on Lustre / the emulated cluster, not in the plan */
+
+struct iez_shard_header {            /* 512 bytes at offset 0; all fields little-endian */
+    char magic[8];                   /* "IEZTRACE" */
+    uint32_t version, header_size, chunk_size;
+    int32_t pid, ppid, rank;
+    uint64_t start_ns;               /* CLOCK_REALTIME, ns */
+    char app[128], run[128], host[64];
+    char reserved[96];
+    uint32_t crc;                    /* CRC-32 (zlib) of bytes [0, 456) */
+    /* live fields, updated in place */
+    uint32_t flags;
+    uint64_t end_ns;                 /* 0 until the process finishes */
+    uint64_t plan_hits, plan_misses, plan_entries;
+    char reserved2[16];
+};
+
+struct iez_rec {                     /* IEZ_REC_FIXED bytes, then path, then layout, 8-aligned */
+    uint32_t magic;                  /* IEZ_REC_MAGIC, stored last */
+    uint32_t size;                   /* whole record, a multiple of 8 */
+    uint32_t crc;                    /* CRC-32 of bytes [12, 32) and of path + layout */
+    uint8_t api, flags;
+    uint16_t path_len, lum_len;      /* layout = the file's lov_user_md, as the FS returned it */
+    uint8_t reserved[6];
+    uint64_t open_ns;
+    /* live counters */
+    uint64_t bytes_written, bytes_read, max_offset;
+    uint64_t close_ns;               /* last close; 0 = open when the process ended */
+};
+
+struct iez_shard {
+    char path[4096];
+    struct iez_shard_header *hdr;
+    char *chunk;                     /* the chunk records are being added to */
+    size_t chunk_no, used;           /* its index, and bytes used in it */
+    int broken;                      /* a chunk could not be added: no more records */
+};
+
+struct iez_shard_ident {
+    const char *app, *run, *host;
+    int rank;
+};
+
+/* Create the shard file in dir: 0, or -errno. */
+int iez_shard_create(struct iez_shard *sh, const char *dir, const struct iez_shard_ident *id);
+/* Room for a record of size bytes (a multiple of 8, at most a chunk less the header), zeroed;
+ * NULL when no more can be added. The caller serialises calls. */
+struct iez_rec *iez_shard_alloc(struct iez_shard *sh, size_t size);
+/* Publish a filled record: its CRC, then its magic. */
+void iez_shard_commit(struct iez_rec *r);
+/* At the end of the process: cut the file after the last record. */
+void iez_shard_seal(struct iez_shard *sh);
+
+uint32_t iez_crc32(uint32_t crc, const void *buf, size_t n);
+
+#endif

@@ -1,0 +1,386 @@
+#include "trace.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "hash.h"
+#include "log.h"
+#include "sysio.h"
+
+struct iez_ofd **iez_fdtab[IEZ_FD_CHUNKS];
+
+/* Everything below is guarded by `lock`, except the lock-free lookups and counter updates of
+ * the write path. */
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static struct iez_shard shard;
+static int shard_state;              /* 0 not yet made, 1 in use, -1 failed */
+static int finished;
+
+struct ofd_block {
+    struct ofd_block *next;
+    struct iez_ofd ofd[64];
+};
+static struct ofd_block *blocks;
+static struct iez_ofd *free_ofds;
+
+/* (api, path) -> latest record, open addressing; the key lives in the record itself */
+static struct iez_rec **tab;
+static size_t tab_mask, tab_n;
+static size_t nrecords;
+
+static uint64_t plan_hits, plan_misses, plan_entries;
+static uint32_t plan_flags;
+
+void iez_trace_lock(void) { pthread_mutex_lock(&lock); }
+void iez_trace_unlock(void) { pthread_mutex_unlock(&lock); }
+
+static const char *rec_path(const struct iez_rec *r) { return (const char *)r + IEZ_REC_FIXED; }
+
+static void publish_plan_counts(void)
+{
+    if (shard_state != 1)
+        return;
+    __atomic_store_n(&shard.hdr->plan_hits, plan_hits, __ATOMIC_RELAXED);
+    __atomic_store_n(&shard.hdr->plan_misses, plan_misses, __ATOMIC_RELAXED);
+    __atomic_store_n(&shard.hdr->plan_entries, plan_entries, __ATOMIC_RELAXED);
+    __atomic_or_fetch(&shard.hdr->flags, plan_flags, __ATOMIC_RELAXED);
+}
+
+static int ensure_shard(void)
+{
+    if (shard_state)
+        return shard_state;
+    struct iez_shard_ident id = {iez_cfg.app, iez_cfg.run, iez_cfg.host, iez_cfg.rank};
+    int rc = iez_shard_create(&shard, iez_cfg.trace_dir, &id);
+    if (rc) {
+        shard_state = -1;
+        iez_log_once(IEZ_LOG_TRACE, "cannot write a trace shard in %s: %s; not tracing", iez_cfg.trace_dir, strerror(-rc));
+        return -1;
+    }
+    shard_state = 1;
+    publish_plan_counts();
+    return 1;
+}
+
+static struct iez_rec **tab_find(int api, const char *path, size_t len, uint64_t h)
+{
+    for (size_t i = h & tab_mask;; i = (i + 1) & tab_mask) {
+        struct iez_rec *r = tab[i];
+        if (!r || (r->api == api && r->path_len == len && !memcmp(rec_path(r), path, len)))
+            return &tab[i];
+    }
+}
+
+static int tab_grow(void)
+{
+    size_t cap = tab ? 2 * (tab_mask + 1) : 256;
+    struct iez_rec **old = tab;
+    size_t oldcap = tab ? tab_mask + 1 : 0;
+    tab = calloc(cap, sizeof *tab);
+    if (!tab) {
+        tab = old;
+        return -1;
+    }
+    tab_mask = cap - 1;
+    for (size_t i = 0; i < oldcap; i++)
+        if (old[i])
+            *tab_find(old[i]->api, rec_path(old[i]), old[i]->path_len,
+                      iez_hash(rec_path(old[i]), old[i]->path_len, (uint64_t)old[i]->api)) = old[i];
+    free(old);
+    return 0;
+}
+
+/* The record of (api, path): the current one, or a new one when this open created the file
+ * (a new file under an old name). */
+static struct iez_rec *record_for(const struct iez_file_info *fi)
+{
+    if (fi->path_len > UINT16_MAX || fi->lum_len > UINT16_MAX || ensure_shard() != 1)
+        return NULL;
+    if ((tab_n + 1) * 2 > (tab ? tab_mask + 1 : 0) && tab_grow())
+        return NULL;
+    uint64_t h = iez_hash(fi->path, fi->path_len, (uint64_t)fi->api);
+    struct iez_rec **slot = tab_find(fi->api, fi->path, fi->path_len, h);
+    if (*slot && !fi->created)
+        return *slot;
+    size_t size = (IEZ_REC_FIXED + fi->path_len + fi->lum_len + 7) & ~(size_t)7;
+    struct iez_rec *r = iez_shard_alloc(&shard, size);
+    if (!r) {
+        iez_log_once(IEZ_LOG_TRACE, "the trace shard %s cannot grow: later files are not traced", shard.path);
+        return NULL;
+    }
+    r->api = (uint8_t)fi->api;
+    r->flags = (uint8_t)((fi->created ? IEZ_REC_CREATED : 0) | (fi->plan == IEZ_PLAN_HIT ? IEZ_REC_PLAN_HIT : 0) |
+                         (fi->plan == IEZ_PLAN_MISS ? IEZ_REC_PLAN_MISS : 0));
+    r->path_len = (uint16_t)fi->path_len;
+    r->lum_len = (uint16_t)fi->lum_len;
+    r->open_ns = iez_now_ns();
+    memcpy((char *)r + IEZ_REC_FIXED, fi->path, fi->path_len);
+    if (fi->lum_len)
+        memcpy((char *)r + IEZ_REC_FIXED + fi->path_len, fi->lum, fi->lum_len);
+    iez_shard_commit(r);
+    if (!*slot)
+        tab_n++;
+    *slot = r;
+    nrecords++;
+    return r;
+}
+
+static struct iez_ofd *ofd_new(void)
+{
+    if (!free_ofds) {
+        struct ofd_block *b = calloc(1, sizeof *b);
+        if (!b)
+            return NULL;
+        b->next = blocks;
+        blocks = b;
+        for (size_t i = 0; i < 64; i++) {
+            b->ofd[i].next_free = free_ofds;
+            free_ofds = &b->ofd[i];
+        }
+    }
+    struct iez_ofd *o = free_ofds;
+    free_ofds = o->next_free;
+    return o;
+}
+
+static void ofd_put(struct iez_ofd *o)
+{
+    if (__atomic_sub_fetch(&o->refs, 1, __ATOMIC_ACQ_REL) != 0)
+        return;
+    if (o->gen == iez_gen && o->rec)
+        __atomic_store_n(&o->rec->close_ns, iez_now_ns(), __ATOMIC_RELAXED);
+    o->next_free = free_ofds;
+    free_ofds = o;
+}
+
+/* Point fd at o (NULL: at nothing); the previous occupant, if any. */
+static struct iez_ofd *slot_xchg(int fd, struct iez_ofd *o)
+{
+    if ((unsigned)fd >= IEZ_FD_CHUNK * IEZ_FD_CHUNKS)
+        return NULL;
+    struct iez_ofd ***c = &iez_fdtab[(unsigned)fd / IEZ_FD_CHUNK];
+    if (!*c) {
+        if (!o)
+            return NULL;
+        struct iez_ofd **chunk = calloc(IEZ_FD_CHUNK, sizeof *chunk);
+        if (!chunk)
+            return NULL;
+        __atomic_store_n(c, chunk, __ATOMIC_RELEASE);
+    }
+    return __atomic_exchange_n(&(*c)[(unsigned)fd % IEZ_FD_CHUNK], o, __ATOMIC_ACQ_REL);
+}
+
+static int fd_trackable(int fd) { return (unsigned)fd < IEZ_FD_CHUNK * IEZ_FD_CHUNKS; }
+
+void iez_trace_opened(int fd, const struct iez_file_info *fi)
+{
+    if (!iez_tracing || !fd_trackable(fd))
+        return;
+    pthread_mutex_lock(&lock);
+    struct iez_rec *r = finished ? NULL : record_for(fi);
+    struct iez_ofd *o = r ? ofd_new() : NULL;
+    if (o) {
+        o->rec = r;
+        o->gen = iez_gen;
+        o->refs = 1;
+        o->ask_pos = (fi->oflags & O_APPEND) || fi->shared;
+        __atomic_store_n(&o->pos, fi->pos, __ATOMIC_RELAXED);
+    }
+    struct iez_ofd *prev = slot_xchg(fd, o);
+    if (prev) /* a descriptor closed behind our back (e.g. by a raw syscall) */
+        ofd_put(prev);
+    pthread_mutex_unlock(&lock);
+}
+
+void iez_trace_closed(int fd)
+{
+    if (!iez_tracing || !iez_fd_get(fd) || !iez_owner())
+        return;
+    pthread_mutex_lock(&lock);
+    struct iez_ofd *o = slot_xchg(fd, NULL);
+    if (o)
+        ofd_put(o);
+    pthread_mutex_unlock(&lock);
+}
+
+void iez_trace_dup(int oldfd, int newfd)
+{
+    if (!iez_tracing || oldfd == newfd || (!iez_fd_get(oldfd) && !iez_fd_get(newfd)) || !iez_owner())
+        return;
+    pthread_mutex_lock(&lock);
+    struct iez_ofd *o = iez_fd_get(oldfd);
+    if (o && fd_trackable(newfd))
+        __atomic_add_fetch(&o->refs, 1, __ATOMIC_ACQ_REL);
+    else
+        o = NULL;
+    struct iez_ofd *prev = slot_xchg(newfd, o);
+    if (prev)
+        ofd_put(prev);
+    pthread_mutex_unlock(&lock);
+}
+
+void iez_trace_close_range(unsigned first, unsigned last)
+{
+    if (!iez_tracing || !iez_owner())
+        return;
+    pthread_mutex_lock(&lock);
+    for (unsigned c = first / IEZ_FD_CHUNK; c < IEZ_FD_CHUNKS && c <= last / IEZ_FD_CHUNK; c++) {
+        if (!iez_fdtab[c])
+            continue;
+        unsigned lo = c == first / IEZ_FD_CHUNK ? first % IEZ_FD_CHUNK : 0;
+        unsigned hi = c == last / IEZ_FD_CHUNK ? last % IEZ_FD_CHUNK : IEZ_FD_CHUNK - 1;
+        for (unsigned i = lo; i <= hi; i++) {
+            struct iez_ofd *o = __atomic_exchange_n(&iez_fdtab[c][i], NULL, __ATOMIC_ACQ_REL);
+            if (o)
+                ofd_put(o);
+        }
+    }
+    pthread_mutex_unlock(&lock);
+}
+
+void iez_trace_set_append(int fd, int append)
+{
+    struct iez_ofd *o = iez_tracing && append ? iez_fd_get(fd) : NULL;
+    if (o)
+        __atomic_store_n(&o->ask_pos, 1, __ATOMIC_RELAXED);
+}
+
+/* In a fork child, o still names the parent's record: give it one in the child's own shard. */
+static struct iez_rec *rebind(struct iez_ofd *o)
+{
+    int saved = errno;
+    pthread_mutex_lock(&lock);
+    if (__atomic_load_n(&o->gen, __ATOMIC_RELAXED) != iez_gen) {
+        struct iez_rec *old = o->rec;
+        struct iez_file_info fi = {0};
+        if (old && !finished) {
+            fi.api = old->api;
+            fi.path = rec_path(old);
+            fi.path_len = old->path_len;
+            fi.lum = rec_path(old) + old->path_len;
+            fi.lum_len = old->lum_len;
+        }
+        o->rec = old && !finished ? record_for(&fi) : NULL;
+        __atomic_store_n(&o->gen, iez_gen, __ATOMIC_RELEASE);
+    }
+    struct iez_rec *r = o->rec;
+    pthread_mutex_unlock(&lock);
+    errno = saved;
+    return r;
+}
+
+static inline struct iez_rec *rec_of(struct iez_ofd *o)
+{
+    if (IEZ_UNLIKELY(__atomic_load_n(&o->gen, __ATOMIC_ACQUIRE) != iez_gen))
+        return iez_owner() ? rebind(o) : NULL;
+    return o->rec;
+}
+
+static void max_store(uint64_t *at, uint64_t v)
+{
+    uint64_t cur = __atomic_load_n(at, __ATOMIC_RELAXED);
+    while (cur < v && !__atomic_compare_exchange_n(at, &cur, v, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        ;
+}
+
+void iez_trace_wrote(struct iez_ofd *o, int fd, uint64_t n, int64_t off)
+{
+    struct iez_rec *r = rec_of(o);
+    if (!r)
+        return;
+    __atomic_fetch_add(&r->bytes_written, n, __ATOMIC_RELAXED);
+    uint64_t end;
+    if (off >= 0) {
+        end = (uint64_t)off + n;
+    } else if (__atomic_load_n(&o->ask_pos, __ATOMIC_RELAXED)) {
+        /* an appending write lands at the end of file, and a shared position moves under us */
+        int saved = errno;
+        off_t p = iez_sys_lseek(fd, 0, SEEK_CUR);
+        errno = saved;
+        if (p < 0)
+            return;
+        end = (uint64_t)p;
+        __atomic_store_n(&o->pos, end, __ATOMIC_RELAXED);
+    } else {
+        end = __atomic_add_fetch(&o->pos, n, __ATOMIC_RELAXED);
+    }
+    max_store(&r->max_offset, end);
+}
+
+void iez_trace_read(struct iez_ofd *o, uint64_t n, int at_position)
+{
+    struct iez_rec *r = rec_of(o);
+    if (!r)
+        return;
+    __atomic_fetch_add(&r->bytes_read, n, __ATOMIC_RELAXED);
+    if (at_position)
+        __atomic_fetch_add(&o->pos, n, __ATOMIC_RELAXED);
+}
+
+void iez_trace_seeked(struct iez_ofd *o, uint64_t pos) { __atomic_store_n(&o->pos, pos, __ATOMIC_RELAXED); }
+
+void iez_trace_plan_count(int outcome, size_t entries, int rejected)
+{
+    if (!iez_cfg.trace_dir[0])
+        return;
+    pthread_mutex_lock(&lock);
+    plan_hits += outcome == IEZ_PLAN_HIT;
+    plan_misses += outcome == IEZ_PLAN_MISS;
+    plan_entries = entries;
+    plan_flags = rejected ? IEZ_SHARD_PLAN_REJECTED : entries ? IEZ_SHARD_PLAN_LOADED : 0;
+    if (!finished && ensure_shard() == 1)
+        publish_plan_counts();
+    pthread_mutex_unlock(&lock);
+}
+
+void iez_trace_forked(void)
+{
+    for (struct ofd_block *b = blocks; b; b = b->next)
+        for (size_t i = 0; i < 64; i++)
+            if (__atomic_load_n(&b->ofd[i].refs, __ATOMIC_RELAXED) > 0)
+                __atomic_store_n(&b->ofd[i].ask_pos, 1, __ATOMIC_RELAXED);
+}
+
+void iez_trace_fork_child(void)
+{
+    /* the forking thread held the lock across fork; the child starts afresh with its own shard */
+    pthread_mutex_init(&lock, NULL);
+    memset(&shard, 0, sizeof shard);
+    shard_state = 0;
+    finished = 0;
+    if (tab)
+        memset(tab, 0, (tab_mask + 1) * sizeof *tab);
+    tab_n = nrecords = 0;
+    plan_hits = plan_misses = 0;
+}
+
+void iez_trace_fini(void)
+{
+    pthread_mutex_lock(&lock);
+    if (finished) {
+        pthread_mutex_unlock(&lock);
+        return;
+    }
+    finished = 1;
+    if (shard_state == 1) {
+        uint64_t now = iez_now_ns();
+        /* what is still open is closed by the exit itself */
+        for (struct ofd_block *b = blocks; b; b = b->next)
+            for (size_t i = 0; i < 64; i++) {
+                struct iez_ofd *o = &b->ofd[i];
+                if (__atomic_load_n(&o->refs, __ATOMIC_ACQUIRE) > 0 && o->gen == iez_gen && o->rec)
+                    __atomic_store_n(&o->rec->close_ns, now, __ATOMIC_RELAXED);
+            }
+        __atomic_store_n(&shard.hdr->end_ns, now, __ATOMIC_RELAXED);
+        __atomic_or_fetch(&shard.hdr->flags, IEZ_SHARD_CLEAN_EXIT, __ATOMIC_RELEASE);
+        iez_shard_seal(&shard);
+    }
+    if (plan_hits || plan_misses || nrecords)
+        iez_log("%zu files traced; plan: %llu hits, %llu misses (%llu entries)", nrecords,
+                (unsigned long long)plan_hits, (unsigned long long)plan_misses, (unsigned long long)plan_entries);
+    pthread_mutex_unlock(&lock);
+}

@@ -1,0 +1,106 @@
+/* Tracing (seed 000's miniRecorder): per file of this process, whether it created it, bytes
+ * written and read, the highest offset written, the layout it ended up with, open and close
+ * times. Records live in the shard (shard.h); the descriptor table below finds them without a
+ * lock, so the write path costs a few instructions. */
+#ifndef IEZ_TRACE_H
+#define IEZ_TRACE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "core.h"
+#include "shard.h"
+
+/* What a file descriptor refers to, shared by its duplicates as the kernel's open file
+ * description is. Never freed (recycled through a free list), so a racing lookup is safe. */
+struct iez_ofd {
+    struct iez_rec *rec;             /* NULL: nothing to record (no room in the shard) */
+    uint64_t pos;                    /* our view of the file position (atomic) */
+    int refs;                        /* descriptors (atomic) */
+    unsigned gen;                    /* iez_gen when rec was bound; differs in a fork child */
+    int ask_pos;                     /* the position is not ours alone (O_APPEND, shared with
+                                        another process): ask the kernel after a write */
+    struct iez_ofd *next_free;
+};
+
+#define IEZ_FD_CHUNK 1024u
+#define IEZ_FD_CHUNKS 1024u          /* descriptors below 1M are traced */
+extern struct iez_ofd **iez_fdtab[IEZ_FD_CHUNKS];
+
+static inline struct iez_ofd *iez_fd_get(int fd)
+{
+    if ((unsigned)fd >= IEZ_FD_CHUNK * IEZ_FD_CHUNKS)
+        return NULL;
+    struct iez_ofd **c = __atomic_load_n(&iez_fdtab[(unsigned)fd / IEZ_FD_CHUNK], __ATOMIC_ACQUIRE);
+    return c ? __atomic_load_n(&c[(unsigned)fd % IEZ_FD_CHUNK], __ATOMIC_ACQUIRE) : NULL;
+}
+
+/* Accounting for an operation on a traced descriptor. off < 0: at the file position. */
+void iez_trace_wrote(struct iez_ofd *o, int fd, uint64_t n, int64_t off);
+void iez_trace_read(struct iez_ofd *o, uint64_t n, int at_position);
+void iez_trace_seeked(struct iez_ofd *o, uint64_t pos);
+
+static inline void iez_wrote(int fd, ssize_t n, int64_t off)
+{
+    if (IEZ_LIKELY(!iez_tracing) || n <= 0)
+        return;
+    struct iez_ofd *o = iez_fd_get(fd);
+    if (o)
+        iez_trace_wrote(o, fd, (uint64_t)n, off);
+}
+
+static inline void iez_read(int fd, ssize_t n, int at_position)
+{
+    if (IEZ_LIKELY(!iez_tracing) || n <= 0)
+        return;
+    struct iez_ofd *o = iez_fd_get(fd);
+    if (o)
+        iez_trace_read(o, (uint64_t)n, at_position);
+}
+
+static inline void iez_seeked(int fd, int64_t pos)
+{
+    if (IEZ_LIKELY(!iez_tracing) || pos < 0)
+        return;
+    struct iez_ofd *o = iez_fd_get(fd);
+    if (o)
+        iez_trace_seeked(o, (uint64_t)pos);
+}
+
+#define IEZ_PLAN_NONE 0
+#define IEZ_PLAN_HIT 1
+#define IEZ_PLAN_MISS 2
+
+struct iez_file_info {
+    int api;                         /* enum iez_api */
+    const char *path;                /* absolute */
+    size_t path_len;
+    int oflags;                      /* open flags: O_APPEND matters */
+    uint64_t pos;                    /* the file position now */
+    int shared;                      /* inherited: another process may move the position */
+    int created;                     /* this process created the file */
+    int plan;                        /* IEZ_PLAN_* */
+    const void *lum;                 /* its layout, lov_user_md bytes (lum_len 0: unknown) */
+    size_t lum_len;
+};
+
+/* A file was opened on fd: trace it from now on. */
+void iez_trace_opened(int fd, const struct iez_file_info *fi);
+/* fd is being closed, or replaced (dup2 target). */
+void iez_trace_closed(int fd);
+void iez_trace_dup(int oldfd, int newfd);
+void iez_trace_close_range(unsigned first, unsigned last);
+void iez_trace_set_append(int fd, int append);
+/* After fork, in parent and child: every descriptor open now shares its position. */
+void iez_trace_forked(void);
+/* A create on Lustre or the emulated cluster: found in the plan (IEZ_PLAN_HIT), missing
+ * from it (IEZ_PLAN_MISS), or the plan was rejected (IEZ_PLAN_NONE). */
+void iez_trace_plan_count(int outcome, size_t plan_entries, int rejected);
+
+void iez_trace_lock(void);
+void iez_trace_unlock(void);
+void iez_trace_fork_child(void);
+void iez_trace_fini(void);
+
+#endif

@@ -1,0 +1,115 @@
+/* iez-probe: runs libiez's pure core (plan parser, layout format, lov_user_md encoder, path
+ * normalisation) on its arguments, so the Python tests can hold it against iez.plan and
+ * iez.layout.lum, and the benchmark can time a plan load.
+ *
+ *   iez-probe plan FILE            OK <n> then PATH<TAB>LAYOUT<TAB>LUM-HEX per entry, or ERR <why>
+ *   iez-probe load FILE            OK <n> <seconds> <max RSS KiB>, or ERR <why>
+ *   iez-probe find FILE PATH...    LAYOUT, or "-" per path
+ *   iez-probe layout SPEC [PATTERN]   LAYOUT<TAB>LUM-HEX, or ERR <why>
+ *   iez-probe path BASE PATH       the normalised absolute path
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include "layout.h"
+#include "lum.h"
+#include "path.h"
+#include "plan.h"
+
+static int print_layout(const char *spec, size_t len, unsigned pattern)
+{
+    struct iez_layout lay = {0};
+    char err[256];
+    if (iez_layout_parse(spec, len, &lay, err, sizeof err)) {
+        printf("ERR %s\n", err);
+        iez_layout_free(&lay);
+        return 1;
+    }
+    for (uint32_t i = 0; i < lay.ncomp; i++)
+        lay.comp[i].s.pattern = pattern;
+    size_t cap = iez_lum_size(&lay), fcap = 2 * len + 64;
+    unsigned char *buf = aligned_alloc(8, (cap + 7) / 8 * 8);
+    char *text = malloc(fcap);
+    size_t n = iez_lum_encode(&lay, buf, cap);
+    if (iez_layout_format(&lay, text, fcap) < 0 || n != cap) {
+        printf("ERR cannot format or encode\n");
+        return 1;
+    }
+    printf("%s\t", text);
+    for (size_t i = 0; i < n; i++)
+        printf("%02x", buf[i]);
+    putchar('\n');
+    free(buf);
+    free(text);
+    iez_layout_free(&lay);
+    return 0;
+}
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+int main(int argc, char **argv)
+{
+    char err[512];
+    if (argc >= 3 && !strcmp(argv[1], "plan")) {
+        struct iez_plan *plan = iez_plan_load(argv[2], err, sizeof err);
+        if (!plan) {
+            printf("ERR %s\n", err);
+            return 2;
+        }
+        printf("OK %zu\n", iez_plan_size(plan));
+        size_t it = 0, plen, slen;
+        const char *path, *spec;
+        while (iez_plan_next(plan, &it, &path, &plen, &spec, &slen)) {
+            printf("%.*s\t", (int)plen, path);
+            if (print_layout(spec, slen, IEZ_PATTERN_RAID0))
+                return 1;
+        }
+        iez_plan_free(plan);
+        return 0;
+    }
+    if (argc >= 3 && !strcmp(argv[1], "load")) {
+        double t0 = now();
+        struct iez_plan *plan = iez_plan_load(argv[2], err, sizeof err);
+        double dt = now() - t0;
+        if (!plan) {
+            printf("ERR %s\n", err);
+            return 2;
+        }
+        struct rusage ru;
+        getrusage(RUSAGE_SELF, &ru);
+        printf("OK %zu %.6f %ld\n", iez_plan_size(plan), dt, ru.ru_maxrss);
+        return 0;
+    }
+    if (argc >= 3 && !strcmp(argv[1], "find")) {
+        struct iez_plan *plan = iez_plan_load(argv[2], err, sizeof err);
+        if (!plan) {
+            printf("ERR %s\n", err);
+            return 2;
+        }
+        for (int i = 3; i < argc; i++) {
+            size_t slen;
+            const char *spec = iez_plan_find(plan, argv[i], strlen(argv[i]), &slen);
+            printf("%.*s\n", spec ? (int)slen : 1, spec ? spec : "-");
+        }
+        return 0;
+    }
+    if (argc >= 3 && !strcmp(argv[1], "layout"))
+        return print_layout(argv[2], strlen(argv[2]), argc > 3 ? (unsigned)strtoul(argv[3], NULL, 0) : IEZ_PATTERN_RAID0);
+    if (argc == 4 && !strcmp(argv[1], "path")) {
+        char out[8192];
+        if (iez_path_normalize(argv[2], argv[3], out, sizeof out) < 0)
+            return 1;
+        puts(out);
+        return 0;
+    }
+    fprintf(stderr, "usage: iez-probe plan|load|find|layout|path ...\n");
+    return 2;
+}

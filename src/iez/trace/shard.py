@@ -1,0 +1,244 @@
+"""Reading libiez trace shards: one file per traced process (format: docs/trace-format.md).
+
+`read_shards(DIR)` gives every intact `FileRecord` of every shard in DIR; `load_trace(DIR)`
+also gives each process's header (app, run, plan hits and misses, clean exit) and one warning
+line per damaged shard. A shard written by a process that was killed, or copied while it was
+running, is read as far as its records are intact: each record carries a CRC and is published
+by its magic, written last, so a torn or garbled record is skipped, never misread.
+"""
+
+from __future__ import annotations
+
+import struct
+import warnings
+import zlib
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from iez.errors import IezError
+from iez.plan import format_layout
+from iez.trace.record import FileRecord
+
+MAGIC = b"IEZTRACE"
+VERSION = 1
+SUFFIX = ".shard"
+REC_MAGIC = 0x525A4549  # the bytes "IEZR"
+REC_FIXED = 64
+HEADER_CRC_END = 456
+
+# header: magic, version, header_size, chunk_size, pid, ppid, rank, start_ns, app, run, host
+_HEAD = struct.Struct("<8sIIIiiiQ128s128s64s")
+# live header fields at 456: crc, flags, end_ns, plan_hits, plan_misses, plan_entries
+_LIVE = struct.Struct("<IIQQQQ")
+# record: magic, size, crc, api, flags, path_len, lum_len, (6 reserved), open_ns,
+#         bytes_written, bytes_read, max_offset, close_ns
+_REC = struct.Struct("<IIIBBHH6xQQQQQ")
+assert _HEAD.size == 360 and _REC.size == REC_FIXED
+
+CLEAN_EXIT, PLAN_LOADED, PLAN_REJECTED = 0x1, 0x2, 0x4
+REC_CREATED, REC_PLAN_HIT, REC_PLAN_MISS = 0x1, 0x2, 0x4
+APIS = {0: "posix", 1: "stdio", 2: "mpiio", 3: "hdf5"}
+
+
+class ShardWarning(UserWarning):
+    """A shard was damaged or truncated: its intact records were still read."""
+
+
+@dataclass(frozen=True)
+class Shard:
+    """One traced process: its header and its intact records."""
+
+    path: Path
+    app: str
+    run: str
+    host: str
+    pid: int
+    ppid: int
+    rank: int
+    start_time: float
+    end_time: float  # 0.0: the process did not finish normally (killed, exec'd) or still runs
+    clean_exit: bool
+    plan: str  # "none" | "loaded" | "rejected"
+    plan_hits: int
+    plan_misses: int
+    plan_entries: int
+    records: tuple[FileRecord, ...]
+    warning: str | None = None
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """Plan hits and misses of one run, over all its processes (seed 000 §IV: the control
+    plane traces an application again when more than half of its files miss the plan)."""
+
+    app: str
+    run: str
+    processes: int
+    files: int
+    plan_hits: int
+    plan_misses: int
+    plan_rejected: bool
+
+    @property
+    def miss_ratio(self) -> float:
+        total = self.plan_hits + self.plan_misses
+        return self.plan_misses / total if total else 0.0
+
+    @property
+    def needs_retrace(self) -> bool:
+        return self.miss_ratio > 0.5 or self.plan_rejected
+
+
+@dataclass
+class Trace:
+    shards: list[Shard] = field(default_factory=list)
+
+    @property
+    def records(self) -> list[FileRecord]:
+        return [r for s in self.shards for r in s.records]
+
+    @property
+    def warnings(self) -> list[str]:
+        return [s.warning for s in self.shards if s.warning]
+
+    def runs(self) -> list[RunSummary]:
+        groups: dict[tuple[str, str], list[Shard]] = defaultdict(list)
+        for s in self.shards:
+            groups[(s.app, s.run)].append(s)
+        return [RunSummary(app, run, len(ss), len({r.path for s in ss for r in s.records}),
+                           sum(s.plan_hits for s in ss), sum(s.plan_misses for s in ss),
+                           any(s.plan == "rejected" for s in ss))
+                for (app, run), ss in sorted(groups.items())]
+
+
+def _text(raw: bytes) -> str:
+    return raw.split(b"\0", 1)[0].decode("utf-8", "replace")
+
+
+def _layout_fields(lum: bytes, max_offset: int) -> tuple[str, int, int, tuple[int, ...]]:
+    """(layout in plan grammar, stripe count, stripe size, OSTs) of the bytes the file system
+    returned. A PFL file's count and size are those of the component holding its last byte."""
+    from iez.layout import lum as codec
+
+    fl = codec.decode(lum)
+    last = max(max_offset - 1, 0)
+    part = next((c for c in fl.parts() if c.start <= last < c.end), fl.parts()[-1])
+    return format_layout(fl), part.layout.stripe_count, part.layout.stripe_size, tuple(fl.osts())
+
+
+def _sane(data: bytes, off: int, chunk: int) -> tuple[int, int, int, int] | None:
+    """(size, crc, path_len, lum_len) of a plausible record at off, or None."""
+    if off + REC_FIXED > len(data):
+        return None
+    magic, size, crc, _, _, plen, llen = struct.unpack_from("<IIIBBHH", data, off)
+    if size < REC_FIXED or size % 8 or off % chunk + size > chunk or REC_FIXED + plen + llen > size:
+        return None
+    return size, crc, plen, llen
+
+
+def _crc_ok(data: bytes, off: int, crc: int, plen: int, llen: int) -> bool:
+    c = zlib.crc32(data[off + 12:off + 32])
+    return zlib.crc32(data[off + REC_FIXED:off + REC_FIXED + plen + llen], c) == crc
+
+
+def read_shard(path: str | Path) -> Shard:
+    p = Path(path)
+    try:
+        data = p.read_bytes()
+    except OSError as e:
+        raise IezError(f"cannot read trace shard {p}: {e.strerror}") from None
+    bad = Shard(p, "", "", "", 0, 0, 0, 0.0, 0.0, False, "none", 0, 0, 0, ())
+    if len(data) < 512 or data[:8] != MAGIC:
+        return _with(bad, f"{p}: not a libiez trace shard (bad magic or shorter than its header)")
+    magic, version, hsize, chunk, pid, ppid, rank, start, app, run, host = _HEAD.unpack_from(data)
+    crc, flags, end, hits, misses, entries = _LIVE.unpack_from(data, HEADER_CRC_END)
+    if version != VERSION:
+        return _with(bad, f"{p}: trace shard version {version} is not supported (this iez reads {VERSION})")
+    if zlib.crc32(data[:HEADER_CRC_END]) != crc or hsize != 512 or chunk < 4096 or chunk % 8:
+        return _with(bad, f"{p}: the shard's header is damaged; its records cannot be attributed")
+    common = dict(app=_text(app), run=_text(run), host=_text(host), pid=pid, rank=rank)
+    records: list[FileRecord] = []
+    problems: list[str] = []
+    off = hsize
+    while off < len(data):
+        if off + 8 > len(data):
+            if any(data[off:]):
+                problems.append(f"truncated at byte {off}")
+            break
+        rmagic, size = struct.unpack_from("<II", data, off)
+        if rmagic == 0 and size == 0:  # nothing more in this chunk
+            nxt = (off // chunk + 1) * chunk
+            if any(data[off:nxt]):
+                problems.append(f"stray bytes at {off}")
+            off = nxt
+            continue
+        rec = _sane(data, off, chunk)
+        if rec is not None and off + rec[0] > len(data):
+            problems.append(f"truncated in the record at byte {off}")
+            break
+        if rec is not None and rmagic == 0:  # allocated, never published (killed while writing it)
+            off += rec[0]
+            continue
+        if rec is None or rmagic != REC_MAGIC or not _crc_ok(data, off, rec[1], rec[2], rec[3]):
+            problems.append(f"damaged record at byte {off}")
+            off = _resync(data, off + 8, chunk)
+            continue
+        records.append(_record(data, off, rec[2], rec[3], common, problems))
+        off += rec[0]
+    plan = "rejected" if flags & PLAN_REJECTED else "loaded" if flags & PLAN_LOADED else "none"
+    warning = None
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        warning = f"{p}: {problems[0]}{more}; read {len(records)} intact records"
+    return Shard(p, common["app"], common["run"], common["host"], pid, ppid, rank, start / 1e9, end / 1e9,
+                 bool(flags & CLEAN_EXIT), plan, hits, misses, entries, tuple(records), warning)
+
+
+def _with(shard: Shard, warning: str) -> Shard:
+    return Shard(**{**shard.__dict__, "warning": warning})
+
+
+def _resync(data: bytes, off: int, chunk: int) -> int:
+    """The next offset, 8-aligned, that holds a valid record or starts a chunk."""
+    off += -off % 8
+    while off < len(data):
+        if off % chunk == 0:
+            return off
+        rec = _sane(data, off, chunk)
+        if rec and struct.unpack_from("<I", data, off)[0] == REC_MAGIC and _crc_ok(data, off, rec[1], rec[2], rec[3]):
+            return off
+        off += 8
+    return off
+
+
+def _record(data: bytes, off: int, plen: int, llen: int, common: dict, problems: list[str]) -> FileRecord:
+    (_, _, _, api, flags, _, _, open_ns, written, read, max_offset, close_ns) = _REC.unpack_from(data, off)
+    path = data[off + REC_FIXED:off + REC_FIXED + plen].decode("utf-8", "surrogateescape")
+    lum = data[off + REC_FIXED + plen:off + REC_FIXED + plen + llen]
+    layout, count, size, osts = "", 0, 0, ()
+    if lum:
+        try:
+            layout, count, size, osts = _layout_fields(lum, max_offset)
+        except IezError as e:
+            problems.append(f"{path}: unreadable layout ({e})")
+    hit = True if flags & REC_PLAN_HIT else False if flags & REC_PLAN_MISS else None
+    return FileRecord(path=path, api=APIS.get(api, f"api{api}"), created=bool(flags & REC_CREATED),
+                      bytes_written=written, bytes_read=read, max_offset=max_offset, stripe_count=count,
+                      stripe_size=size, osts=osts, layout=layout, open_time=open_ns / 1e9,
+                      close_time=close_ns / 1e9, plan_hit=hit, **common)
+
+
+def load_trace(directory: str | Path) -> Trace:
+    d = Path(directory)
+    if not d.is_dir():
+        raise IezError(f"{d}: no such trace directory")
+    return Trace([read_shard(f) for f in sorted(d.glob(f"*{SUFFIX}"))])
+
+
+def read_shards(directory: str | Path) -> list[FileRecord]:
+    """Every intact record of every shard in directory; a damaged shard gives a ShardWarning."""
+    trace = load_trace(directory)
+    for w in trace.warnings:
+        warnings.warn(w, ShardWarning, stacklevel=2)
+    return trace.records
