@@ -1,0 +1,467 @@
+"""`balanced`, iez's default OST allocation: convex min-cost flow, solved by an exact greedy.
+
+The model (issue #4 §3). Each stripe is one unit of flow: source -> file (capacity = its stripe
+count) -> OST (capacity 1: a file's stripes go to distinct OSTs) -> its OSS -> sink. The arcs
+into the sink side are split into unit arcs whose costs rise with projected utilization:
+
+    k-th unit on OST j:  (u_j + k w) / (C_j ū)  +  ε (x_j + k w) / (b_j T0)
+    k-th unit on OSS s:                           ε (X_s + k w) / (b_s T0)
+
+w is the bytes a stripe carries; u_j the OST's used bytes (plus other plans' reservations, plus
+this job's stripes placed so far) and C_j its capacity; ū the mean utilization once the job is
+written. x_j / X_s are the job's bytes on OST j / OSS s and b_j / b_s the write bandwidth that
+other jobs' live load and the OSS's CPU and memory load leave this job (`policy.ost_table`);
+T0 is the time of a perfectly even spread. The first term is long-term capacity balance (total
+usage); the second, with ε = 1e-3, only breaks its ties toward the faster placement. Unit costs
+rise with k, so each chain of unit arcs is a convex cost and the problem a convex min-cost flow;
+its optimum levels utilization as far as the arc capacities allow (water-filling).
+
+The job's own I/O time enters as arc capacities. Its analytic time, max over OSTs and OSSs of
+bytes / bandwidth, may not exceed T_allow = T* + λ (T_RR - T*): T* is the fastest time any
+placement reaches (found by bisection on the bound, exact for a group of equal stripes) and T_RR
+that of Lustre's round-robin on the same files at its luckiest start (`rr_reference`, which walks
+the RR array exactly as LOD does). λ is `AllocOptions.capacity_weight`, the one trade-off weight:
+0 places the job as fast as possible (and balances capacity as well as that allows), 1 spends all
+of the time the job could gain over RR on capacity balance. For every λ the job is never slower
+than RR, unless RR's own placement would overfill an OST (then the bound rises just enough).
+`max_slowdown` > 1 lets T_RR be exceeded; math.inf with λ > 0 drops the bound, which is capacity
+balance alone: the failure the issue warns about, a small job crowded onto the emptiest OSTs.
+
+The algorithm. Files are grouped by (pool, stripe count, stripe size within ~9%); a group's
+stripes are units of equal weight w (its mean bytes per stripe). Groups are placed one after the other,
+heaviest stripes first, each on the loads the earlier ones left. Within a group the placement is
+exact, by three steps:
+
+1. Counts. n_j, the stripes OST j gets, minimise F(n) = Σ_j Σ_{k≤n_j} m_j(k) + Σ_s Σ_{k≤N_s} m_s(k)
+   (m the unit costs above, N_s = Σ_{j in s} n_j) subject to Σ n_j = M c, 0 ≤ n_j ≤ box_j (M files
+   per OST at most, room for whole stripes, the time bound) and N_s ≤ box_s.
+   Claim: taking units one at a time, each time the OSS s whose next unit is cheapest (its
+   cheapest next OST unit plus its own next unit cost) and in it that cheapest OST, is optimal.
+   Proof. For a fixed N_s, the best split inside OSS s takes the N_s smallest of its OSTs'
+   unit costs: each OST's costs rise, so any choice takes a prefix of each OST's list, and
+   exchanging a taken unit for a cheaper untaken one never increases the sum. Call that sum
+   Φ_s(N_s); its increments are the merged sorted OST costs, so Φ_s is convex, and so is
+   G_s(N) = Φ_s(N) + Σ_{k≤N} m_s(k). F is then Σ_s G_s(N_s) with Σ N_s = M c: a separable convex
+   resource allocation, whose optimum takes the M c smallest increments over all the G_s (the
+   same exchange: if a taken increment of s exceeded an untaken one of t, moving the unit from s
+   to t would lower F). The greedy takes exactly those. ∎
+   The greedy is computed in bulk: bisection on the price θ finds, per OSS, how many of its
+   units cost at most θ (an inner bisection on the count, since its own cost grows with it);
+   the last few units, those near the final θ and ties, go one by one through a heap. Every
+   step keeps each OSS and OST on a prefix of its cost list, so the result is the greedy's.
+2. Realisation. The wrap-around rule (McNaughton): lay OSTs out with OST j repeated n_j times
+   and deal the sequence to the M files column by column (file i gets positions i, i+M, ...).
+   Since n_j ≤ M, no run of one OST holds two positions M apart: every file gets c distinct
+   OSTs, and every OST exactly n_j stripes. So any count vector within the boxes is realisable,
+   and step 1's optimum is the optimum of the flow. Rotating each file's list (which stripe goes
+   where) spreads Method II's shorter last stripes evenly over the OSTs (`deal`).
+3. Bytes. The group's real per-stripe bytes (Method II's last stripe may be partial) are added
+   to the OSTs' loads before the next group.
+
+Exactness is per group. Across groups (stripes of different sizes, counts or pools) the problem
+is NP-hard (it contains makespan scheduling); placing big stripes first is the LPT rule. The time
+bound covers the whole job; a later group that cannot fit under it raises it (and T* is then the
+bound the groups needed, an upper bound on the true fastest time). tests/test_alloc_exact.py
+checks steps 1-2 against an exact networkx min-cost flow on the unit-arc graph, and the RR walk
+against lustre_rr, on random instances.
+
+Cost: two passes (T*, then T_allow), each O(G · (B1 · B2 · N + R log N)) for G groups on N OSTs,
+with B1, B2 ≤ 64 bisection steps and R ≤ a few N heap steps; plus the RR reference, O(starts ·
+files). No per-stripe Python work except the final Placement objects.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass, replace
+from typing import Sequence
+
+import numpy as np
+
+from iez.alloc.lustre_rr import calc_rr, server_order
+from iez.alloc.policy import AllocOptions, OstTable, RequestTable, make_placements, stripe_bytes, tables
+from iez.cluster import Cluster, Snapshot
+from iez.errors import AllocationError
+from iez.layout.layout import LOV_MAX_STRIPE_COUNT
+from iez.layout.stripe import AP
+from iez.request import Placement, Request
+
+# A stripe weighs at least one alignment unit in the costs: empty files still take an object on
+# each OST, and spreading those is what makes inode use even too.
+MIN_UNIT = float(AP)
+# Relative slack when turning a time bound into whole stripes, so a bound met exactly (as RR's
+# own loads meet it) is not lost to rounding.
+EPS = 1e-9
+SIZE_CLASSES = 8  # stripe-size groups per doubling
+BISECT_STEPS = 64
+TIE = 1e-3  # weight of the job's time in the unit costs: it only breaks ties of utilization
+RR_WORK = 250_000  # (start, file) pairs the RR reference may try
+RR_MIN_STARTS = 16
+
+
+class Balanced:
+    name = "balanced"
+
+    def place(self, requests: Sequence[Request], cluster: Cluster, snapshot: Snapshot,
+              options: AllocOptions = AllocOptions()) -> list[Placement]:
+        if not requests:
+            return []
+        osts, table = tables(requests, cluster, snapshot, options)
+        sol = solve(table, osts, rr_orders(cluster, table, osts), options.capacity_weight, options.max_slowdown)
+        flat, at = osts.index[sol.stripes].tolist(), sol.offsets.tolist()
+        lists = [tuple(flat[at[i]:at[i + 1]]) for i in range(len(requests))]
+        return make_placements(requests, table, lists, self.name)
+
+
+@dataclass(frozen=True)
+class Solution:
+    stripes: np.ndarray  # OST positions, stripe by stripe, files in request order
+    offsets: np.ndarray  # file i's stripes are stripes[offsets[i]:offsets[i+1]]
+    job: np.ndarray  # bytes the job puts on each OST position
+    reference: float  # analytic time of Lustre's round-robin on the same stripes (s, unit model)
+    bound: float  # the time bound enforced (s): the allowed time, raised only if nothing fit under it
+
+
+def rr_orders(cluster: Cluster, table: RequestTable, osts: OstTable) -> list[np.ndarray]:
+    """Per pool of `table`: the positions of its usable OSTs in LOD's RR array order."""
+    server_of = {o.index: o.oss for o in cluster.osts}
+    servers = server_order([(o.index, o.oss) for o in cluster.osts])
+    out = []
+    for name, allowed in zip(table.pools, table.allowed):
+        rr = [osts.position[i] for i in calc_rr(list(cluster.pool(name)), server_of, servers) if i is not None]
+        order = np.array(rr, dtype=np.int64)
+        out.append(order[allowed[order]])
+    return out
+
+
+def solve(table: RequestTable, osts: OstTable, orders: Sequence[np.ndarray], weight: float,
+          max_slowdown: float) -> Solution:
+    """Place every stripe of `table` on `osts` (see the module docstring)."""
+    # Stripe sizes within ~9% of each other share a group: few groups even for a trace of
+    # many distinct sizes, while equal stripes always share one.
+    bucket = np.round(np.log2(table.size) * SIZE_CLASSES).astype(np.int64)  # < 2**10
+    keys, inverse = np.unique((table.pool * (LOV_MAX_STRIPE_COUNT + 1) + table.count) << 10 | bucket,
+                              return_inverse=True)
+    groups = [_Group(int((key >> 10) // (LOV_MAX_STRIPE_COUNT + 1)), int((key >> 10) % (LOV_MAX_STRIPE_COUNT + 1)),
+                     np.empty(0, np.int64), 0.0) for key in keys]
+    in_order = inverse[table.order]
+    by_group = table.order[np.argsort(in_order, kind="stable")]  # create order within a group
+    for g, idx in zip(groups, np.split(by_group, np.cumsum(np.bincount(in_order, minlength=len(keys)))[:-1])):
+        g.members = idx
+        g.unit = max(float(table.write_bytes[idx].sum()) / (len(idx) * g.count), MIN_UNIT)
+    groups.sort(key=lambda g: (-g.unit, -g.count))  # heaviest stripes first (LPT)
+
+    reference, _ = rr_reference(table, osts, orders, _units(groups, table.n))
+    total = float(table.write_bytes.sum())
+    any_ok = np.logical_or.reduce(table.allowed)
+    oss_rate = np.minimum(osts.oss_bw, np.bincount(osts.oss, weights=osts.bw * any_ok, minlength=len(osts.oss_bw)))
+    scale = _Scale(t0=max(total, MIN_UNIT) / oss_rate.sum(),  # an even spread's time
+                   level=max((osts.used[any_ok].sum() + total) / osts.capacity[any_ok].sum(), 1e-12))
+    fastest = _place_all(table, osts, orders, groups, 0.0, scale)
+    if weight == 0:
+        return replace(fastest, reference=reference)
+    top = reference * max_slowdown
+    allowed = fastest.bound + weight * max(0.0, top - fastest.bound) if math.isfinite(top) else math.inf
+    return replace(_place_all(table, osts, orders, groups, allowed, scale), reference=reference)
+
+
+@dataclass
+class _Group:
+    pool: int
+    count: int
+    members: np.ndarray  # request positions, in create order
+    unit: float  # bytes per stripe, on average
+
+
+@dataclass(frozen=True)
+class _Scale:
+    t0: float  # time of a perfectly even spread of the job (s)
+    level: float  # mean utilization of total usage once the job is written
+
+
+def _units(groups: Sequence[_Group], n: int) -> np.ndarray:
+    out = np.empty(n)
+    for g in groups:
+        out[g.members] = g.unit
+    return out
+
+
+def _place_all(table: RequestTable, osts: OstTable, orders: Sequence[np.ndarray], groups: Sequence[_Group],
+               bound: float, scale: _Scale) -> Solution:
+    """Place the groups in turn under the time bound, raising it when a group cannot fit."""
+    offsets = np.concatenate([[0], np.cumsum(table.count)])
+    stripes = np.empty(offsets[-1], dtype=np.int64)
+    job = np.zeros(osts.n)
+    for g in groups:
+        idx = g.members
+        size = int(table.size[idx].max())  # room is counted in the group's largest stripes
+        mat, bound = _place_group(len(idx), g.count, size, g.unit, table.allowed[g.pool], orders[g.pool], osts,
+                                  job, bound, scale, table.pools[g.pool])
+        stripes[offsets[idx][:, None] + np.arange(g.count)] = mat
+        for k in range(g.count):
+            job += np.bincount(mat[:, k], stripe_bytes(table.write_bytes[idx], table.size[idx], g.count, k), osts.n)
+    return Solution(stripes, offsets, job, math.nan, bound)
+
+
+def rr_reference(table: RequestTable, osts: OstTable, orders: Sequence[np.ndarray],
+                 unit: np.ndarray) -> tuple[float, np.ndarray]:
+    """Analytic time and per-OST bytes of Lustre's round-robin for the same stripes.
+
+    Each pool's files take, in create order, the slots of the pool's RR array as
+    `lod_ost_alloc_rr` walks them (lustre-allocator.md §2c): pre-increment from a random start,
+    and one slot of precession each time the walk wraps (unless the file has one stripe or
+    N % count == 1). Every stripe weighs its group's unit. We take the start that gives RR its
+    shortest time (all starts, or an even sample of them for very large jobs), so "never slower
+    than RR" holds for RR's luckiest draw. Not modelled: the reseed every (2000/N+30)*N creates,
+    and slots spent on OSTs that refuse objects (they are left out of the array instead).
+    """
+    job = np.zeros(osts.n)
+    for p, order in enumerate(orders):
+        idx = table.order[table.pool[table.order] == p]
+        if not len(idx):
+            continue
+        healthy = order[~osts.degraded[order]]  # RR passes over degraded OSTs while it can
+        if len(healthy) >= table.count[idx].max():
+            order = healthy
+        job[order] += _rr_loads(table.count[idx], unit[idx], order, osts)
+    per_oss = np.bincount(osts.oss, weights=job, minlength=len(osts.oss_bw))
+    return float(max((job / osts.bw).max(), (per_oss / osts.oss_bw).max())), job
+
+
+def _rr_loads(count: np.ndarray, unit: np.ndarray, order: np.ndarray, osts: OstTable) -> np.ndarray:
+    """Bytes per slot of `order` for RR's best start (files with `count` stripes of `unit`)."""
+    n = len(order)
+    if not _precesses(count, n).any():  # every start is a rotation of start 0
+        first = rr_first_slots(count, n, np.zeros(1, np.int64))
+        slot = _run_loads(first, count, unit, n)[0]
+        return np.roll(slot, _best_rotation(slot, order, osts))
+    if n * len(count) <= RR_WORK:
+        starts = np.arange(n)
+    else:  # a long job: every start spreads it almost alike, an even sample of them will do
+        starts = np.unique(np.linspace(0, n - 1, max(RR_MIN_STARTS, RR_WORK // len(count))).astype(np.int64))
+    loads = _run_loads(rr_first_slots(count, n, starts), count, unit, n)
+    servers, local = np.unique(osts.oss[order], return_inverse=True)
+    member = np.zeros((n, len(servers)))
+    member[np.arange(n), local] = 1.0
+    time = np.maximum((loads / osts.bw[order]).max(axis=1), (loads @ member / osts.oss_bw[servers]).max(axis=1))
+    return loads[int(np.argmin(np.round(time, 9)))]
+
+
+def rr_first_slots(count: np.ndarray, n: int, starts: np.ndarray) -> np.ndarray:
+    """RR array slot of each file's first stripe, for each start index, as `lod_ost_alloc_rr`
+    (2.15+) walks an array of n usable OSTs; file f then takes the count[f] slots from there,
+    wrapping. Shape (len(starts), len(count))."""
+    before = np.concatenate([[0], np.cumsum(count)[:-1]])  # stripes allocated before each file
+    # The walk passes the array's end before a file at most once (count <= n); each time it
+    # does, offset_idx grows by one if this file precesses.
+    wraps = (starts[:, None] + before[None, :]) // n
+    events = np.diff(wraps, axis=1, prepend=0) > 0
+    offset = np.cumsum(events & _precesses(count, n)[None, :], axis=1)
+    return (starts[:, None] + before[None, :] + 1 + offset) % n  # pre-increment: start + 1
+
+
+def _precesses(count: np.ndarray, n: int) -> np.ndarray:
+    return (count > 1) & (n % count != 1)
+
+
+def _run_loads(first: np.ndarray, count: np.ndarray, unit: np.ndarray, n: int) -> np.ndarray:
+    """Per start (row of `first`), the weight on each of n slots when file f covers the slots
+    first[f] .. first[f] + count[f] - 1 (mod n), each with unit[f]: difference arrays."""
+    rows = np.arange(first.shape[0])[:, None] * (n + 1)
+    end = first + count[None, :]
+    w = np.broadcast_to(unit, first.shape)
+    wrapped = end > n
+    cells = np.concatenate([(rows + first).ravel(), (rows + np.minimum(end, n)).ravel(),
+                            np.broadcast_to(rows, first.shape)[wrapped], (rows + end - n)[wrapped]])
+    signs = np.concatenate([w.ravel(), -w.ravel(), w[wrapped], -w[wrapped]])
+    diff = np.bincount(cells, signs, first.shape[0] * (n + 1)).reshape(first.shape[0], n + 1)
+    return np.cumsum(diff, axis=1)[:, :n]
+
+
+def _best_rotation(slot: np.ndarray, order: np.ndarray, osts: OstTable) -> int:
+    """The rotation r (slot q of `order` gets slot[(q - r) % n]) with the shortest time."""
+    n = len(slot)
+    bw = osts.bw[order]
+    if np.ptp(bw) == 0 or n * n > RR_WORK:
+        per_ost = np.full(n, slot.max() / bw.max())  # the same for every rotation (or a bound on it)
+    else:
+        shifted = slot[(np.arange(n)[None, :] - np.arange(n)[:, None]) % n]  # [r, q]
+        per_ost = (shifted / bw[None, :]).max(axis=1)
+    servers, local = np.unique(osts.oss[order], return_inverse=True)
+    member = np.zeros((len(servers), n))
+    member[local, np.arange(n)] = 1.0
+    # load_s(r) = Σ_q member[s, q] slot[(q - r) % n]: a circular cross-correlation.
+    per_oss = np.fft.irfft(np.fft.rfft(member, axis=1) * np.conj(np.fft.rfft(slot))[None, :], n=n, axis=1)
+    time = np.maximum(per_ost, (per_oss / osts.oss_bw[servers][:, None]).max(axis=0))
+    return int(np.argmin(np.round(time, 9)))
+
+
+def _place_group(m: int, count: int, size: int, w: float, allowed: np.ndarray, order: np.ndarray,
+                 osts: OstTable, job: np.ndarray, bound: float, scale: _Scale, pool: str) -> tuple[np.ndarray, float]:
+    """The m x count matrix of OST positions for one group, and the time bound used."""
+    k = m * count
+    room = np.floor(np.maximum(osts.room - job, 0) / size).astype(np.int64)
+    per_oss_job = np.bincount(osts.oss, weights=job, minlength=len(osts.oss_bw))
+    for elig in (allowed & ~osts.degraded, allowed):  # degraded OSTs only if nothing else will do
+        pos = order[elig[order]]
+        if not len(pos):
+            continue
+        base = np.minimum(room[pos], m)
+        grp_of = osts.oss[pos]
+        servers, grp = np.unique(grp_of, return_inverse=True)
+        if base.sum() < k or len(pos) < count:
+            continue
+        t = bound
+        if not _fits(k, t, pos, base, grp, servers, w, osts, job, per_oss_job):
+            t = _least_bound(k, t, pos, base, grp, servers, w, osts, job, per_oss_job)
+        box, box_s = _boxes(t, pos, base, grp, servers, w, osts, job, per_oss_job)
+        # Unit costs: projected utilization of total usage, and, to break its ties, time.
+        cap = osts.capacity[pos] * scale.level
+        bw, oss_bw = osts.bw[pos] * scale.t0, osts.oss_bw[servers] * scale.t0
+        a = (osts.used[pos] + job[pos]) / cap + TIE * job[pos] / bw
+        beta = w * (1 / cap + TIE / bw)
+        a_s = TIE * per_oss_job[servers] / oss_bw
+        gamma = TIE * w / oss_bw
+        n = water_fill(k, a, beta, box, grp, a_s, gamma, box_s)
+        # Wrap-around: OSTs in OSS-major order, so a file's stripes, spaced ~N/count apart, span OSSs.
+        seq_order = np.lexsort((osts.index[pos], grp_of))
+        return deal(np.repeat(pos[seq_order], n[seq_order]), m, count), max(t, bound)
+    where = f"pool {pool!r}" if pool else "the file system"
+    raise AllocationError(f"ENOSPC: {m} files x {count} stripes of {size} bytes do not fit in {where}: "
+                          f"{int(allowed.sum())} usable OSTs, room for {int(np.minimum(room[allowed], m).sum())} "
+                          f"such stripes")
+
+
+def deal(seq: np.ndarray, m: int, count: int) -> np.ndarray:
+    """The m x count stripe matrix from `seq` (each OST repeated at most m times), by the
+    wrap-around rule: file rows are seq[r], seq[r+m], ... - distinct OSTs, counts kept."""
+    rows = seq.reshape(count, m).T
+    # Rotate row r by r: the last stripe (Method II's partial one) and any empty ones fall on
+    # each OST's run in turn, so an OST with n stripes holds n/count light ones, within two.
+    r = np.arange(m)[:, None]
+    rows = rows[r, (np.arange(count)[None, :] + r) % count]
+    # Deal the rows with a stride coprime to m, so files created one after another get different
+    # OST sets (permuting rows, like rotating them, keeps counts and distinctness).
+    return rows[np.arange(m) * _stride(m) % m]
+
+
+def _stride(m: int) -> int:
+    p = max(1, round(m * 0.618))  # near the golden ratio: neighbours land far apart
+    while math.gcd(p, m) != 1:
+        p += 1
+    return p
+
+
+def _boxes(t: float, pos: np.ndarray, base: np.ndarray, grp: np.ndarray, servers: np.ndarray, w: float,
+           osts: OstTable, job: np.ndarray, per_oss_job: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per-OST and per-OSS stripe caps: room and distinctness (`base`) and the time bound t."""
+    if math.isinf(t):
+        return base, np.bincount(grp, weights=base, minlength=len(servers)).astype(np.int64)
+    ost_cap = np.floor((t * osts.bw[pos] * (1 + EPS) - job[pos]) / w + EPS)
+    oss_cap = np.floor((t * osts.oss_bw[servers] * (1 + EPS) - per_oss_job[servers]) / w + EPS)
+    box = np.clip(ost_cap, 0, base).astype(np.int64)
+    inner = np.bincount(grp, weights=box, minlength=len(servers))
+    return box, np.clip(oss_cap, 0, inner).astype(np.int64)
+
+
+def _fits(k: int, t: float, *args) -> bool:
+    return int(_boxes(t, *args)[1].sum()) >= k
+
+
+def _least_bound(k: int, t: float, *args) -> float:
+    """The smallest time bound ≥ t under which k stripes fit (bisection; fitting is monotone)."""
+    hi = max(t, 1e-12)
+    while not _fits(k, hi, *args):
+        hi *= 2
+    lo = t
+    for _ in range(BISECT_STEPS):
+        mid = (lo + hi) / 2
+        if _fits(k, mid, *args):
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def water_fill(k: int, a: np.ndarray, beta: np.ndarray, box: np.ndarray, grp: np.ndarray,
+               a_s: np.ndarray, gamma: np.ndarray, box_s: np.ndarray) -> np.ndarray:
+    """The counts n (per OST) of the two-level greedy: k units, the u-th unit on OST j costing
+    a_j + beta_j u plus, as the v-th on its OSS grp_j, a_s + gamma_s v; n_j ≤ box_j and the OSS
+    totals ≤ box_s. beta > 0, gamma ≥ 0. Raises AllocationError if k units do not fit."""
+    n_srv = len(a_s)
+    cap_s = np.minimum(box_s, np.bincount(grp, weights=box, minlength=n_srv).astype(np.int64))
+    if cap_s.sum() < k:
+        raise AllocationError(f"ENOSPC: {k} stripes do not fit (room for {int(cap_s.sum())})")
+    n = np.zeros(len(a), dtype=np.int64)
+    if k == 0:
+        return n
+
+    def ost_units(v: np.ndarray) -> np.ndarray:  # per OST: units costing at most v[its OSS]
+        return np.clip(np.floor((v[grp] - a) / beta), 0, box).astype(np.int64)
+
+    def oss_units(theta: float, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """Per OSS, the most units N (lo ≤ N ≤ hi known bounds) whose N-th costs at most theta:
+        N fits iff its N-th cheapest OST unit costs at most theta - a_s - gamma_s N."""
+        lo, hi = lo.copy(), hi.copy()
+        while (lo < hi).any():
+            mid = (lo + hi + 1) // 2
+            ok = np.bincount(grp, weights=ost_units(theta - a_s - gamma * mid), minlength=n_srv) >= mid
+            lo = np.where(ok, mid, lo)
+            hi = np.where(ok, hi, mid - 1)
+        return lo
+
+    zero = np.zeros(n_srv, dtype=np.int64)
+    lo_t = float((a + beta).min() + (a_s + gamma).min())
+    lo_t -= 1 + abs(lo_t)  # below every unit's cost: nothing is taken
+    hi_t = float((a + beta * box).max() + (a_s + gamma * cap_s).max())  # every unit is taken
+    n_lo, n_hi = zero, cap_s
+    for _ in range(BISECT_STEPS):
+        if n_hi.sum() - n_lo.sum() <= len(a) or hi_t - lo_t <= 1e-12 * max(1.0, abs(hi_t)):
+            break
+        mid = (lo_t + hi_t) / 2
+        got = oss_units(mid, n_lo, n_hi)
+        if got.sum() >= k:
+            hi_t, n_hi = mid, got
+        else:
+            lo_t, n_lo = mid, got
+    # Inside each OSS take every OST unit strictly cheaper than its n_lo-th cut (a prefix with
+    # all ties), then finish with the heap.
+    v_lo = np.full(n_srv, float((a + beta).min()) - 1.0)
+    v_hi = lo_t - a_s - gamma * n_lo
+    full = np.bincount(grp, weights=ost_units(v_hi), minlength=n_srv) <= n_lo
+    for _ in range(BISECT_STEPS):
+        mid = (v_lo + v_hi) / 2
+        ok = np.bincount(grp, weights=ost_units(mid), minlength=n_srv) <= n_lo
+        v_lo = np.where(ok, mid, v_lo)
+        v_hi = np.where(ok, v_hi, mid)
+    n = ost_units(np.where(full, lo_t - a_s - gamma * n_lo, v_lo))
+    return _greedy_rest(k - int(n.sum()), n, a, beta, box, grp, a_s, gamma, box_s)
+
+
+def _greedy_rest(rest: int, n: np.ndarray, a: np.ndarray, beta: np.ndarray, box: np.ndarray, grp: np.ndarray,
+                 a_s: np.ndarray, gamma: np.ndarray, box_s: np.ndarray) -> np.ndarray:
+    """Add `rest` units one at a time, cheapest OSS then cheapest OST in it (the greedy itself)."""
+    n = n.copy()
+    per = np.bincount(grp, weights=n, minlength=len(a_s)).astype(np.int64)
+    inner: list[list[tuple[float, int]]] = [[] for _ in a_s]
+    for j in np.flatnonzero(n < box):
+        inner[grp[j]].append((float(a[j] + beta[j] * (n[j] + 1)), int(j)))
+    outer = []
+    for s, h in enumerate(inner):
+        heapq.heapify(h)
+        if h and per[s] < box_s[s]:
+            outer.append((h[0][0] + float(a_s[s] + gamma[s] * (per[s] + 1)), s))
+    heapq.heapify(outer)
+    for _ in range(rest):
+        if not outer:
+            raise AllocationError("ENOSPC: the stripes do not fit in the room left")
+        _, s = heapq.heappop(outer)
+        _, j = heapq.heappop(inner[s])
+        n[j] += 1
+        per[s] += 1
+        if n[j] < box[j]:
+            heapq.heappush(inner[s], (float(a[j] + beta[j] * (n[j] + 1)), j))
+        if inner[s] and per[s] < box_s[s]:
+            heapq.heappush(outer, (inner[s][0][0] + float(a_s[s] + gamma[s] * (per[s] + 1)), s))
+    return n

@@ -1,0 +1,339 @@
+"""The OST allocation interface: requests + a cluster + its live snapshot -> one placement each.
+
+    policy = get_policy("balanced")
+    placements = policy.place(requests, cluster, snapshot, AllocOptions(capacity_weight=0.5))
+
+Every policy returns, in request order, a `Placement` whose layout is resolved: stripe size,
+stripe count and the OST of every stripe. Policies: `balanced` (the default, iez's own),
+`iez-paper` (seed 000 Algorithm 2 as printed), `rr` and `qos` (Lustre's LOD, the baselines).
+
+This module also holds what the policies share: the per-OST view of a snapshot (`OstTable`:
+capacity, used and free bytes, states, the bandwidth left for this job), the per-request view
+(`RequestTable`: resolved stripe count and stripe size), the job's bytes per OST, and its
+analytic I/O time (`makespan`), the yardstick for "never slower than Lustre's RR".
+Pure: plain data in, plain data out.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Mapping, Protocol, Sequence
+
+import numpy as np
+
+from iez.alloc.lod import reserved_mb
+from iez.cluster import Cluster, Snapshot
+from iez.errors import AllocationError, ConfigError
+from iez.layout.layout import LOV_MAX_STRIPE_COUNT, STRIPE_SIZE_LIMIT, FileLayout, Layout
+from iez.layout.raid0 import bytes_per_ost
+from iez.layout.stripe import AP, UNIT, method1, method2_stripe_size
+from iez.request import Placement, Request
+
+POLICIES: tuple[str, ...] = ("balanced", "iez-paper", "rr", "qos")
+DEFAULT_POLICY = "balanced"
+STRIPE_METHODS = ("method2", "method1", "fixed")
+
+# A job never gets less than this share of an OST's or OSS's bandwidth in the time model, even
+# when the live load other jobs put on it reaches (or, by a stale reading, exceeds) its rating.
+MIN_SHARE = 0.05
+
+# The largest stripe size Lustre accepts that is still an even multiple of 64 KiB: stripe
+# sizes must stay below 4 GiB (lustre-layout-abi.md §1, LOV_MAX_STRIPE_SIZE).
+MAX_STRIPE_SIZE = STRIPE_SIZE_LIMIT - UNIT
+MAX_WRITE_BYTES = 1 << 52  # 4 PiB a file, so (bytes, stripe count) pairs pack into one int64
+
+
+@dataclass(frozen=True)
+class AllocOptions:
+    """How to allocate. One trade-off weight (`capacity_weight`) and one safety bound
+    (`max_slowdown`); the rest describes the situation (reservations, exclusions)."""
+
+    stripe_method: str = "method2"  # seed 000 Method II, "method1", or "fixed" (stripe_size)
+    stripe_size: int = 0  # for "fixed": bytes; 0 = the file system's default stripe size
+    # THE trade-off weight of `balanced`, 0..1, between the job's own I/O time (its bytes per
+    # OST and per OSS over the bandwidth left to it) and long-term capacity balance (total
+    # usage): the share of the time the job could gain over Lustre's round-robin that it gives
+    # up for capacity balance. 0 = the fastest placement; 1 = as balanced as possible while no
+    # slower than RR. See docs/allocation.md.
+    capacity_weight: float = 0.5
+    # Safety bound of `balanced`: the job's time may reach this factor of RR's at weight 1.
+    # math.inf lifts it: capacity balance alone, the failure the issue warns about (a small job
+    # crowded onto the few emptiest OSTs, several times slower).
+    max_slowdown: float = 1.0
+    # Bytes per OST already promised to other applications' plans but not yet written: the
+    # controller's global view. They count as used and are not free for this job.
+    reserved: Mapping[int, int] = field(default_factory=dict)
+    exclude: frozenset[int] = frozenset()  # OSTs no stripe may go to
+    seed: int = 0  # generator seed of the rr / qos baselines
+    cpu_weight: float = 0.5  # Algorithm 2's ossLoad = cpu_weight*cpu + mem_weight*mem
+    mem_weight: float = 0.5
+    lustre_version: str = "2.16"  # the LOD release the rr / qos baselines behave as
+
+    def __post_init__(self) -> None:
+        if self.stripe_method not in STRIPE_METHODS:
+            raise ConfigError(f"unknown stripe method {self.stripe_method!r} (methods: {', '.join(STRIPE_METHODS)})")
+        if self.stripe_size and (self.stripe_size % AP or not 0 < self.stripe_size < STRIPE_SIZE_LIMIT):
+            raise ConfigError(f"stripe size {self.stripe_size}: give a multiple of 64 KiB below 4 GiB")
+        if not 0.0 <= self.capacity_weight <= 1.0:
+            raise ConfigError(f"capacity weight {self.capacity_weight} is outside 0..1")
+        if not self.max_slowdown >= 1.0:  # also refuses NaN
+            raise ConfigError(f"max slowdown {self.max_slowdown} must be at least 1 (inf = unbounded)")
+        for name in ("cpu_weight", "mem_weight"):
+            v = getattr(self, name)
+            if not (math.isfinite(v) and v >= 0):
+                raise ConfigError(f"{name.replace('_', ' ')} {v} must be a finite number >= 0")
+        for i, b in self.reserved.items():
+            if not isinstance(b, (int, np.integer)) or b < 0:
+                raise ConfigError(f"reserved bytes on OST {i} must be a whole number >= 0, got {b!r}")
+        object.__setattr__(self, "exclude", frozenset(int(i) for i in self.exclude))
+
+
+class Policy(Protocol):
+    name: str
+
+    def place(self, requests: Sequence[Request], cluster: Cluster, snapshot: Snapshot,
+              options: AllocOptions = AllocOptions()) -> list[Placement]: ...
+
+
+def get_policy(name: str) -> Policy:
+    """The policy called `name` (one of POLICIES)."""
+    # Imported here: the policy modules import this one.
+    if name == "balanced":
+        from iez.alloc.balanced import Balanced
+        return Balanced()
+    if name == "iez-paper":
+        from iez.alloc.iez_paper import IezPaper
+        return IezPaper()
+    if name in ("rr", "qos"):
+        from iez.alloc.baselines import Lustre
+        return Lustre(name)
+    raise ConfigError(f"unknown allocation policy {name!r} (policies: {', '.join(POLICIES)})")
+
+
+# -- stripe size -------------------------------------------------------------------------------
+
+
+def stripe_size(write_bytes: int, count: int, method: str = "method2", fixed: int = 0) -> int:
+    """The stripe size of a file of `write_bytes` on `count` stripes.
+
+    Method II (seed 000 eqs. 5-6) spreads the file over one round of equal stripes; Method I
+    (eqs. 1-4) fills the first count-1 stripes and leaves the remainder to the last. Either is
+    capped below Lustre's 4 GiB limit: a file too big for one round gets the fewest rounds that
+    fit, each still split evenly (so a 64 GiB file on 8 stripes gets 2 GiB stripes, 4 rounds).
+    """
+    if method == "fixed":
+        return fixed
+    if method == "method1" and count > 1:
+        size = max(method1(write_bytes, count).first, UNIT)
+    else:
+        size = method2_stripe_size(write_bytes, count)
+    if size > MAX_STRIPE_SIZE:
+        rounds = -(-size // MAX_STRIPE_SIZE)
+        size = method2_stripe_size(-(-write_bytes // rounds), count)
+    return size
+
+
+def stripe_bytes(write_bytes: np.ndarray, size: np.ndarray, count: np.ndarray, k: np.ndarray | int) -> np.ndarray:
+    """Bytes of stripe k of each file, vectorised (the RAID-0 map of iez.layout.raid0 from
+    offset 0: whole rounds give every stripe `size`, the last partial round fills in order)."""
+    width = size * count
+    rounds = write_bytes // width
+    rest = write_bytes - rounds * width
+    return rounds * size + np.clip(rest - k * size, 0, size)
+
+
+# -- the OSTs as an allocator sees them ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class OstTable:
+    """Per-OST arrays in cluster order (position p is cluster.osts[p]) and per-OSS arrays in
+    cluster.osses order."""
+
+    index: np.ndarray  # OST index
+    oss: np.ndarray  # position of the OST's OSS in cluster.osses
+    capacity: np.ndarray  # bytes
+    used: np.ndarray  # bytes used, plus bytes reserved by other applications' plans
+    room: np.ndarray  # bytes this job may still place: free - reserved - OSP low watermark
+    ok: np.ndarray  # may take new objects: reported, active or degraded, not excluded, not full
+    degraded: np.ndarray  # degraded: Lustre's last resort, and ours
+    bw: np.ndarray  # write bandwidth left for this job (bytes/s)
+    oss_bw: np.ndarray  # per OSS: NIC bandwidth left for this job (bytes/s)
+    oss_load: np.ndarray  # per OSS: Algorithm 2's ossLoad, cpu_weight*cpu + mem_weight*mem
+    position: dict[int, int]  # OST index -> position
+
+    @property
+    def n(self) -> int:
+        return len(self.index)
+
+
+def ost_table(cluster: Cluster, snap: Snapshot, options: AllocOptions) -> OstTable:
+    pos = {o.index: p for p, o in enumerate(cluster.osts)}
+    for what, keys in (("excluded", options.exclude), ("reserved", options.reserved)):
+        unknown = sorted(set(keys) - pos.keys())
+        if unknown:
+            raise ConfigError(f"{what} OSTs {unknown} are not in {cluster.fsname} (OSTs: {sorted(pos)})")
+    n = len(cluster.osts)
+    oss_pos = {s.name: k for k, s in enumerate(cluster.osses)}
+    capacity = np.zeros(n)
+    used = np.zeros(n)
+    room = np.zeros(n)
+    ok = np.zeros(n, bool)
+    degraded = np.zeros(n, bool)
+    bw = np.zeros(n)
+    live = np.zeros(n)
+    for p, o in enumerate(cluster.osts):
+        st = snap.osts.get(o.index)
+        reserved = int(options.reserved.get(o.index, 0))
+        bw[p] = o.write_bw
+        if st is None:  # no statistics: unreachable, as LOD sees an OST whose OSP has no statfs
+            capacity[p], used[p] = o.capacity, o.used + reserved
+            continue
+        capacity[p] = st.kbytestotal * 1024
+        free = st.kbytesfree if st.kbytesfree is not None else st.kbytesavail
+        used[p] = capacity[p] - free * 1024 + reserved
+        low_mb, _ = reserved_mb(st.kbytestotal)  # below it the OSP flags the OST ENOSPC
+        room[p] = max(0, st.bavail - reserved - (low_mb << 20))
+        ok[p] = st.state in ("active", "degraded") and o.index not in options.exclude and room[p] > 0
+        degraded[p] = st.state == "degraded"
+        live[p] = max(0.0, st.write_bps)
+    bw = np.maximum(bw - live, MIN_SHARE * bw)
+    oss = np.array([oss_pos[o.oss] for o in cluster.osts], dtype=np.int64)
+    nic = np.array([s.nic_bw for s in cluster.osses], dtype=float)
+    oss_live = np.bincount(oss, weights=live, minlength=len(nic))
+    load = np.array([_oss_load(snap, s.name, options) for s in cluster.osses], dtype=float)
+    # A busy OSS (load average, memory) serves requests more slowly: Algorithm 2's "cost to
+    # reach" its OSTs, here a cut in the bandwidth it gives this job.
+    oss_bw = np.maximum(nic - oss_live, MIN_SHARE * nic) * (1.0 - np.clip(load, 0.0, 1.0 - MIN_SHARE))
+    return OstTable(np.array([o.index for o in cluster.osts], dtype=np.int64), oss, capacity, used, room,
+                    ok, degraded, bw, oss_bw, load, pos)
+
+
+def _oss_load(snap: Snapshot, name: str, options: AllocOptions) -> float:
+    st = snap.osses.get(name)
+    if st is None:
+        return 0.0
+    return options.cpu_weight * max(0.0, st.cpu) + options.mem_weight * max(0.0, st.mem)
+
+
+# -- the requests as an allocator sees them -----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RequestTable:
+    """Per-request arrays in request order; pools as masks over OstTable positions."""
+
+    write_bytes: np.ndarray  # int64
+    count: np.ndarray  # stripe count to allocate (defaults resolved, clamped to usable OSTs)
+    size: np.ndarray  # stripe size (int64)
+    pool: np.ndarray  # position in `pools`
+    pools: list[str]  # pool names ("" = every OST)
+    allowed: list[np.ndarray]  # per pool: bool mask of OSTs that may take stripes (ok & member)
+    order: np.ndarray  # request positions in create order (create_time, then input order)
+
+    @property
+    def n(self) -> int:
+        return len(self.write_bytes)
+
+
+def request_table(requests: Sequence[Request], cluster: Cluster, osts: OstTable,
+                  options: AllocOptions) -> RequestTable:
+    n = len(requests)
+    w = np.fromiter((r.write_bytes for r in requests), dtype=np.int64, count=n)
+    asked = np.fromiter((r.stripe_count for r in requests), dtype=np.int64, count=n)
+    if n and w.min() < 0:
+        bad = requests[int(np.argmin(w))]
+        raise ConfigError(f"request {bad.path}: write bytes {bad.write_bytes} is negative")
+    if n and w.max() > MAX_WRITE_BYTES:
+        bad = requests[int(np.argmax(w))]
+        raise ConfigError(f"request {bad.path}: write bytes {bad.write_bytes} is more than iez handles (4 PiB a file)")
+    if n and asked.min() < -1:
+        bad = requests[int(np.argmin(asked))]
+        raise ConfigError(f"request {bad.path}: stripe count {bad.stripe_count} (use -1 for every OST)")
+    pools: list[str] = []
+    pool_of: dict[str, int] = {}
+    pool = np.empty(n, dtype=np.int64)
+    for i, r in enumerate(requests):
+        k = pool_of.get(r.pool)
+        if k is None:
+            if r.pool and r.pool not in cluster.pools:
+                raise AllocationError(f"EINVAL: request {r.path} names pool {r.pool!r}, which {cluster.fsname} "
+                                      f"does not have (pools: {', '.join(sorted(cluster.pools)) or 'none'})",
+                                      errno="EINVAL")
+            k = pool_of[r.pool] = len(pools)
+            pools.append(r.pool)
+        pool[i] = k
+    allowed = []
+    for name in pools:
+        member = np.zeros(osts.n, bool)
+        member[[osts.position[i] for i in cluster.pool(name)]] = True
+        allowed.append(member & osts.ok)
+    usable = np.array([m.sum() for m in allowed], dtype=np.int64)[pool] if n else np.zeros(0, np.int64)
+    if n and usable.min() == 0:
+        i = int(np.argmin(usable))
+        name = requests[i].pool
+        raise AllocationError(f"ENOSPC: no OST {'in pool ' + repr(name) if name else 'in ' + cluster.fsname} "
+                              f"can take a stripe of {requests[i].path} (all inactive, excluded or full)")
+    default = cluster.default_stripe_count or 1
+    count = np.where(asked == 0, default, asked)
+    count = np.where(count == -1, usable, count)
+    # As lod_get_stripe_count: more stripes than usable OSTs get one per usable OST.
+    count = np.minimum(np.minimum(count, usable), LOV_MAX_STRIPE_COUNT)
+    fixed = options.stripe_size or cluster.default_stripe_size
+    size = np.empty(n, dtype=np.int64)
+    if n:
+        # One stripe-size computation per distinct (bytes, count): a job has few.
+        pairs, inverse = np.unique(w * (LOV_MAX_STRIPE_COUNT + 1) + count, return_inverse=True)
+        per_pair = [stripe_size(int(p // (LOV_MAX_STRIPE_COUNT + 1)), int(p % (LOV_MAX_STRIPE_COUNT + 1)),
+                                options.stripe_method, fixed) for p in pairs]
+        size[:] = np.asarray(per_pair, dtype=np.int64)[inverse]
+    t = np.fromiter((r.create_time for r in requests), dtype=float, count=n)
+    return RequestTable(w, count, size, pool, pools, allowed, np.argsort(t, kind="stable"))
+
+
+def tables(requests: Sequence[Request], cluster: Cluster, snapshot: Snapshot,
+           options: AllocOptions) -> tuple[OstTable, RequestTable]:
+    """The OST and request views every policy starts from (validating both)."""
+    osts = ost_table(cluster, snapshot, options)
+    return osts, request_table(requests, cluster, osts, options)
+
+
+# -- placements and what they put where ---------------------------------------------------------
+
+
+def make_placements(requests: Sequence[Request], table: RequestTable, ost_lists: Sequence[tuple[int, ...]],
+                    policy: str) -> list[Placement]:
+    """Placements in request order from each request's OST indices in stripe order; identical
+    layouts are shared (they are frozen)."""
+    cache: dict[tuple, FileLayout] = {}
+    out = []
+    for r, size, osts in zip(requests, table.size.tolist(), ost_lists):
+        key = (size, r.pool, osts)
+        fl = cache.get(key)
+        if fl is None:
+            fl = cache[key] = FileLayout(plain=Layout(stripe_size=size, stripe_count=len(osts), pool=r.pool,
+                                                      osts=osts))
+        out.append(Placement(r.path, fl, r.write_bytes, r.app, r.run, policy))
+    return out
+
+
+def job_bytes(placements: Sequence[Placement]) -> dict[int, int]:
+    """Bytes the placed files put on each OST (RAID-0 mapping of each file's layout)."""
+    out: dict[int, int] = {}
+    for p in placements:
+        for ost, b in bytes_per_ost(p.layout, p.write_bytes).items():
+            out[ost] = out.get(ost, 0) + b
+    return out
+
+
+def makespan(cluster: Cluster, snapshot: Snapshot, on: Mapping[int, int],
+             options: AllocOptions = AllocOptions()) -> float:
+    """The job's analytic I/O time (s): its largest bytes/bandwidth over every OST and every OSS,
+    with the bandwidth other jobs' live load leaves it. A lower bound on the write time."""
+    t = ost_table(cluster, snapshot, options)
+    x = np.zeros(t.n)
+    for ost, b in on.items():
+        x[t.position[ost]] = b
+    per_oss = np.bincount(t.oss, weights=x, minlength=len(t.oss_bw))
+    return float(max((x / t.bw).max(initial=0.0), (per_oss / t.oss_bw).max(initial=0.0)))
