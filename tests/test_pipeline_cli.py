@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+from conftest import BUILD
 from pg import db_url, pg_server, pg_url  # noqa: F401  (fixtures)
 
 from iez import plan as planfile
@@ -299,3 +301,64 @@ def test_allocation_waits_for_an_idle_host(iez, db_url):
         iez("allocate", "a", "--max-cpu", "-1", ok=False))
     iez("allocate", "a", "--max-cpu", "1000", "--max-mem", "0.9999")
     assert "a run 2" in iez("report", "a").stdout
+
+
+WRITER = """
+import os, sys
+rank = int(os.environ["PMI_RANK"])
+with open(f"{sys.argv[1]}/FPP1-Part{rank:08d}-of-00000004.data", "wb") as f:
+    for _ in range(3):
+        f.write(b"x" * (1 << 20))
+"""
+
+
+def libiez_run(subenv: dict, tmp_path: Path, emu: Path, run: str, mode: str, plan: Path | None = None) -> Path:
+    """Four ranks of an HACC-I/O-like FPP writer, each a real process under LD_PRELOAD=libiez."""
+    lib = BUILD / "libiez" / "libiez.so"
+    if not lib.exists():
+        pytest.fail(f"{lib} is missing: build it with cmake -S . -B build && cmake --build build")
+    traces = tmp_path / run
+    traces.mkdir()
+    procs = []
+    for rank in range(4):
+        env = {**subenv, "PMI_RANK": str(rank), "PMI_SIZE": "4", "IEZ_MODE": mode, "IEZ_RUN": run,
+               "IEZ_APP": "hacc", "IEZ_TRACE_DIR": str(traces), "IEZ_EMULATED": str(emu),
+               "IEZ_LOG": str(tmp_path / "libiez.log"), "LD_PRELOAD": str(lib)}
+        if plan is not None:
+            env["IEZ_PLAN"] = str(plan)
+        procs.append(subprocess.Popen([sys.executable, "-c", WRITER, str(emu / "fs")], env=env))
+    assert [p.wait(timeout=120) for p in procs] == [0] * 4
+    return traces
+
+
+@sqlite_only
+def test_libiez_trace_to_plan_and_the_placed_run_back(iez, iez_cmd, subenv, db_url, tmp_path):
+    emu = tmp_path / "emu"
+    subprocess.run([*iez_cmd, "emulate", "init", str(emu)], check=True, env=subenv, capture_output=True)
+    subprocess.run([*iez_cmd, "emulate", "up", str(emu)], check=True, env=subenv, capture_output=True)
+    try:
+        run1 = libiez_run(subenv, tmp_path, emu, "job1", "trace")
+        p = iez("trace", "import", str(run1), "--app", "hacc")
+        assert "libiez" in p.stdout and "job1" in p.stdout
+        assert traced(db_url, "hacc") == [(1, 4)]
+        iez("predict", "hacc")
+        iez("allocate", "hacc", "--emulated", str(emu), "-o", "hacc.plan", *NO_GATE)
+        plan = planfile.load(tmp_path / "hacc.plan")
+        names = {str(emu / "fs" / f"FPP1-Part{r:08d}-of-00000004.data") for r in range(4)}
+        assert set(plan.entries) == names and plan.entries == placements_of(db_url, "hacc", 2, "balanced")
+        for f in (emu / "fs").iterdir():
+            f.unlink()
+        # the next run: libiez places every file as planned, and traces it
+        run2 = libiez_run(subenv, tmp_path, emu, "job2", "trace,place", tmp_path / "hacc.plan")
+        p = iez("trace", "import", str(run2), "--app", "hacc")
+        assert "run 2: prediction accuracy 100.0% (4 files predicted, 4 created)" in p.stdout
+    finally:
+        subprocess.run([*iez_cmd, "emulate", "down", str(emu)], env=subenv, capture_output=True)
+    with Database(db_url) as db, db.begin() as tx:
+        info = tx.runs("hacc")[1]
+        [_, (_, actual)] = tx.traced_runs("hacc")
+    assert (info.label, info.source, info.nprocs, info.plan_hits, info.plan_misses) == ("job2", "libiez", 4, 4, 0)
+    # the layouts the files really got (read back, lmm_stripe_offset is the first OST)
+    got = {q.path: (q.observed.plain.stripe_size, q.observed.plain.osts) for q in actual}
+    assert got == {path: (fl.plain.stripe_size, fl.plain.osts) for path, fl in plan.entries.items()}
+    assert {q.write_bytes for q in actual} == {3 << 20} and sorted(q.rank for q in actual) == [0, 1, 2, 3]

@@ -12,7 +12,6 @@ Each command reads what the previous one stored in the interaction database (--d
 from __future__ import annotations
 
 import argparse
-import html
 import json
 import math
 import time
@@ -370,81 +369,33 @@ def balance_table(title: str, rows: Sequence[PolicyBalance]) -> Table:
     return table
 
 
-# Baselines first, as the paper's figures put RR before iez; fixed colours across charts.
+# Baselines first, as the paper's figures put RR before iez.
 POLICY_ORDER = ("rr", "qos", "iez-paper", "balanced")
-POLICY_COLOR = {"rr": "#ff7f0e", "qos": "#2ca02c", "iez-paper": "#d62728", "balanced": "#1f77b4"}
 
 
 def policy_rank(name: str) -> tuple[int, str]:
     return (POLICY_ORDER.index(name) if name in POLICY_ORDER else len(POLICY_ORDER), name)
 
 
-@dataclass(frozen=True)
-class Series:
-    """One policy's bars: utilization per target (job, total) and the OSTCost of each."""
-
-    job: list[float]
-    total: list[float]
-    job_cost: float
-    total_cost: float
-
-
-BARS_UP_TO = 64  # targets; beyond, bars get thinner than a pixel and per-target labels unreadable
-
-
-def _bar_chart(path: Path, title: str, labels: list[str], series: dict[str, Series], xlabel: str,
-               noun: str) -> None:
-    """Grouped bars, one series per policy: job utilization above, total usage below (in %).
-    With more than BARS_UP_TO targets, each policy is a curve of its targets sorted by
-    utilization instead: the spread and the maximum stay visible where bars would not."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    n, k = len(labels), max(1, len(series))
-    bars = n <= BARS_UP_TO
-    width_in = max(7.0, min(18.0, 0.45 * n * max(1, k / 2) + 2)) if bars else 11.0
-    fig = Figure(figsize=(width_in, 7.5), layout="constrained")
-    FigureCanvasAgg(fig)
-    axes = fig.subplots(2, 1, sharex=True)
-    width = 0.8 / k
-    xs = list(range(n))
-    panels = ((axes[0], "job", "job bytes / capacity (%)"), (axes[1], "total", "total used / capacity (%)"))
-    for ax, which, ylabel in panels:
-        for j, (name, s) in enumerate(series.items()):
-            vals = [100 * v for v in getattr(s, which)]
-            label = f"{name} (cost {getattr(s, which + '_cost'):.3f})"
-            if bars:
-                ax.bar([x - 0.4 + width * (j + 0.5) for x in xs], vals, width, label=label,
-                       color=POLICY_COLOR.get(name), edgecolor="black", linewidth=0.4)
-            else:
-                ax.plot(xs, sorted(vals, reverse=True), label=label, color=POLICY_COLOR.get(name), linewidth=1.6)
-        ax.set_ylabel(ylabel)
-        ax.grid(axis="y", alpha=0.35)
-        ax.set_axisbelow(True)
-        ax.set_ylim(bottom=0)
-        ax.legend(ncols=min(k, 4), loc="upper right", fontsize="small")
-    axes[0].set_title(title)
-    if bars:
-        axes[1].set_xticks(xs, labels, rotation=90 if n > 20 else 0, fontsize="small")
-        axes[1].set_xlabel(xlabel)
-    else:
-        axes[1].set_xlabel(f"{noun} of each policy, sorted from most to least utilized ({n} in all)")
-    axes[1].set_xlim(-0.6, n - 0.4)
-    fig.savefig(path, dpi=110)
-
-
 def write_report(outdir: Path, app: str, run: int, rows: Sequence[PolicyBalance]) -> list[Path]:
+    from iez.report.charts import Series, utilization_chart
+    from iez.report.html import Page
+
     outdir.mkdir(parents=True, exist_ok=True)
     cluster = rows[0].cluster
     osts = cluster.ost_indices()
     osses = [s.name for s in cluster.osses]
     ost_png, oss_png = outdir / "ost_utilization.png", outdir / "oss_utilization.png"
-    _bar_chart(ost_png, f"{app} run {run}: per-OST utilization (seed 000 Fig. 7)", [str(i) for i in osts],
-               {r.policy: Series([r.balance.job.ost_util[i] for i in osts], [r.balance.total.ost_util[i] for i in osts],
-                                 r.balance.job.ost_cost, r.balance.total.ost_cost) for r in rows}, "OST index", "OSTs")
-    _bar_chart(oss_png, f"{app} run {run}: per-OSS utilization (seed 000 Fig. 11)", osses,
-               {r.policy: Series([r.balance.job.oss_util[s] for s in osses], [r.balance.total.oss_util[s] for s in osses],
-                                 r.balance.job.oss_cost, r.balance.total.oss_cost) for r in rows}, "OSS", "OSSs")
+    utilization_chart(ost_png, f"{app} run {run}: per-OST utilization (seed 000 Fig. 7)", [str(i) for i in osts],
+                      {r.policy: Series([r.balance.job.ost_util[i] for i in osts],
+                                        [r.balance.total.ost_util[i] for i in osts],
+                                        r.balance.job.ost_cost, r.balance.total.ost_cost) for r in rows},
+                      "OST index", "OSTs")
+    utilization_chart(oss_png, f"{app} run {run}: per-OSS utilization (seed 000 Fig. 11)", osses,
+                      {r.policy: Series([r.balance.job.oss_util[s] for s in osses],
+                                        [r.balance.total.oss_util[s] for s in osses],
+                                        r.balance.job.oss_cost, r.balance.total.oss_cost) for r in rows},
+                      "OSS", "OSSs")
     data = {"app": app, "run": run, "policies": {
         r.policy: {"files": r.files, "stripes": r.stripes, "bound": r.bound,
                    "job": {"ost_cost": r.balance.job.ost_cost, "oss_cost": r.balance.job.oss_cost,
@@ -454,25 +405,14 @@ def write_report(outdir: Path, app: str, run: int, rows: Sequence[PolicyBalance]
                    "job_bytes": r.job_bytes}
         for r in rows}}
     (outdir / "report.json").write_text(json.dumps(data, indent=1))
-    head = "".join(f"<th>{html.escape(r.policy)}</th>" for r in rows)
-    body = "".join(f"<tr><td>{html.escape(m)}</td>" + "".join(f"<td>{html.escape(v)}</td>" for v in vals) + "</tr>"
-                   for m, vals in report_rows(rows))
-    title = html.escape(f"iez report: {app} run {run}")
-    (outdir / "index.html").write_text(f"""<!doctype html>
-<html><head><meta charset="utf-8"><title>{title}</title>
-<style>body{{font-family:sans-serif;margin:2em}} table{{border-collapse:collapse}}
-td,th{{border:1px solid #999;padding:4px 10px;text-align:right}} td:first-child{{text-align:left}}
-img{{max-width:100%;border:1px solid #ccc;margin:1em 0}}</style></head><body>
-<h1>{title}</h1>
-<p>OST utilization = bytes on the OST / its capacity. OSTCost = max / mean OST utilization over all
-OSTs (seed 000 eq. 7): 1.000 is perfect balance. <em>Job</em> counts the bytes this run places;
-<em>total usage</em> adds what the OSTs already held.</p>
-<table><tr><th></th>{head}</tr>{body}</table>
-<h2>Per OST</h2><img src="{ost_png.name}" alt="per-OST utilization">
-<h2>Per OSS</h2><img src="{oss_png.name}" alt="per-OSS utilization">
-</body></html>
-""")
-    return [ost_png, oss_png, outdir / "report.json", outdir / "index.html"]
+    page = (Page(f"iez report: {app} run {run}")
+            .para("OST utilization = bytes on the OST / its capacity. OSTCost = max / mean OST utilization "
+                  "over all OSTs (seed 000 eq. 7): 1.000 is perfect balance. 'Job' counts the bytes this run "
+                  "places; 'total usage' adds what the OSTs already held.")
+            .table(["", *(r.policy for r in rows)], [[m, *vals] for m, vals in report_rows(rows)])
+            .heading("Per OST").image(ost_png, "per-OST utilization")
+            .heading("Per OSS").image(oss_png, "per-OSS utilization"))
+    return [ost_png, oss_png, outdir / "report.json", page.write(outdir / "index.html")]
 
 
 def cmd_report(args: argparse.Namespace) -> int:

@@ -19,7 +19,6 @@ from rich.table import Table
 from iez.cli import subgroup
 from iez.errors import IezError
 from iez.trace.ingest import Ingested, TraceError, ingest
-from iez.trace.record import FileRecord
 from iez.units import format_size
 
 if TYPE_CHECKING:
@@ -61,25 +60,23 @@ class LoadedTrace:
     meta: dict[str, Any] = field(default_factory=dict)
 
 
-def _shard_records(path: Path) -> list[FileRecord]:
-    try:
-        from iez.trace.shard import read_shards
-    except ImportError:
-        raise TraceError(f"{path}: this iez cannot read libiez shard directories (iez.trace.shard missing)") from None
-    return read_shards(path)
-
-
 def load_trace(path: str | Path, app: str) -> LoadedTrace:
     """Read one PATH and turn it into one run's requests (no database access)."""
     p = Path(path)
     if p.is_dir():
-        records = _shard_records(p)
-        labels = sorted({r.run for r in records if r.run})
-        if len(labels) > 1:
-            raise TraceError(f"{p}: holds records of {len(labels)} runs ({', '.join(labels[:3])}...): "
+        from iez.trace.shard import load_trace as load_shards
+
+        trace = load_shards(p)
+        runs = trace.runs()
+        if len(runs) > 1:
+            names = ", ".join(f"{r.app}/{r.run}" for r in runs[:3])
+            raise TraceError(f"{p}: holds shards of {len(runs)} runs ({names}{', ...' if len(runs) > 3 else ''}): "
                              "give each run's shards as their own directory")
-        nprocs = max((max(r.comm_size, r.rank + 1) for r in records), default=0)
-        loaded = LoadedTrace(p, "libiez", labels[0] if labels else "", nprocs, ingest(records, app=app))
+        if not runs:
+            raise TraceError(f"{p}: no libiez trace shards (*.shard) here")
+        run = runs[0]
+        meta: dict[str, Any] = {"warnings": trace.warnings, "plan_rejected": run.plan_rejected}
+        loaded = LoadedTrace(p, "libiez", run.run, run.processes, ingest(trace.records, app=app), meta)
     elif p.is_file():
         from iez.trace.darshan import read_log
 
@@ -116,9 +113,10 @@ def cmd_import(args: argparse.Namespace) -> int:
             for t in loaded
         ]
         notes = [note for n, t in zip(numbers, loaded)
-                 for note in prediction_notes(args.app, n, t.ingested, tx.find_prediction(args.app, n))]
+                 for note in prediction_notes(args.app, n, t.ingested, tx.find_prediction(args.app, n),
+                                              t.meta.get("plan_rejected", False))]
     table = Table(title=f"{args.app}: imported")
-    for col in ("run", "source", "job", "files", "bytes written", "ranks", "shared files", "not created"):
+    for col in ("run", "source", "job", "files", "bytes written", "processes", "shared files", "not created"):
         table.add_column(col, justify="left" if col in ("source", "job") else "right")
     for n, t in zip(numbers, loaded):
         reqs = t.ingested.requests
@@ -134,10 +132,11 @@ def cmd_import(args: argparse.Namespace) -> int:
     return 0
 
 
-def prediction_notes(app: str, number: int, got: Ingested, predicted: PredictionInfo | None) -> list[str]:
+def prediction_notes(app: str, number: int, got: Ingested, predicted: PredictionInfo | None,
+                     plan_rejected: bool = False) -> list[str]:
     """How well run `number` was foreseen, and whether it calls for a new prediction (seed 000
     §III-B3: more than half of the created files missing from the plan)."""
-    if predicted is None and not (got.plan_hits or got.plan_misses):
+    if predicted is None and not (got.plan_hits or got.plan_misses or plan_rejected):
         return []
     from iez.predict import accuracy, needs_retrace
 
@@ -146,8 +145,10 @@ def prediction_notes(app: str, number: int, got: Ingested, predicted: Prediction
         acc = accuracy(predicted.requests, got.requests)
         notes.append(f"run {number}: prediction accuracy {100 * acc:.1f}% ({len(predicted.requests)} files "
                      f"predicted, {len(got.requests)} created)")
-    if needs_retrace(got.plan_hits, got.plan_misses):
+    again = f"run: iez predict {app} && iez allocate {app} --policy P -o PLAN"
+    if plan_rejected:
+        notes.append(f"run {number}: libiez rejected its plan file (IEZ_LOG says why) and placed nothing; {again}")
+    elif needs_retrace(got.plan_hits, got.plan_misses):
         notes.append(f"run {number}: {got.plan_misses} of {got.plan_hits + got.plan_misses} created files were "
-                     f"not in the plan: the prediction no longer fits; this trace is the new training data, "
-                     f"run: iez predict {app} && iez allocate {app} --policy P -o PLAN")
+                     f"not in the plan: the prediction no longer fits; this trace is the new training data, {again}")
     return notes
