@@ -195,6 +195,17 @@ def test_darshan_log_to_plan_in_three_commands(iez, db_url, tmp_path):
     # the fourth, optional step writes the same plan again from the database
     iez("plan", "ior", "--run", "2", "-o", "again.plan")
     assert planfile.load(tmp_path / "again.plan").entries == plan.entries
+    # the baselines place the same run; the report puts all four side by side
+    iez("allocate", "ior", "--policy", "rr,qos,iez-paper", *NO_GATE)
+    p = iez("report", "ior", "-o", "rep")
+    header = next(line for line in p.stdout.splitlines() if "balanced" in line)
+    assert [w for w in header.split() if w.isidentifier() or "-" in w] == ["rr", "qos", "iez-paper", "balanced"]
+    data = json.loads((tmp_path / "rep" / "report.json").read_text())["policies"]
+    assert set(data) == {"rr", "qos", "iez-paper", "balanced"}
+    assert all(d["files"] == 48 and d["bound"] == pytest.approx(1.25) for d in data.values())
+    assert data["balanced"]["job"]["ost_cost"] == pytest.approx(1.25)  # 48 equal files on 15 OSTs: the bound
+    # the plan still carries balanced's placements: allocating other policies does not touch it
+    assert planfile.load(tmp_path / "ior.plan").entries == placements_of(db_url, "ior", 2, "balanced")
 
 
 @sqlite_only
