@@ -245,3 +245,32 @@ def test_emulated_mds_pid_and_socket_cleanup(cluster):
     pid = int((cluster / "run" / "mds.pid").read_text())
     os.kill(pid, 0)
     assert (cluster / "run" / "mds.sock").exists()
+
+
+def test_concurrent_refreshes_keep_the_mds_answering(cluster):
+    """Clients asking for refreshes while the MDS's own loop refreshes: no request may kill a
+    transport (a REP socket that dies never answers again)."""
+    import threading
+
+    from iez.emulated.client import MdsClient
+    from iez.emulated.clusterdir import open_cluster_dir
+
+    cd = open_cluster_dir(cluster)
+    errors: list[Exception] = []
+
+    def hammer() -> None:
+        c = MdsClient(cd)
+        try:
+            for _ in range(30):
+                c.refresh()
+        except Exception as e:  # noqa: BLE001 - collected and asserted below
+            errors.append(e)
+
+    threads = [threading.Thread(target=hammer) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert MdsClient(cd, 2000).ping()
+    assert "Traceback" not in (cluster / "run" / "mds.log").read_text()

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
 import signal
 import subprocess
 import sys
@@ -11,11 +14,15 @@ import time
 
 import zmq
 
-from iez.emulated.clusterdir import ClusterDir
+from iez.cluster import Cluster
+from iez.emulated.clusterdir import ClusterDir, init_cluster_dir
 from iez.emulated.mds import running_pid
 from iez.errors import AllocationError, BackendError
 
-TIMEOUT_MS = 5000
+# Generous, as a Lustre client is (obd_timeout is 100 s): a busy disk can delay the MDS's
+# parameter-tree refresh by seconds. libiez, which must never stall an application, uses its
+# own short timeout and falls back to a plain create.
+TIMEOUT_MS = 30000
 
 
 class MdsClient:
@@ -96,3 +103,14 @@ def down(cd: ClusterDir, wait: float = 10.0) -> bool:
     cd.pidfile.unlink(missing_ok=True)
     cd.sock.unlink(missing_ok=True)
     return True
+
+
+@contextmanager
+def running_cluster(path: str | Path, cluster: Cluster, seed: int | None = None) -> Iterator[ClusterDir]:
+    """A new emulated cluster at `path` with its MDS up for the duration of the block."""
+    cd = init_cluster_dir(path, cluster)
+    up(cd, seed=seed)
+    try:
+        yield cd
+    finally:
+        down(cd)

@@ -102,7 +102,8 @@ class MdsCore:
 
         self.cd = cd
         self.cluster = cd.cluster()
-        self.lock = threading.Lock()
+        self.lock = threading.Lock()  # guards the allocator and the statistics
+        self.refresh_lock = threading.Lock()  # one refresh at a time: they write the same files
         self.scanner = UsageScanner(cd.fs)
         self.start = time.time()
         self.counters = {o.index: OSTCounters() for o in self.cluster.osts}
@@ -135,10 +136,16 @@ class MdsCore:
             except IezError as e:
                 return AllocReply(False, errno="EINVAL", error=str(e))
             self.creates += 1
-        log.info("alloc %s %s -> %s", path, spec or "default", format_layout(got))
+        # debug only: under heavy writes a log line on the same disk can block for seconds
+        # (dirty-page throttling), and the allocation path must not wait on the disk.
+        log.debug("alloc %s %s -> %s", path, spec or "default", format_layout(got))
         return AllocReply(True, layout=format_layout(got))
 
     def refresh(self) -> None:
+        with self.refresh_lock:
+            self._refresh()
+
+    def _refresh(self) -> None:
         scan = self.scanner.scan()
         now = time.time()
         with self.lock:
@@ -199,6 +206,9 @@ class _LineHandler(socketserver.StreamRequestHandler):
                     reply = core.handle_line(raw.decode("utf-8"))
                 except UnicodeDecodeError:
                     reply = "ERR\tEPROTO\trequest is not UTF-8"
+                except Exception as e:  # answer, log, and keep serving: clients fall back on ERR
+                    log.exception("request failed")
+                    reply = f"ERR\tEIO\t{type(e).__name__}: {e}".replace("\n", " ")
             self.wfile.write((reply + "\n").encode())
             self.wfile.flush()
 
@@ -216,11 +226,15 @@ def _zmq_loop(core: MdsCore, endpoint: str, stop: threading.Event) -> None:
         while not stop.is_set():
             if not sock.poll(200):
                 continue
+            raw = sock.recv()
             try:
-                msg = json.loads(sock.recv())
+                msg = json.loads(raw)
                 reply = core.handle_json(msg) if isinstance(msg, dict) else {"ok": False, "errno": "EPROTO", "error": "not an object"}
             except ValueError:
                 reply = {"ok": False, "errno": "EPROTO", "error": "not JSON"}
+            except Exception as e:  # a REP socket must answer every request, or it wedges
+                log.exception("request failed")
+                reply = {"ok": False, "errno": "EIO", "error": f"{type(e).__name__}: {e}"}
             sock.send(json.dumps(reply).encode())
     finally:
         sock.close()
