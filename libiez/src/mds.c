@@ -1,7 +1,6 @@
 #include "mds.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,17 +36,13 @@ static int wait_for(int fd, short ev, const struct timespec *deadline)
     }
 }
 
-/* Connect to DIR/run/mds.sock; a socket path longer than sun_path is reached through
- * /proc/self/fd/<run dir>/mds.sock. */
+/* Connect to DIR/run/mds.sock. */
 static int dial(const char *rundir, const struct timespec *deadline)
 {
     struct sockaddr_un a = {.sun_family = AF_UNIX};
-    int dfd = -1;
     if ((size_t)snprintf(a.sun_path, sizeof a.sun_path, "%s/mds.sock", rundir) >= sizeof a.sun_path) {
-        dfd = iez_sys_openat(AT_FDCWD, rundir, O_PATH | O_DIRECTORY | O_CLOEXEC, 0);
-        if (dfd < 0)
-            return -1;
-        snprintf(a.sun_path, sizeof a.sun_path, "/proc/self/fd/%d/mds.sock", dfd);
+        errno = ENAMETOOLONG; /* the MDS could not have bound it either */
+        return -1;
     }
     int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     while (s >= 0 && connect(s, (struct sockaddr *)&a, sizeof a) < 0) {
@@ -55,17 +50,11 @@ static int dial(const char *rundir, const struct timespec *deadline)
         if ((errno != EAGAIN && errno != EINTR) || ms_left(deadline) <= 0) {
             int e = errno == EAGAIN ? ETIMEDOUT : errno;
             iez_sys_close(s);
-            s = -1;
             errno = e;
-            break;
+            return -1;
         }
         struct timespec pause = {0, 1000000};
         nanosleep(&pause, NULL);
-    }
-    if (dfd >= 0) {
-        int e = errno;
-        iez_sys_close(dfd);
-        errno = e;
     }
     return s;
 }
