@@ -245,6 +245,11 @@ def test_pending_placements_are_other_apps_planned_but_untraced_runs(db):
         assert tx.pending_placements("b") == []  # a never planned
         tx.add_trace("b", hacc(2))  # run 2 of b happened: its bytes are on the OSTs now
         assert tx.pending_placements("a") == []
+        # b's run 3 is planned, then run 4 replaces that plan before run 3 ever ran
+        for run in (3, 4):
+            tx.set_placements("b", run, "balanced", placed, sid, {})
+            tx.mark_planned("b", run, "balanced")
+        assert {(p.run, p.policy) for p in tx.pending_placements("a")} == {("4", "balanced")}
 
 
 def test_bad_urls_and_files_are_one_line_errors(tmp_path):

@@ -349,8 +349,12 @@ def test_libiez_trace_to_plan_and_the_placed_run_back(iez, iez_cmd, subenv, db_u
     subprocess.run([*iez_cmd, "emulate", "up", str(emu)], check=True, env=subenv, capture_output=True)
     try:
         run1 = libiez_run(subenv, tmp_path, emu, "job1", "trace")
+        # garbage after a shard's records: its intact records are kept, with a warning
+        shard = sorted(run1.glob("*.shard"))[0]
+        shard.write_bytes(shard.read_bytes() + b"\xff" * 24)
         p = iez("trace", "import", str(run1), "--app", "hacc")
         assert "libiez" in p.stdout and "job1" in p.stdout
+        assert p.stderr.startswith(f"iez: warning: {shard}: "), p.stderr
         assert traced(db_url, "hacc") == [(1, 4)]
         iez("predict", "hacc")
         iez("allocate", "hacc", "--emulated", str(emu), "-o", "hacc.plan", *NO_GATE)

@@ -111,7 +111,7 @@ def jsonable(obj: Any) -> Any:
 def cmd_predict(args: argparse.Namespace) -> int:
     from iez.predict import predict_next_run
 
-    out, err = Console(), Console(stderr=True)
+    err = Console(stderr=True)
     with open_db(args) as db:
         with db.begin() as tx:
             traced = tx.traced_runs(args.app)
@@ -124,12 +124,12 @@ def cmd_predict(args: argparse.Namespace) -> int:
         with db.begin() as tx:
             tx.add_prediction(args.app, target, pred.requests, models, [n for n, _ in traced])
     reqs = pred.requests
-    out.print(f"{args.app}: predicted run {target} from run(s) {', '.join(str(n) for n, _ in traced)}: "
+    print(f"{args.app}: predicted run {target} from run(s) {', '.join(str(n) for n, _ in traced)}: "
               f"{len(reqs)} files, {format_size(sum(q.write_bytes for q in reqs))} written, "
               f"{sum(q.comm_size > 1 for q in reqs)} shared")
-    out.print(models_table(models))
+    Console().print(models_table(models))
     if pred.templates:
-        out.print("file name templates: " + ", ".join(pred.templates))
+        print("file name templates: " + ", ".join(pred.templates))
     return 0
 
 
@@ -259,9 +259,9 @@ def cmd_allocate(args: argparse.Namespace) -> int:
                 tx.mark_planned(args.app, pred.run, names[0])
     rows = [policy_balance(n, cluster, snap, results[n]) for n in sorted(results, key=policy_rank)]
     Console().print(balance_table(f"{args.app} run {pred.run}: placed {len(pred.requests)} files", rows))
-    Console().print(COST_NOTE)
+    print(COST_NOTE)
     if args.output:
-        Console().print(f"plan written to {args.output}")
+        print(f"plan written to {args.output}")
     return 0
 
 
@@ -301,7 +301,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         cluster, _ = tx.snapshot(chosen.snapshot_id)
         plan = write_plan(args.app, chosen.run, chosen.policy, cluster, chosen.placements, args.output)
         tx.mark_planned(args.app, chosen.run, chosen.policy)
-    Console().print(f"{args.app} run {chosen.run}: {len(plan)} files ({chosen.policy}) planned in {args.output}")
+    print(f"{args.app} run {chosen.run}: {len(plan)} files ({chosen.policy}) planned in {args.output}")
     return 0
 
 
@@ -426,9 +426,9 @@ def cmd_report(args: argparse.Namespace) -> int:
         raise IezError(f"run {sets[0].run} of {args.app} was placed on different clusters: re-run iez allocate "
                        "with one --cluster for every policy")
     Console().print(balance_table(f"{args.app} run {sets[0].run}", rows))
-    Console().print(COST_NOTE)
+    print(COST_NOTE)
     if args.output:
         with Console(stderr=True).status("drawing charts"):
             written = write_report(Path(args.output), args.app, sets[0].run, rows)
-        Console().print(f"report written to {written[-1]}")
+        print(f"report written to {written[-1]}")
     return 0

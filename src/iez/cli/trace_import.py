@@ -8,6 +8,7 @@ transaction: a bad PATH is one error line and the database keeps what it had.
 from __future__ import annotations
 
 import argparse
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -82,7 +83,8 @@ def load_trace(path: str | Path, app: str) -> LoadedTrace:
 
         log = read_log(p)
         loaded = LoadedTrace(p, "darshan", str(log.jobid), log.nprocs, ingest(log.records, app=app),
-                             {"exe": log.exe, "warnings": log.warnings, "start_time": log.start_time})
+                             {"exe": log.exe, "warnings": [f"{p}: {w}" for w in log.warnings],
+                              "start_time": log.start_time})
     else:
         raise TraceError(f"{p}: no such shard directory or Darshan log")
     if not loaded.ingested.requests:
@@ -124,11 +126,12 @@ def cmd_import(args: argparse.Namespace) -> int:
                       format_size(sum(q.write_bytes for q in reqs)), str(t.nprocs),
                       str(sum(q.comm_size > 1 for q in reqs)), str(t.ingested.not_created))
     Console().print(table)
+    # Plain prints: paths may hold '[' (rich markup) and must not be wrapped.
     for t in loaded:
         for w in t.meta.get("warnings", []):
-            err.print(f"iez: warning: {t.path}: {w}")
+            print(f"iez: warning: {w}", file=sys.stderr)
     for note in notes:
-        Console().print(note)
+        print(note)
     return 0
 
 

@@ -358,9 +358,13 @@ class Txn:
 
     def pending_placements(self, exclude_app: str) -> list[Placement]:
         """Placements of other applications' planned runs that have not been traced yet: bytes the
-        file system has been promised but does not hold yet (the global view of seed 000)."""
+        file system has been promised but does not hold yet (the global view of seed 000). Only
+        each application's newest planned run counts: its plan file replaced the older ones."""
+        newest = (select(runs.c.app_id, func.max(runs.c.number).label("number"))
+                  .where(runs.c.planned_policy.is_not(None)).group_by(runs.c.app_id).subquery())
         q = (select(placements, applications.c.name, runs.c.number)
              .join(runs, placements.c.run_id == runs.c.id)
+             .join(newest, (newest.c.app_id == runs.c.app_id) & (newest.c.number == runs.c.number))
              .join(applications, runs.c.app_id == applications.c.id)
              .where(applications.c.name != exclude_app, runs.c.traced_at.is_(None),
                     runs.c.planned_policy == placements.c.policy))
