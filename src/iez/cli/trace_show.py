@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from dataclasses import asdict
 
 from rich.console import Console
+from rich.progress import Progress
 from rich.table import Table
 
 from iez.cli import subgroup
-from iez.trace.shard import load_trace
+from iez.trace.shard import Trace, read_shard, shard_files
 from iez.units import format_size
 
 
@@ -26,10 +28,16 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    trace = load_trace(args.dir)
-    err = Console(stderr=True, highlight=False)
+    files = shard_files(args.dir)
+    trace = Trace()
+    err = Console(stderr=True)
+    with Progress(console=err, transient=True, disable=not err.is_terminal) as progress:
+        task = progress.add_task("reading shards", total=len(files))
+        for f in files:
+            trace.shards.append(read_shard(f))
+            progress.advance(task)
     for w in trace.warnings:
-        err.print(f"iez: warning: {w}", markup=False)
+        print(f"iez: warning: {w}", file=sys.stderr)
     runs = trace.runs()
     if args.json:
         print(json.dumps({

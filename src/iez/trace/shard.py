@@ -229,11 +229,15 @@ def _record(data: bytes, off: int, plen: int, llen: int, common: dict, problems:
                       close_time=close_ns / 1e9, plan_hit=hit, **common)
 
 
-def load_trace(directory: str | Path) -> Trace:
+def shard_files(directory: str | Path) -> list[Path]:
     d = Path(directory)
     if not d.is_dir():
         raise IezError(f"{d}: no such trace directory")
-    return Trace([read_shard(f) for f in sorted(d.glob(f"*{SUFFIX}"))])
+    return sorted(d.glob(f"*{SUFFIX}"))
+
+
+def load_trace(directory: str | Path) -> Trace:
+    return Trace([read_shard(f) for f in shard_files(directory)])
 
 
 def read_shards(directory: str | Path) -> list[FileRecord]:

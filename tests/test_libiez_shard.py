@@ -1,0 +1,240 @@
+"""libiez's trace shards (docs/trace-format.md): nothing lost when a traced process is killed,
+and a damaged or truncated shard read as far as it is intact, with one warning line. The
+shards are written by real processes under LD_PRELOAD (tracing only, no cluster needed)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import struct
+import subprocess
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import pytest
+
+from conftest import BUILD
+from iez.errors import IezError
+from iez.trace.shard import ShardWarning, load_trace, read_shard, read_shards
+
+LIB = BUILD / "libiez" / "libiez.so"
+CHUNK = 128 << 10
+
+
+def env(traces: Path, **extra: str) -> dict[str, str]:
+    if not LIB.exists():
+        pytest.fail(f"{LIB} is missing: build libiez (cmake -S . -B build && cmake --build build)")
+    e = {k: v for k, v in os.environ.items() if not k.startswith("IEZ_")}
+    e.update(LD_PRELOAD=str(LIB), IEZ_TRACE_DIR=str(traces), IEZ_APP="shardtest", IEZ_RUN="9", **extra)
+    return e
+
+
+def traced_python(tmp_path: Path, script: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    r = subprocess.run([sys.executable, "-B", "-c", script, *args], env=env(tmp_path / "traces"), cwd=tmp_path,
+                       capture_output=True, text=True, timeout=60)
+    if check:
+        assert r.returncode == 0, r.stderr
+    return r
+
+
+WRITE_FILES = ("import os, sys\n"
+               "for i, n in enumerate(sys.argv[1:]):\n"
+               "    with open(n, 'wb') as f:\n"
+               "        f.write(b'z' * (1000 * (i + 1)))\n")
+
+
+def one_shard(tmp_path: Path) -> Path:
+    (shard,) = (tmp_path / "traces").glob("*.shard")
+    return shard
+
+
+def record_offsets(data: bytes) -> list[int]:
+    """Offsets of the records of a healthy shard, walking their sizes."""
+    out, off = [], 512
+    while off + 8 <= len(data):
+        magic, size = struct.unpack_from("<II", data, off)
+        if magic == 0 and size == 0:
+            off = (off // CHUNK + 1) * CHUNK
+            continue
+        out.append(off)
+        off += size
+    return out
+
+
+def paths(records) -> list[str]:
+    return sorted(Path(r.path).name for r in records)
+
+
+def test_header_and_records(tmp_path):
+    traced_python(tmp_path, WRITE_FILES, "a", "b", "c")
+    (shard,) = load_trace(tmp_path / "traces").shards
+    assert (shard.app, shard.run, shard.rank, shard.clean_exit, shard.plan) == ("shardtest", "9", 0, True, "none")
+    assert shard.pid > 0 and shard.start_time <= shard.end_time <= time.time()
+    assert shard.warning is None
+    recs = {Path(r.path).name: r for r in shard.records}
+    assert {n: (r.bytes_written, r.max_offset, r.created) for n, r in recs.items()} == {
+        "a": (1000, 1000, True), "b": (2000, 2000, True), "c": (3000, 3000, True)}
+    assert all(r.pid == shard.pid and r.host == shard.host and r.layout == "" for r in recs.values())
+    # the shard is cut after its last record at exit
+    data = one_shard(tmp_path).read_bytes()
+    last = record_offsets(data)[-1]
+    assert len(data) == last + struct.unpack_from("<I", data, last + 4)[0]
+
+
+def test_killed_process_loses_nothing(tmp_path):
+    """Written bytes are in the shard the moment they are written: SIGKILL after writing (no
+    close, no exit handler) keeps them."""
+    script = ("import os, signal\n"
+              "fd = os.open('victim', os.O_WRONLY | os.O_CREAT, 0o644)\n"
+              "os.write(fd, b'v' * 12345)\n"
+              "os.pwrite(fd, b'w' * 10, 50000)\n"
+              "os.kill(os.getpid(), signal.SIGKILL)\n")
+    r = traced_python(tmp_path, script, check=False)
+    assert r.returncode == -signal.SIGKILL
+    (shard,) = load_trace(tmp_path / "traces").shards
+    assert not shard.clean_exit and shard.end_time == 0.0 and shard.warning is None
+    (rec,) = [r for r in shard.records if r.path.endswith("/victim")]
+    assert (rec.bytes_written, rec.max_offset, rec.created, rec.close_time) == (12355, 50010, True, 0.0)
+
+
+def test_live_shard_is_readable(tmp_path):
+    """A shard can be read while its process still runs and writes."""
+    script = ("import os, sys, time\n"
+              "fd = os.open('live', os.O_WRONLY | os.O_CREAT, 0o644)\n"
+              "os.write(fd, b'l' * 4096)\n"
+              "print('ready', flush=True)\n"
+              "sys.stdin.readline()\n"
+              "os.write(fd, b'l' * 4096)\n")
+    p = subprocess.Popen([sys.executable, "-B", "-c", script], env=env(tmp_path / "traces"), cwd=tmp_path,
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "ready"
+        (rec,) = [r for r in read_shards(tmp_path / "traces") if r.path.endswith("/live")]
+        assert rec.bytes_written == 4096 and rec.close_time == 0.0
+        p.stdin.write("go\n")
+        p.stdin.flush()
+        assert p.wait(timeout=30) == 0
+    finally:
+        p.kill()
+    (rec,) = [r for r in read_shards(tmp_path / "traces") if r.path.endswith("/live")]
+    assert rec.bytes_written == 8192 and rec.close_time > 0
+
+
+def test_many_files_span_chunks(tmp_path):
+    """3000 records fill several 128 KiB chunks; every one is read back."""
+    creates = BUILD / "libiez" / "iez-test-creates"
+    out = tmp_path / "many"
+    out.mkdir()
+    r = subprocess.run([str(creates), str(out), "3000", "open"], env=env(tmp_path / "traces"),
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    recs = [x for x in read_shards(tmp_path / "traces") if x.path.startswith(str(out))]
+    assert len(recs) == 3001 and len({x.path for x in recs}) == 3001 and all(x.created for x in recs)
+    assert one_shard(tmp_path).stat().st_size > 2 * CHUNK
+
+
+def damaged(tmp_path: Path, damage) -> tuple[list[str], list[str]]:
+    """Trace three files, damage the shard, read it: (file names read, warnings)."""
+    traced_python(tmp_path, WRITE_FILES, "a", "b", "c")
+    shard = one_shard(tmp_path)
+    data = bytearray(shard.read_bytes())
+    damage(data, record_offsets(bytes(data)))
+    shard.write_bytes(bytes(data))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        recs = read_shards(tmp_path / "traces")
+    ws = [str(w.message) for w in caught if issubclass(w.category, ShardWarning)]
+    return paths(recs), ws
+
+
+def test_garbled_record_is_skipped(tmp_path):
+    def flip(data, offs):
+        data[offs[1] + 70] ^= 0x55  # a byte of the second record's path: its CRC no longer holds
+    names, ws = damaged(tmp_path, flip)
+    assert names == ["a", "c"]
+    assert len(ws) == 1 and "damaged record" in ws[0] and "read 2 intact records" in ws[0]
+
+
+def test_garbled_size_is_skipped(tmp_path):
+    def size(data, offs):
+        data[offs[0] + 4:offs[0] + 8] = struct.pack("<I", 0xFFFF0)
+    names, ws = damaged(tmp_path, size)
+    assert names == ["b", "c"] and len(ws) == 1
+
+
+def test_truncated_shard(tmp_path):
+    def cut(data, offs):
+        del data[offs[2] + 30:]
+    names, ws = damaged(tmp_path, cut)
+    assert names == ["a", "b"]
+    assert len(ws) == 1 and "truncated" in ws[0]
+
+
+def test_unpublished_record_is_skipped_silently(tmp_path):
+    """A record whose magic was never written (the process died while filling it) is not an
+    error: it is stepped over by its size."""
+    def unpublish(data, offs):
+        data[offs[1]:offs[1] + 4] = b"\0\0\0\0"
+    names, ws = damaged(tmp_path, unpublish)
+    assert names == ["a", "c"] and ws == []
+
+
+def test_bad_header_and_foreign_files(tmp_path):
+    traced_python(tmp_path, WRITE_FILES, "a")
+    traces = tmp_path / "traces"
+    good = one_shard(tmp_path)
+    (traces / "junk.shard").write_bytes(b"not a shard at all" * 40)
+    bad = traces / "copy.shard"
+    data = bytearray(good.read_bytes())
+    data[40] ^= 1  # inside the app name: the header's CRC fails
+    bad.write_bytes(bytes(data))
+    trace = load_trace(traces)
+    assert paths(trace.records) == ["a"]
+    assert sorted(w.split(": ", 1)[1] for w in trace.warnings) == [
+        "not a libiez trace shard (bad magic or shorter than its header)",
+        "the shard's header is damaged; its records cannot be attributed"]
+
+
+def test_trace_show_cli(tmp_path, iez_cmd):
+    traced_python(tmp_path, WRITE_FILES, "a", "b")
+    traces = tmp_path / "traces"
+    data = bytearray(one_shard(tmp_path).read_bytes())
+    second = record_offsets(bytes(data))[1]
+    data[second + 70] ^= 1
+    one_shard(tmp_path).write_bytes(bytes(data))
+    r = subprocess.run(iez_cmd + ["trace", "show", str(traces)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0
+    assert len(r.stderr.splitlines()) == 1, r.stderr
+    (warning,) = r.stderr.splitlines()
+    assert warning.startswith("iez: warning: ") and "damaged record" in warning
+    assert "app shardtest run 9: 1 processes, 1 files; no plan" in r.stdout
+    assert str(tmp_path / "a") in r.stdout and str(tmp_path / "b") not in r.stdout
+    r = subprocess.run(iez_cmd + ["trace", "show", "--json", str(traces)], capture_output=True, text=True, timeout=60)
+    doc = json.loads(r.stdout)
+    assert [x["path"] for x in doc["records"]] == [str(tmp_path / "a")]
+    assert doc["records"][0]["bytes_written"] == 1000 and doc["runs"][0]["needs_retrace"] is False
+    r = subprocess.run(iez_cmd + ["trace", "show", str(tmp_path / "nowhere")], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and r.stderr.strip() == f"iez: error: {tmp_path / 'nowhere'}: no such trace directory"
+
+
+def test_unreadable_shard_is_one_error(tmp_path):
+    with pytest.raises(IezError, match="cannot read trace shard"):
+        read_shard(tmp_path / "missing.shard")
+
+
+def test_exec_keeps_the_first_image_records(tmp_path):
+    """exec replaces the process image: what it traced before stays in its shard, and the new
+    image (same pid) gets a shard of its own."""
+    script = ("import os\n"
+              "fd = os.open('before', os.O_WRONLY | os.O_CREAT, 0o644)\n"
+              "os.write(fd, b'b' * 777)\n"
+              "os.execv('/bin/sh', ['sh', '-c', 'printf 1234 > after'])\n")
+    traced_python(tmp_path, script)
+    trace = load_trace(tmp_path / "traces")
+    assert len(trace.shards) == 2 and len({s.pid for s in trace.shards}) == 1
+    byname = {Path(r.path).name: r for r in trace.records if r.path.startswith(str(tmp_path))}
+    assert (byname["before"].bytes_written, byname["before"].close_time) == (777, 0.0)
+    assert byname["after"].bytes_written == 4 and byname["after"].created
