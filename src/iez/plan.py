@@ -10,6 +10,7 @@ parser (libiez/src/plan.c) implements the same grammar.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
@@ -18,6 +19,7 @@ from iez.errors import ConfigError, LayoutError
 from iez.layout.layout import LUSTRE_EOF, Component, FileLayout, Layout
 
 MAGIC = "#iez-plan"
+_INT = re.compile(r"-?[0-9]+")  # the grammar's int: no sign but '-', no spaces, no '_' (int() takes all three)
 VERSION = 1
 _KEYS = {"S": "stripe_size", "c": "stripe_count", "i": "stripe_offset", "p": "pool", "o": "osts"}
 
@@ -87,16 +89,19 @@ def parse_plain(spec: str) -> Layout:
         name = _KEYS[key]
         if name in kw:
             raise LayoutError(f"layout field {key} given twice")
-        try:
-            if key == "p":
-                kw[name] = val
-            elif key == "o":
-                kw[name] = tuple(int(x) for x in val.split(":"))
-            else:
-                kw[name] = int(val)
-        except ValueError:
-            raise LayoutError(f"bad number in layout field {item!r}") from None
+        if key == "p":
+            kw[name] = val
+        elif key == "o":
+            kw[name] = tuple(_int(x, item) for x in val.split(":"))
+        else:
+            kw[name] = _int(val, item)
     return Layout(**kw)  # type: ignore[arg-type]
+
+
+def _int(text: str, item: str) -> int:
+    if not _INT.fullmatch(text):
+        raise LayoutError(f"bad number in layout field {item!r}")
+    return int(text)
 
 
 def parse_layout(spec: str) -> FileLayout:
@@ -108,11 +113,9 @@ def parse_layout(spec: str) -> FileLayout:
         lo, dash, hi = ext.partition("-")
         if not sep or not dash:
             raise LayoutError(f"bad component {part!r} (expected START-END/FIELDS)")
-        try:
-            start = int(lo)
-            end = LUSTRE_EOF if hi == "EOF" else int(hi)
-        except ValueError:
-            raise LayoutError(f"bad extent in component {part!r}") from None
+        if not _INT.fullmatch(lo) or not (hi == "EOF" or _INT.fullmatch(hi)):
+            raise LayoutError(f"bad extent in component {part!r}")
+        start, end = int(lo), LUSTRE_EOF if hi == "EOF" else int(hi)
         comps.append(Component(start, end, parse_plain(body)))
     return FileLayout(components=tuple(comps))
 
