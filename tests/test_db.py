@@ -293,3 +293,25 @@ def test_integer_columns_hold_what_lustre_uses(db):
         tx.add_trace("big", [Request("/l/huge", huge, 1)])
     with db.begin() as tx:
         assert tx.traced_runs("big")[0][1][0].write_bytes == huge
+
+
+def test_concurrent_imports_into_one_app_take_distinct_run_numbers(db_url):
+    import threading
+
+    with Database(db_url) as d, d.begin() as tx:
+        tx.add_trace("ior", hacc(1))
+    numbers, errors = [], []
+
+    def one_import():
+        try:
+            with Database(db_url) as d, d.begin() as tx:
+                numbers.append(tx.add_trace("ior", hacc(2)))
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=one_import) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == [] and sorted(numbers) == [2, 3, 4, 5]

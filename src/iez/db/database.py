@@ -177,7 +177,10 @@ class Txn:
     # -- applications and runs -------------------------------------------------------------
     def app_id(self, name: str, create: bool = False) -> int:
         check_app_name(name)
-        row = self.conn.execute(select(applications.c.id).where(applications.c.name == name)).first()
+        q = select(applications.c.id).where(applications.c.name == name)
+        # A writer locks the application's row, so that two imports into one application take
+        # run numbers one after the other (PostgreSQL; SQLite's BEGIN IMMEDIATE already does).
+        row = self.conn.execute(q.with_for_update() if create else q).first()
         if row:
             return row[0]
         if not create:
