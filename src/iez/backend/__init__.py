@@ -34,6 +34,22 @@ class Backend(Protocol):
         """Per-target usage, the rows of `lfs df` in KiB (`-i`: inodes)."""
 
 
+def layout_from_xattr(path: str | Path, attr: str, missing: str) -> FileLayout:
+    """Decode the lov_user_md a file carries in xattr `attr`; `missing` says why it may lack one."""
+    import errno
+    import os
+
+    from iez.layout import lum
+
+    try:
+        raw = os.getxattr(path, attr)
+    except OSError as e:
+        if e.errno == errno.ENODATA:
+            raise BackendError(f"{path} has no layout ({missing})") from None
+        raise BackendError(f"getstripe {path}: {e.strerror}") from None
+    return lum.decode(raw)
+
+
 def backend_for(path: str | Path) -> Backend:
     """The backend serving `path`: an emulated cluster if the path lies under one's `fs/`,
     else real Lustre if the path's file system is Lustre."""

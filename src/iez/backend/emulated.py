@@ -7,11 +7,11 @@ scan of the files and their layouts, the same computation the MDS publishes in `
 
 from __future__ import annotations
 
-import errno
 import os
 import time
 from pathlib import Path
 
+from iez.backend import layout_from_xattr
 from iez.cluster import Snapshot
 from iez.emulated.client import MdsClient
 from iez.emulated.clusterdir import XATTR, find_cluster_dir, open_cluster_dir, stored_form
@@ -61,16 +61,8 @@ class EmulatedBackend:
         return got
 
     def get_layout(self, path: str | Path) -> FileLayout:
-        from iez.layout import lum
-
-        p = self._check_inside(Path(path))
-        try:
-            raw = os.getxattr(p, XATTR)
-        except OSError as e:
-            if e.errno == errno.ENODATA:
-                raise BackendError(f"{path} has no layout (no {XATTR} xattr: created outside iez's emulated MDS)") from None
-            raise BackendError(f"getstripe {path}: {e.strerror}") from None
-        return lum.decode(raw)
+        self._check_inside(Path(path))
+        return layout_from_xattr(path, XATTR, f"no {XATTR} xattr: created outside iez's emulated MDS")
 
     def _space(self):
         scan = UsageScanner(self.cd.fs).scan()

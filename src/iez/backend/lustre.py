@@ -96,15 +96,10 @@ class LustreBackend:
         return self.get_layout(path)
 
     def get_layout(self, path: str | Path) -> FileLayout:
-        from iez.layout import lum
+        from iez.backend import layout_from_xattr
 
-        try:
-            raw = os.getxattr(path, XATTR_LOV)
-        except OSError as e:
-            if e.errno == errno.ENODATA:
-                raise BackendError(f"{path} has no layout yet") from None
-            raise BackendError(f"getstripe {path}: {e.strerror}") from None
-        return lum.decode(raw)
+        # ENODATA: opened with O_LOV_DELAY_CREATE (or O_RDONLY) and never written (abi.md §3)
+        return layout_from_xattr(path, XATTR_LOV, "not instantiated yet")
 
     def _tree(self):
         from iez.lustre.params import ParamTree
