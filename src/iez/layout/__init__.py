@@ -1,8 +1,5 @@
 """Layouts: the layout type, RAID-0 mapping, stripe sizing, and the lov_user_md codec."""
 
-from iez.layout.layout import (  # noqa: F401
-    LUSTRE_EOF,
-    Component,
-    FileLayout,
-    Layout,
-)
+from iez.layout.layout import LUSTRE_EOF, Component, FileLayout, Layout
+
+__all__ = ["LUSTRE_EOF", "Component", "FileLayout", "Layout"]
