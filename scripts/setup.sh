@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 APT_PACKAGES=(
   build-essential cmake pkg-config   # libiez, iez-sim
   libzmq3-dev                        # emulated MDS client in libiez
-  libsimgrid-dev simgrid             # the performance simulator (iez-sim)
+  libsimgrid-dev                     # the performance simulator (iez-sim)
   mpich libmpich-dev                 # MPI-IO interception and MPI tests
   libhdf5-dev hdf5-tools             # HDF5 interception
   fio attr                           # real programs under LD_PRELOAD; getfattr for debugging
