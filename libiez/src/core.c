@@ -16,6 +16,7 @@ struct iez_config iez_cfg;
 int iez_tracing;
 pid_t iez_pid;
 unsigned iez_gen;
+int iez_fork_single;
 __thread int iez_busy __attribute__((tls_model("initial-exec")));
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -31,6 +32,7 @@ static void fork_child(void)
 {
     iez_pid = getpid();
     iez_gen++;
+    iez_fork_single = 1;
     iez_log_forget();
     iez_trace_forked();
     iez_trace_fork_child();
@@ -85,3 +87,10 @@ __attribute__((constructor)) static void iez_constructor(void)
 }
 
 __attribute__((destructor)) static void iez_destructor(void) { iez_fini(); }
+
+/* Only to know that counters now need atomic updates (iez_multithreaded). */
+IEZ_EXPORT int pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*start)(void *), void *arg)
+{
+    __atomic_store_n(&iez_fork_single, 0, __ATOMIC_SEQ_CST);
+    return IEZ_REAL(pthread_create)(t, attr, start, arg);
+}

@@ -29,6 +29,12 @@ extern struct iez_config iez_cfg;
 extern int iez_tracing;          /* trace mode with a trace directory: the hot-path test */
 extern pid_t iez_pid;            /* the process libiez's state belongs to */
 extern unsigned iez_gen;         /* bumped in each fork child: records of the parent are not ours */
+extern int iez_fork_single;      /* a fork child that has not created a thread (yet) */
+
+/* Whether another thread may update the same counters: glibc's flag says whether a thread was
+ * ever created, but stays false in a fork child, where only the forking thread lives on. */
+#include <sys/single_threaded.h>
+static inline int iez_multithreaded(void) { return !__libc_single_threaded && !iez_fork_single; }
 
 void iez_init(void);             /* idempotent; every wrapper that does work calls it */
 /* Not a vfork child (or a child made by a raw clone) sharing the parent's memory. */

@@ -80,16 +80,24 @@ static int validate_stripe(const struct iez_stripe *s, char *err, size_t errlen)
         return fail(err, errlen, "stripe offset %d out of range (-1 .. 65534)", s->offset);
     if (!s->nosts)
         return 0;
-    /* one bit per possible OST index finds a repeat in linear time */
-    uint64_t seen[(IEZ_MAX_OST_INDEX + 64) / 64];
-    memset(seen, 0, sizeof seen);
+    /* a repeated OST: pairwise for the usual short lists, one bit per OST index for long ones */
     int in_list = s->offset == -1;
-    for (uint32_t i = 0; i < s->nosts; i++) {
-        unsigned o = s->osts[i];
-        if (seen[o / 64] & (1ull << (o % 64)))
-            return fail(err, errlen, "OST list repeats OST %u (only overstriping may)", o);
-        seen[o / 64] |= 1ull << (o % 64);
-        in_list |= (int)o == s->offset;
+    for (uint32_t i = 0; i < s->nosts; i++)
+        in_list |= (int)s->osts[i] == s->offset;
+    if (s->nosts <= 32) {
+        for (uint32_t i = 1; i < s->nosts; i++)
+            for (uint32_t j = 0; j < i; j++)
+                if (s->osts[i] == s->osts[j])
+                    return fail(err, errlen, "OST list repeats OST %u (only overstriping may)", s->osts[i]);
+    } else {
+        uint64_t seen[(IEZ_MAX_OST_INDEX + 64) / 64];
+        memset(seen, 0, sizeof seen);
+        for (uint32_t i = 0; i < s->nosts; i++) {
+            unsigned o = s->osts[i];
+            if (seen[o / 64] & (1ull << (o % 64)))
+                return fail(err, errlen, "OST list repeats OST %u (only overstriping may)", o);
+            seen[o / 64] |= 1ull << (o % 64);
+        }
     }
     if (s->count != 0 && (uint32_t)s->count != s->nosts)
         return fail(err, errlen, "stripe count %d differs from the OST list length %u", s->count, s->nosts);

@@ -39,6 +39,14 @@ static int utf8_valid(const unsigned char *s, size_t n)
 {
     size_t i = 0;
     while (i < n) {
+        if (n - i >= 8) { /* ASCII, 8 bytes at a time */
+            uint64_t w;
+            memcpy(&w, s + i, 8);
+            if (!(w & 0x8080808080808080ull)) {
+                i += 8;
+                continue;
+            }
+        }
         unsigned c = s[i];
         if (c < 0x80) {
             i++;
@@ -130,9 +138,11 @@ static int check_header(const char *line, size_t n, const char *source, char *er
 /* The end of the line starting at p: the first CR or LF (universal newlines). */
 static const char *line_end(const char *p, const char *end)
 {
-    while (p < end && *p != '\n' && *p != '\r')
-        p++;
-    return p;
+    const char *nl = memchr(p, '\n', (size_t)(end - p));
+    if (!nl)
+        nl = end;
+    const char *cr = memchr(p, '\r', (size_t)(nl - p));
+    return cr ? cr : nl;
 }
 
 static const char *next_line(const char *eol, const char *end)
@@ -165,6 +175,34 @@ static int line_error(char *err, size_t errlen, const char *source, size_t no, c
     return -1;
 }
 
+/* Entries wait in a short queue between parsing and insertion, so the table slot each one
+ * lands in can be prefetched: the inserts are random accesses to a table far larger than the
+ * caches, and would otherwise stall on memory one after another. */
+#define PENDING 16
+struct pending {
+    const char *path;
+    size_t plen, no;
+    uint64_t hash;
+};
+
+/* Insert the oldest queued entries until n remain; -1 at a path planned twice. */
+static int insert_pending(struct iez_plan *plan, struct pending *q, size_t *head, size_t *count, size_t keep,
+                          const char *source, char *err, size_t errlen)
+{
+    for (; *count > keep; (*count)--, *head = (*head + 1) % PENDING) {
+        struct pending *e = &q[*head];
+        struct slot *s = probe(plan, e->path, e->plen, e->hash);
+        if (s->plen)
+            return line_error(err, errlen, source, e->no, "plan: %.*s is planned twice",
+                              (int)(e->plen > 200 ? 200 : e->plen), e->path);
+        s->off = (uint64_t)(e->path - plan->buf);
+        s->hash = (uint32_t)(e->hash >> 32);
+        s->plen = (uint32_t)e->plen;
+        plan->n++;
+    }
+    return 0;
+}
+
 static int parse_entries(struct iez_plan *plan, const char *source, char *err, size_t errlen)
 {
     const char *p = plan->buf, *end = plan->buf + plan->len;
@@ -172,44 +210,45 @@ static int parse_entries(struct iez_plan *plan, const char *source, char *err, s
     if (check_header(p, (size_t)(eol - p), source, err, errlen))
         return -1;
     struct iez_layout lay = {0};
+    struct pending q[PENDING];
+    size_t head = 0, count = 0;
     char why[200];
     int rc = 0;
     size_t no = 1;
-    for (p = next_line(eol, end); p < end; p = next_line(eol, end)) {
+    for (p = next_line(eol, end); p < end && rc == 0; p = next_line(eol, end)) {
         eol = line_end(p, end);
         no++;
         size_t n = (size_t)(eol - p);
         if (!n || p[0] == '#')
             continue;
         const char *tab = memchr(p, '\t', n);
-        if (!tab) {
-            rc = line_error(err, errlen, source, no, "expected PATH<TAB>LAYOUT");
-            break;
-        }
-        size_t plen = (size_t)(tab - p);
-        if (!plen || p[0] != '/') {
-            rc = line_error(err, errlen, source, no, "plan: path '%.*s' is not absolute", (int)(plen > 80 ? 80 : plen), p);
-            break;
-        }
-        if (memchr(p, '\0', plen)) {
-            rc = line_error(err, errlen, source, no, "plan: a path holds a NUL byte");
-            break;
-        }
-        if (plen > UINT32_MAX || iez_layout_parse(tab + 1, (size_t)(eol - tab - 1), &lay, why, sizeof why)) {
-            rc = line_error(err, errlen, source, no, "%s", plen > UINT32_MAX ? "path too long" : why);
+        size_t plen = tab ? (size_t)(tab - p) : 0;
+        const char *bad = NULL;
+        if (!tab)
+            bad = "expected PATH<TAB>LAYOUT";
+        else if (!plen || p[0] != '/')
+            bad = why, snprintf(why, sizeof why, "plan: path '%.*s' is not absolute", (int)(plen > 80 ? 80 : plen), p);
+        else if (memchr(p, '\0', plen))
+            bad = "plan: a path holds a NUL byte";
+        else if (plen > UINT32_MAX)
+            bad = "path too long";
+        else if (iez_layout_parse(tab + 1, (size_t)(eol - tab - 1), &lay, why, sizeof why))
+            bad = why;
+        if (bad) {
+            /* an earlier line's duplicate comes first */
+            rc = insert_pending(plan, q, &head, &count, 0, source, err, errlen);
+            if (rc == 0)
+                rc = line_error(err, errlen, source, no, "%s", bad);
             break;
         }
         uint64_t h = iez_hash(p, plen, 0);
-        struct slot *s = probe(plan, p, plen, h);
-        if (s->plen) {
-            rc = line_error(err, errlen, source, no, "plan: %.*s is planned twice", (int)(plen > 200 ? 200 : plen), p);
-            break;
-        }
-        s->off = (uint64_t)(p - plan->buf);
-        s->hash = (uint32_t)(h >> 32);
-        s->plen = (uint32_t)plen;
-        plan->n++;
+        __builtin_prefetch(&plan->slots[h & plan->mask], 1);
+        q[(head + count++) % PENDING] = (struct pending){p, plen, no, h};
+        if (count == PENDING)
+            rc = insert_pending(plan, q, &head, &count, PENDING - 1, source, err, errlen);
     }
+    if (rc == 0)
+        rc = insert_pending(plan, q, &head, &count, 0, source, err, errlen);
     iez_layout_free(&lay);
     return rc;
 }

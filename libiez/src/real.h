@@ -4,6 +4,7 @@
 #ifndef IEZ_REAL_H
 #define IEZ_REAL_H
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <sys/types.h>
@@ -67,7 +68,8 @@
     X(fseek, int, (FILE *, long, int))                                            \
     X(fseeko, int, (FILE *, off_t, int))                                          \
     X(fseeko64, int, (FILE *, off_t, int))                                        \
-    X(rewind, void, (FILE *))
+    X(rewind, void, (FILE *))                                                     \
+    X(pthread_create, int, (pthread_t *, const pthread_attr_t *, void *(*)(void *), void *))
 
 struct iez_real_table {
 #define IEZ_REAL_FIELD(name, ret, args) ret(*name) args;

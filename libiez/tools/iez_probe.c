@@ -4,6 +4,7 @@
  *
  *   iez-probe plan FILE            OK <n> then PATH<TAB>LAYOUT<TAB>LUM-HEX per entry, or ERR <why>
  *   iez-probe load FILE            OK <n> <seconds> <max RSS KiB>, or ERR <why>
+ *   iez-probe read FILE            OK <bytes> <seconds> <max RSS KiB>: only reading it (a baseline)
  *   iez-probe find FILE PATH...    LAYOUT, or "-" per path
  *   iez-probe layout SPEC [PATTERN]   LAYOUT<TAB>LUM-HEX, or ERR <why>
  *   iez-probe path BASE PATH       the normalised absolute path
@@ -18,6 +19,7 @@
 #include "lum.h"
 #include "path.h"
 #include "plan.h"
+#include "sysio.h"
 
 static int print_layout(const char *spec, size_t len, unsigned pattern)
 {
@@ -88,6 +90,22 @@ int main(int argc, char **argv)
         printf("OK %zu %.6f %ld\n", iez_plan_size(plan), dt, ru.ru_maxrss);
         return 0;
     }
+    if (argc >= 3 && !strcmp(argv[1], "read")) {
+        double t0 = now();
+        char *buf;
+        size_t len;
+        int rc = iez_read_file(argv[2], &buf, &len);
+        double dt = now() - t0;
+        if (rc) {
+            printf("ERR %s\n", strerror(-rc));
+            return 2;
+        }
+        struct rusage ru;
+        getrusage(RUSAGE_SELF, &ru);
+        printf("OK %zu %.6f %ld\n", len, dt, ru.ru_maxrss);
+        free(buf);
+        return 0;
+    }
     if (argc >= 3 && !strcmp(argv[1], "find")) {
         struct iez_plan *plan = iez_plan_load(argv[2], err, sizeof err);
         if (!plan) {
@@ -110,6 +128,6 @@ int main(int argc, char **argv)
         puts(out);
         return 0;
     }
-    fprintf(stderr, "usage: iez-probe plan|load|find|layout|path ...\n");
+    fprintf(stderr, "usage: iez-probe plan|load|read|find|layout|path ...\n");
     return 2;
 }
