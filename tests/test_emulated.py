@@ -274,3 +274,22 @@ def test_concurrent_refreshes_keep_the_mds_answering(cluster):
     assert not errors
     assert MdsClient(cd, 2000).ping()
     assert "Traceback" not in (cluster / "run" / "mds.log").read_text()
+
+
+def test_init_on_a_file_system_without_user_xattrs_says_so(tmp_path, iez_cmd):
+    """ramfs has no user xattrs: init must refuse with one clear line and leave nothing behind.
+    Runs in a private mount namespace (unshare), so the mount cannot leak."""
+    from conftest import need_tool
+
+    need_tool("unshare", "apt-get install util-linux")
+    mnt = tmp_path / "ramfs"
+    mnt.mkdir()
+    script = (f'mount -t ramfs none "{mnt}" && "{iez_cmd[0]}" emulate init "{mnt}/c"; rc=$?; '
+              f'ls -A "{mnt}"; exit $rc')
+    r = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", script],
+                       capture_output=True, text=True, timeout=60)
+    if "mount:" in r.stderr:
+        pytest.fail(f"this test needs root to mount a ramfs in a private namespace: {r.stderr.strip()}")
+    assert r.returncode == 2, r.stderr
+    assert "refuses user xattrs" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert r.stdout == ""  # nothing left on the ramfs

@@ -100,9 +100,18 @@ def init_cluster_dir(path: str | Path, cluster: Cluster) -> ClusterDir:
             raise ConfigError(f"{root} already holds an emulated cluster")
         raise ConfigError(f"{root} exists and is not empty: choose an empty or new directory")
     cd = ClusterDir(root)
+    existed = root.exists()
     for d in (cd.fs, cd.params, cd.run):
         d.mkdir(parents=True, exist_ok=True)
-    check_user_xattrs(cd.fs)
+    try:
+        check_user_xattrs(cd.fs)
+    except BackendError:
+        # leave the directory as we found it
+        for d in (cd.fs, cd.params, cd.run):
+            d.rmdir()
+        if not existed:
+            root.rmdir()
+        raise
     (root / "cluster.toml").write_text(dump_cluster(cluster))
     (root / MARKER).write_text("iez emulated Lustre cluster; see docs/emulated.md\n")
     return cd
