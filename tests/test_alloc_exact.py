@@ -13,9 +13,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from iez.alloc.balanced import MIN_UNIT, TIE, deal, rr_first_slots, water_fill, _run_loads
+from iez.alloc.balanced import MIN_UNIT, TIE, _run_loads, _runs, deal, rr_first_slots, water_fill
 from iez.alloc.lustre_rr import RRState, alloc_rr
-from iez.alloc.policy import AllocOptions, get_policy, ost_table, stripe_bytes, stripe_size
+from iez.alloc.policy import AllocOptions, get_policy, ost_table, request_table, stripe_bytes, stripe_size
 from iez.cluster import Snapshot, make_cluster
 from iez.errors import AllocationError
 from iez.layout.raid0 import bytes_per_stripe
@@ -134,8 +134,8 @@ def test_deal_gives_distinct_osts_and_keeps_counts(data):
     assert mat.shape == (m, count)
     assert all(len(set(row)) == count for row in mat.tolist())
     assert (np.bincount(mat.ravel(), minlength=n_osts) == counts).all()
-    # The last stripe of the files is spread: each OST holds it n_j / count times, within two
-    # (an OST's run can straddle two columns, each off by less than one).
+    # The files' last stripes are spread: n_j / count on each OST, within two (an OST's run can
+    # straddle two columns, each off by less than one).
     last = np.bincount(mat[:, -1], minlength=n_osts)
     assert (np.abs(last - counts / count) < 2).all()
 
@@ -157,7 +157,8 @@ def test_rr_walk_is_lustres():
         first = rr_first_slots(counts, n, np.array([s0]))[0]
         ours = [int((f + j) % n) for f, c in zip(first, counts) for j in range(c)]
         assert ours == lustre
-        loads = _run_loads(first[None, :], counts, np.ones(files), n)[0]
+        runs = (np.arange(files), np.zeros(files, np.int64), counts, np.ones(files))
+        loads = _run_loads(first[None, :], runs, n)[0]
         assert np.allclose(loads, np.bincount(ours, minlength=n))
 
 
@@ -169,6 +170,26 @@ def test_stripe_bytes_is_the_raid0_map(w, count, method):
     per = bytes_per_stripe(size, count, 0, w)
     got = stripe_bytes(np.array([w]), np.array([size]), np.array([count]), np.arange(count)[:, None])[:, 0]
     assert got.tolist() == per
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 1 << 36), st.integers(1, 16)), min_size=1, max_size=8),
+       st.sampled_from(["method2", "method1", "fixed"]))
+def test_runs_carry_each_stripes_real_bytes(files, method):
+    """The three runs a file's bytes are cut into (whole rounds, full stripes, the short one)
+    put on each stripe what the RAID-0 map does."""
+    cluster = make_cluster(2, 8)
+    opts = AllocOptions(stripe_method=method)
+    table = request_table([Request(f"/f{i}", w, c) for i, (w, c) in enumerate(files)], cluster,
+                          ost_table(cluster, Snapshot.from_cluster(cluster), opts), opts)
+    idx = np.arange(table.n)
+    file_of, start, length, weight = _runs(table, idx)
+    for f in idx:
+        got = np.zeros(table.count[f])
+        for s, n, w in zip(start[file_of == f], length[file_of == f], weight[file_of == f]):
+            got[s:s + n] += w
+        want = [stripe_bytes(table.write_bytes[f], table.size[f], table.count[f], k) for k in range(table.count[f])]
+        assert got.tolist() == want
 
 
 # -- the whole flow, files included --------------------------------------------------------------

@@ -92,6 +92,7 @@ def test_policy_names():
     ({"capacity_weight": -0.1}, "outside 0..1"),
     ({"max_slowdown": 0.9}, "at least 1"),
     ({"max_slowdown": float("nan")}, "at least 1"),
+    ({"client_bw": 0}, "client bandwidth"),
     ({"reserved": {0: -5}}, "reserved bytes on OST 0"),
     ({"cpu_weight": float("inf")}, "cpu weight"),
 ])
@@ -278,6 +279,23 @@ def test_leveling_that_costs_no_time_is_taken_at_every_weight():
         assert balance_report(cluster, on).total.ost_cost < 0.9 * balance_report(cluster, rr).total.ost_cost
 
 
+def test_a_client_bound_job_leaves_the_servers_slack_for_balance():
+    """Seed 000's testbed wrote from 2 client nodes: at 10 GbE each they, not the 3 OSSs, bound
+    the job, so balanced may even out the servers further at no cost in time."""
+    cluster = uneven_fill(TESTBED, seed=0)
+    snap = Snapshot.from_cluster(cluster)
+    reqs = ior(64, GiB, 8)
+    two = AllocOptions(client_bw=2 * 1.25e9)
+    assert makespan(cluster, snap, {0: 64 * GiB}, two) == 64 * GiB / 4e8  # one OST is slower still
+    assert makespan(cluster, snap, {i: 4 * GiB for i in range(15)}, two) == 60 * GiB / 2.5e9
+    servers = job_bytes(place("balanced", reqs, cluster))
+    clients = job_bytes(place("balanced", reqs, cluster, client_bw=two.client_bw))
+    rr = job_bytes(place("rr", reqs, cluster))
+    assert balance_report(cluster, clients).total.ost_cost < balance_report(cluster, servers).total.ost_cost - 0.05
+    assert balance_report(cluster, clients).total.ost_cost < 1.02
+    assert makespan(cluster, snap, clients, two) <= makespan(cluster, snap, rr, two) * (1 + 1e-9)
+
+
 def test_capacity_only_crowds_a_small_job_onto_the_emptiest_osts():
     """The failure the issue describes: without the time bound, capacity balance alone sends a
     small job to the few emptiest OSTs and makes it 2-3x slower than RR. The default does not."""
@@ -313,6 +331,8 @@ def test_balanced_is_never_slower_than_lustre_rr(data):
             snap = replace(snap, osses={**snap.osses, s.name: OSSStats(s.name, cpu=float(rng.uniform(0, 1)))})
     count = data.draw(st.integers(1, len(cluster.osts)))
     reqs = files(data.draw(st.integers(1, 40)), count * data.draw(st.sampled_from([1, 2, 4, 8])) * 32 * MiB, count)
+    clients = data.draw(st.sampled_from([math.inf, 0.5e9, 2.5e9]))
+    timing = AllocOptions(client_bw=clients)
     try:
         rr = place("rr", reqs, cluster, snap, seed=seed)
     except AllocationError:
@@ -321,10 +341,10 @@ def test_balanced_is_never_slower_than_lustre_rr(data):
     if not rr_fits(cluster, snap, rr):
         event("RR overfills")
         return  # RR would run out of space mid-write: no time to compare with
-    rr_time = makespan(cluster, snap, job_bytes(rr))
+    rr_time = makespan(cluster, snap, job_bytes(rr), timing)
     for w in (0.0, 0.5, 1.0):
-        ours = place("balanced", reqs, cluster, snap, capacity_weight=w)
-        assert makespan(cluster, snap, job_bytes(ours)) <= rr_time * (1 + 1e-9)
+        ours = place("balanced", reqs, cluster, snap, capacity_weight=w, client_bw=clients)
+        assert makespan(cluster, snap, job_bytes(ours), timing) <= rr_time * (1 + 1e-9)
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -17,7 +17,7 @@ rise with k, so each chain of unit arcs is a convex cost and the problem a conve
 its optimum levels utilization as far as the arc capacities allow (water-filling).
 
 The job's own I/O time enters as arc capacities. Its analytic time, max over OSTs and OSSs of
-bytes / bandwidth, may not exceed T_allow = T* + λ (T_RR - T*): T* is the fastest time any
+bytes / bandwidth and over its clients (`client_bw`, when known), may not exceed T_allow = T* + λ (T_RR - T*): T* is the fastest time any
 placement reaches (found by bisection on the bound, exact for a group of equal stripes) and T_RR
 that of Lustre's round-robin on the same files at its luckiest start (`rr_reference`, which walks
 the RR array exactly as LOD does). λ is `AllocOptions.capacity_weight`, the one trade-off weight:
@@ -53,8 +53,9 @@ exact, by three steps:
    and deal the sequence to the M files column by column (file i gets positions i, i+M, ...).
    Since n_j ≤ M, no run of one OST holds two positions M apart: every file gets c distinct
    OSTs, and every OST exactly n_j stripes. So any count vector within the boxes is realisable,
-   and step 1's optimum is the optimum of the flow. Rotating each file's list (which stripe goes
-   where) spreads Method II's shorter last stripes evenly over the OSTs (`deal`).
+   and step 1's optimum is the optimum of the flow. Reordering a file's list (which stripe goes
+   where) changes neither, so Method II's shorter last stripes go to the OSTs (or OSSs) with
+   the most time so far (`order_stripes`), evenly among equals (`deal`).
 3. Bytes. The group's real per-stripe bytes (Method II's last stripe may be partial) are added
    to the OSTs' loads before the next group.
 
@@ -98,6 +99,8 @@ BISECT_STEPS = 64
 TIE = 1e-3  # weight of the job's time in the unit costs: it only breaks ties of utilization
 RR_WORK = 250_000  # (start, file) pairs the RR reference may try
 RR_MIN_STARTS = 16
+STRIPE_ORDERS = ("ost", "oss")
+GUARD_TRIES = 4  # times the bound is tightened to the real bytes before falling back on RR
 
 
 class Balanced:
@@ -108,7 +111,7 @@ class Balanced:
         if not requests:
             return []
         osts, table = tables(requests, cluster, snapshot, options)
-        sol = solve(table, osts, rr_orders(cluster, table, osts), options.capacity_weight, options.max_slowdown)
+        sol = solve(table, osts, rr_orders(cluster, table, osts), options)
         flat, at = osts.index[sol.stripes].tolist(), sol.offsets.tolist()
         lists = [tuple(flat[at[i]:at[i + 1]]) for i in range(len(requests))]
         return make_placements(requests, table, lists, self.name)
@@ -135,8 +138,7 @@ def rr_orders(cluster: Cluster, table: RequestTable, osts: OstTable) -> list[np.
     return out
 
 
-def solve(table: RequestTable, osts: OstTable, orders: Sequence[np.ndarray], weight: float,
-          max_slowdown: float) -> Solution:
+def solve(table: RequestTable, osts: OstTable, orders: Sequence[np.ndarray], options: AllocOptions) -> Solution:
     """Place every stripe of `table` on `osts` (see the module docstring)."""
     # Stripe sizes within ~9% of each other share a group: few groups even for a trace of
     # many distinct sizes, while equal stripes always share one.
@@ -152,18 +154,39 @@ def solve(table: RequestTable, osts: OstTable, orders: Sequence[np.ndarray], wei
         g.unit = max(float(table.write_bytes[idx].sum()) / (len(idx) * g.count), MIN_UNIT)
     groups.sort(key=lambda g: (-g.unit, -g.count))  # heaviest stripes first (LPT)
 
-    reference, _ = rr_reference(table, osts, orders, _units(groups, table.n))
     total = float(table.write_bytes.sum())
+    clients = total / options.client_bw  # no placement writes faster than the job's clients
+    rr = rr_reference(table, osts, orders)
+    reference = max(rr.time, clients)
     any_ok = np.logical_or.reduce(table.allowed)
     oss_rate = np.minimum(osts.oss_bw, np.bincount(osts.oss, weights=osts.bw * any_ok, minlength=len(osts.oss_bw)))
     scale = _Scale(t0=max(total, MIN_UNIT) / oss_rate.sum(),  # an even spread's time
                    level=max((osts.used[any_ok].sum() + total) / osts.capacity[any_ok].sum(), 1e-12))
-    fastest = _place_all(table, osts, orders, groups, 0.0, scale)
-    if weight == 0:
-        return replace(fastest, reference=reference)
-    top = reference * max_slowdown
+    top = reference * options.max_slowdown
+    sol = fastest = _place_all(table, osts, orders, groups, clients, scale, 0.0)
+    weight = options.capacity_weight
+    # The same share of the slack, in the stripe model (the bound) and in real bytes (the limit).
+    fast = max(job_time(fastest.job, osts), clients)
     allowed = fastest.bound + weight * max(0.0, top - fastest.bound) if math.isfinite(top) else math.inf
-    return replace(_place_all(table, osts, orders, groups, allowed, scale), reference=reference)
+    limit = fast + weight * max(0.0, top - fast) if math.isfinite(top) else math.inf
+    if allowed > fastest.bound or limit > fast:  # else RR is as fast as it gets: nothing to trade
+        sol = _place_all(table, osts, orders, groups, max(allowed, fastest.bound), scale, limit)
+    # The bound holds for stripes of their group's mean size; the real bytes (Method II's short
+    # last stripes) can differ a little. Check them, tighten, and at worst take RR's placement.
+    for _ in range(GUARD_TRIES):
+        real = max(job_time(sol.job, osts), clients)
+        if real <= top * (1 + EPS):
+            return replace(sol, reference=reference)
+        sol = _place_all(table, osts, orders, groups, sol.bound * top / real, scale, top)
+    if (rr.job <= osts.room).all():
+        return Solution(rr.stripes, sol.offsets, rr.job, reference, reference)
+    return replace(sol, reference=reference)  # RR would overfill an OST: no time to keep to
+
+
+def job_time(job: np.ndarray, osts: OstTable) -> float:
+    """Analytic write time of per-OST bytes `job`: the slowest OST or OSS (s)."""
+    per_oss = np.bincount(osts.oss, weights=job, minlength=len(osts.oss_bw))
+    return float(max((job / osts.bw).max(), (per_oss / osts.oss_bw).max()))
 
 
 @dataclass
@@ -180,16 +203,10 @@ class _Scale:
     level: float  # mean utilization of total usage once the job is written
 
 
-def _units(groups: Sequence[_Group], n: int) -> np.ndarray:
-    out = np.empty(n)
-    for g in groups:
-        out[g.members] = g.unit
-    return out
-
-
 def _place_all(table: RequestTable, osts: OstTable, orders: Sequence[np.ndarray], groups: Sequence[_Group],
-               bound: float, scale: _Scale) -> Solution:
-    """Place the groups in turn under the time bound, raising it when a group cannot fit."""
+               bound: float, scale: _Scale, limit: float) -> Solution:
+    """Place the groups in turn under the time bound, raising it when a group cannot fit.
+    Stripe orders within files are chosen by (real time over `limit`, fullest OST, real time)."""
     offsets = np.concatenate([[0], np.cumsum(table.count)])
     stripes = np.empty(offsets[-1], dtype=np.int64)
     job = np.zeros(osts.n)
@@ -198,25 +215,67 @@ def _place_all(table: RequestTable, osts: OstTable, orders: Sequence[np.ndarray]
         size = int(table.size[idx].max())  # room is counted in the group's largest stripes
         mat, bound = _place_group(len(idx), g.count, size, g.unit, table.allowed[g.pool], orders[g.pool], osts,
                                   job, bound, scale, table.pools[g.pool])
+        real = stripe_bytes(table.write_bytes[idx, None], table.size[idx, None], g.count, np.arange(g.count)[None, :])
+        best = None
+        for by in STRIPE_ORDERS if (real != real[:, :1]).any() else ():  # equal stripes: any order
+            cand = order_stripes(mat, real, g.unit, job, osts, by)
+            after = job + np.bincount(cand.ravel(), real.ravel(), osts.n)
+            t = job_time(after, osts)
+            score = (max(t, limit), ((osts.used + after) / osts.capacity).max(), t)
+            if best is None or score < best[0]:
+                best = (score, cand, after)
+        if best is None:
+            job = job + np.bincount(mat.ravel(), real.ravel(), osts.n)
+        else:
+            _, mat, job = best
         stripes[offsets[idx][:, None] + np.arange(g.count)] = mat
-        for k in range(g.count):
-            job += np.bincount(mat[:, k], stripe_bytes(table.write_bytes[idx], table.size[idx], g.count, k), osts.n)
     return Solution(stripes, offsets, job, math.nan, bound)
 
 
-def rr_reference(table: RequestTable, osts: OstTable, orders: Sequence[np.ndarray],
-                 unit: np.ndarray) -> tuple[float, np.ndarray]:
-    """Analytic time and per-OST bytes of Lustre's round-robin for the same stripes.
+def order_stripes(mat: np.ndarray, real: np.ndarray, unit: float, job: np.ndarray, osts: OstTable,
+                  by: str) -> np.ndarray:
+    """Which of its OSTs takes which stripe of a file: the heaviest stripe (RAID-0 stripes only
+    get lighter along a file) to the least loaded OST, by its own time ("ost") or by its time
+    plus its OSS's ("oss"). Files go one at a time, or for a big group in at most 64 batches;
+    loads not yet known count `unit` a stripe. Ties keep the order `deal` gave, so equal OSTs
+    share the short stripes evenly."""
+    m = len(mat)
+    load = job + np.bincount(mat.ravel(), minlength=osts.n) * unit
+    out = mat.copy()
+    step = max(1, -(-m // 64))
+    for lo in range(0, m, step):
+        rows, b = out[lo:lo + step], real[lo:lo + step]
+        load -= np.bincount(rows.ravel(), minlength=osts.n) * unit
+        key = load / osts.bw
+        if by == "oss":
+            key = key + (np.bincount(osts.oss, weights=load, minlength=len(osts.oss_bw)) / osts.oss_bw)[osts.oss]
+        rows = np.take_along_axis(rows, np.argsort(key[rows], axis=1, kind="stable"), axis=1)
+        load += np.bincount(rows.ravel(), b.ravel(), osts.n)
+        out[lo:lo + step] = rows
+    return out
+
+
+@dataclass(frozen=True)
+class RRPlacement:
+    time: float  # analytic write time (s)
+    job: np.ndarray  # bytes per OST position
+    stripes: np.ndarray  # OST positions, stripe by stripe, files in request order
+
+
+def rr_reference(table: RequestTable, osts: OstTable, orders: Sequence[np.ndarray]) -> RRPlacement:
+    """What Lustre's round-robin does with the same files, at its luckiest start.
 
     Each pool's files take, in create order, the slots of the pool's RR array as
     `lod_ost_alloc_rr` walks them (lustre-allocator.md §2c): pre-increment from a random start,
     and one slot of precession each time the walk wraps (unless the file has one stripe or
-    N % count == 1). Every stripe weighs its group's unit. We take the start that gives RR its
-    shortest time (all starts, or an even sample of them for very large jobs), so "never slower
-    than RR" holds for RR's luckiest draw. Not modelled: the reseed every (2000/N+30)*N creates,
-    and slots spent on OSTs that refuse objects (they are left out of the array instead).
+    N % count == 1). Stripes carry their real bytes. We take the start that gives RR its shortest
+    time (all starts, or an even sample of them for very large jobs), so "never slower than RR"
+    holds for RR's luckiest draw. Not modelled: the reseed every (2000/N+30)*N creates, and slots
+    spent on OSTs that refuse objects (they are left out of the array instead).
     """
     job = np.zeros(osts.n)
+    offsets = np.concatenate([[0], np.cumsum(table.count)])
+    stripes = np.empty(offsets[-1], dtype=np.int64)
     for p, order in enumerate(orders):
         idx = table.order[table.pool[table.order] == p]
         if not len(idx):
@@ -224,28 +283,53 @@ def rr_reference(table: RequestTable, osts: OstTable, orders: Sequence[np.ndarra
         healthy = order[~osts.degraded[order]]  # RR passes over degraded OSTs while it can
         if len(healthy) >= table.count[idx].max():
             order = healthy
-        job[order] += _rr_loads(table.count[idx], unit[idx], order, osts)
-    per_oss = np.bincount(osts.oss, weights=job, minlength=len(osts.oss_bw))
-    return float(max((job / osts.bw).max(), (per_oss / osts.oss_bw).max())), job
+        n, count = len(order), table.count[idx]
+        first = _rr_best_start(count, _runs(table, idx), order, osts)
+        slots = (first[:, None] + np.arange(count.max())[None, :]) % n
+        for k in range(int(count.max())):
+            has = count > k
+            stripes[offsets[idx[has]] + k] = order[slots[has, k]]
+            job += np.bincount(order[slots[has, k]], stripe_bytes(table.write_bytes[idx[has]], table.size[idx[has]],
+                                                                  count[has], k), osts.n)
+    return RRPlacement(job_time(job, osts), job, stripes)
 
 
-def _rr_loads(count: np.ndarray, unit: np.ndarray, order: np.ndarray, osts: OstTable) -> np.ndarray:
-    """Bytes per slot of `order` for RR's best start (files with `count` stripes of `unit`)."""
+def _runs(table: RequestTable, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """A file's real bytes along its stripes as at most three runs (file, first stripe, length,
+    bytes per stripe): its whole rounds on every stripe, the full stripes of its last round, and
+    the one short stripe (the RAID-0 map of `policy.stripe_bytes`)."""
+    w, size, count = table.write_bytes[idx], table.size[idx], table.count[idx]
+    rounds = w // (size * count)
+    rest = w - rounds * size * count
+    full = rest // size
+    short = rest - full * size
+    f = np.arange(len(idx))
+    file_of = np.concatenate([f, f, f])
+    start = np.concatenate([np.zeros_like(f), np.zeros_like(f), full])
+    length = np.concatenate([count, full, np.ones_like(f)])
+    weight = np.concatenate([rounds * size, size, short]).astype(float)
+    keep = (length > 0) & (weight > 0)
+    return file_of[keep], start[keep], length[keep], weight[keep]
+
+
+def _rr_best_start(count: np.ndarray, runs, order: np.ndarray, osts: OstTable) -> np.ndarray:
+    """The first RR slot of each file at the start with the shortest time."""
     n = len(order)
     if not _precesses(count, n).any():  # every start is a rotation of start 0
         first = rr_first_slots(count, n, np.zeros(1, np.int64))
-        slot = _run_loads(first, count, unit, n)[0]
-        return np.roll(slot, _best_rotation(slot, order, osts))
+        slot = _run_loads(first, runs, n)[0]
+        return (first[0] + _best_rotation(slot, order, osts)) % n
     if n * len(count) <= RR_WORK:
         starts = np.arange(n)
     else:  # a long job: every start spreads it almost alike, an even sample of them will do
         starts = np.unique(np.linspace(0, n - 1, max(RR_MIN_STARTS, RR_WORK // len(count))).astype(np.int64))
-    loads = _run_loads(rr_first_slots(count, n, starts), count, unit, n)
+    first = rr_first_slots(count, n, starts)
+    loads = _run_loads(first, runs, n)
     servers, local = np.unique(osts.oss[order], return_inverse=True)
     member = np.zeros((n, len(servers)))
     member[np.arange(n), local] = 1.0
     time = np.maximum((loads / osts.bw[order]).max(axis=1), (loads @ member / osts.oss_bw[servers]).max(axis=1))
-    return loads[int(np.argmin(np.round(time, 9)))]
+    return first[int(np.argmin(np.round(time, 9)))]
 
 
 def rr_first_slots(count: np.ndarray, n: int, starts: np.ndarray) -> np.ndarray:
@@ -265,15 +349,18 @@ def _precesses(count: np.ndarray, n: int) -> np.ndarray:
     return (count > 1) & (n % count != 1)
 
 
-def _run_loads(first: np.ndarray, count: np.ndarray, unit: np.ndarray, n: int) -> np.ndarray:
-    """Per start (row of `first`), the weight on each of n slots when file f covers the slots
-    first[f] .. first[f] + count[f] - 1 (mod n), each with unit[f]: difference arrays."""
+def _run_loads(first: np.ndarray, runs, n: int) -> np.ndarray:
+    """Per start (row of `first`), the bytes on each of n slots when file f's stripes take the
+    slots first[f], first[f] + 1, ... (mod n) and `runs` (file, first stripe, length, bytes per
+    stripe) say what they carry: difference arrays, O(files) a start."""
+    file_of, off, length, weight = runs
     rows = np.arange(first.shape[0])[:, None] * (n + 1)
-    end = first + count[None, :]
-    w = np.broadcast_to(unit, first.shape)
+    begin = (first[:, file_of] + off[None, :]) % n
+    end = begin + length[None, :]
+    w = np.broadcast_to(weight, begin.shape)
     wrapped = end > n
-    cells = np.concatenate([(rows + first).ravel(), (rows + np.minimum(end, n)).ravel(),
-                            np.broadcast_to(rows, first.shape)[wrapped], (rows + end - n)[wrapped]])
+    cells = np.concatenate([(rows + begin).ravel(), (rows + np.minimum(end, n)).ravel(),
+                            np.broadcast_to(rows, begin.shape)[wrapped], (rows + end - n)[wrapped]])
     signs = np.concatenate([w.ravel(), -w.ravel(), w[wrapped], -w[wrapped]])
     diff = np.bincount(cells, signs, first.shape[0] * (n + 1)).reshape(first.shape[0], n + 1)
     return np.cumsum(diff, axis=1)[:, :n]
@@ -337,8 +424,9 @@ def deal(seq: np.ndarray, m: int, count: int) -> np.ndarray:
     """The m x count stripe matrix from `seq` (each OST repeated at most m times), by the
     wrap-around rule: file rows are seq[r], seq[r+m], ... - distinct OSTs, counts kept."""
     rows = seq.reshape(count, m).T
-    # Rotate row r by r: the last stripe (Method II's partial one) and any empty ones fall on
-    # each OST's run in turn, so an OST with n stripes holds n/count light ones, within two.
+    # Rotate row r by r (any reordering of a row keeps counts and distinctness): a file's last
+    # stripe, Method II's short one, then falls on each OST's run in turn, so an OST with n
+    # stripes holds about n/count of them (within two).
     r = np.arange(m)[:, None]
     rows = rows[r, (np.arange(count)[None, :] + r) % count]
     # Deal the rows with a stride coprime to m, so files created one after another get different
@@ -375,7 +463,7 @@ def _least_bound(k: int, t: float, *args) -> float:
     while not _fits(k, hi, *args):
         hi *= 2
     lo = t
-    for _ in range(BISECT_STEPS):
+    while hi - lo > EPS * hi:
         mid = (lo + hi) / 2
         if _fits(k, mid, *args):
             hi = mid

@@ -61,6 +61,10 @@ class AllocOptions:
     # math.inf lifts it: capacity balance alone, the failure the issue warns about (a small job
     # crowded onto the few emptiest OSTs, several times slower).
     max_slowdown: float = 1.0
+    # What the job's client nodes can write, all together (bytes/s; inf = unknown, not a limit).
+    # A job cannot write faster than its clients, so a client-bound job leaves the servers slack
+    # that `balanced` may spend on balance without slowing it.
+    client_bw: float = math.inf
     # Bytes per OST already promised to other applications' plans but not yet written: the
     # controller's global view. They count as used and are not free for this job.
     reserved: Mapping[int, int] = field(default_factory=dict)
@@ -79,6 +83,8 @@ class AllocOptions:
             raise ConfigError(f"capacity weight {self.capacity_weight} is outside 0..1")
         if not self.max_slowdown >= 1.0:  # also refuses NaN
             raise ConfigError(f"max slowdown {self.max_slowdown} must be at least 1 (inf = unbounded)")
+        if not self.client_bw > 0:
+            raise ConfigError(f"client bandwidth {self.client_bw} must be positive (inf = not a limit)")
         for name in ("cpu_weight", "mem_weight"):
             v = getattr(self, name)
             if not (math.isfinite(v) and v >= 0):
@@ -330,10 +336,12 @@ def job_bytes(placements: Sequence[Placement]) -> dict[int, int]:
 def makespan(cluster: Cluster, snapshot: Snapshot, on: Mapping[int, int],
              options: AllocOptions = AllocOptions()) -> float:
     """The job's analytic I/O time (s): its largest bytes/bandwidth over every OST and every OSS,
-    with the bandwidth other jobs' live load leaves it. A lower bound on the write time."""
+    with the bandwidth other jobs' live load leaves it, and over its clients (`client_bw`).
+    A lower bound on the write time."""
     t = ost_table(cluster, snapshot, options)
     x = np.zeros(t.n)
     for ost, b in on.items():
         x[t.position[ost]] = b
     per_oss = np.bincount(t.oss, weights=x, minlength=len(t.oss_bw))
-    return float(max((x / t.bw).max(initial=0.0), (per_oss / t.oss_bw).max(initial=0.0)))
+    servers = max((x / t.bw).max(initial=0.0), (per_oss / t.oss_bw).max(initial=0.0))
+    return float(max(servers, x.sum() / options.client_bw))
