@@ -23,7 +23,9 @@ that of Lustre's round-robin on the same files at its luckiest start (`rr_refere
 the RR array exactly as LOD does). λ is `AllocOptions.capacity_weight`, the one trade-off weight:
 0 places the job as fast as possible (and balances capacity as well as that allows), 1 spends all
 of the time the job could gain over RR on capacity balance. For every λ the job is never slower
-than RR, unless RR's own placement would overfill an OST (then the bound rises just enough).
+than RR: the bound is kept on the stripe model below, then checked on the real bytes, tightened
+if need be, and if that fails RR's own placement is returned. Only when RR's placement would
+overfill an OST is there no RR time to keep to (the bound then rises just enough to fit).
 `max_slowdown` > 1 lets T_RR be exceeded; math.inf with λ > 0 drops the bound, which is capacity
 balance alone: the failure the issue warns about, a small job crowded onto the emptiest OSTs.
 
@@ -66,9 +68,10 @@ bound the groups needed, an upper bound on the true fastest time). tests/test_al
 checks steps 1-2 against an exact networkx min-cost flow on the unit-arc graph, and the RR walk
 against lustre_rr, on random instances.
 
-Cost: two passes (T*, then T_allow), each O(G · (B1 · B2 · N + R log N)) for G groups on N OSTs,
-with B1, B2 ≤ 64 bisection steps and R ≤ a few N heap steps; plus the RR reference, O(starts ·
-files). No per-stripe Python work except the final Placement objects.
+Cost: two passes (T*, then T_allow; a few more when the real bytes need a tighter bound), each
+O(G · (B1 · B2 · N + R log N)) for G groups on N OSTs, with B1, B2 ≤ 64 bisection steps and
+R ≤ a few N heap steps; plus the RR reference, O(starts · files). No per-stripe Python work
+except the final Placement objects.
 """
 
 from __future__ import annotations
@@ -122,7 +125,7 @@ class Solution:
     stripes: np.ndarray  # OST positions, stripe by stripe, files in request order
     offsets: np.ndarray  # file i's stripes are stripes[offsets[i]:offsets[i+1]]
     job: np.ndarray  # bytes the job puts on each OST position
-    reference: float  # analytic time of Lustre's round-robin on the same stripes (s, unit model)
+    reference: float  # analytic time of Lustre's round-robin on the same files, at its best start (s)
     bound: float  # the time bound enforced (s): the allowed time, raised only if nothing fit under it
 
 
