@@ -13,9 +13,20 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from iez.alloc.balanced import MIN_UNIT, TIE, _run_loads, _runs, deal, rr_first_slots, water_fill
+from iez.alloc.balanced import (
+    MIN_UNIT,
+    TIE,
+    _run_loads,
+    _runs,
+    deal,
+    job_time,
+    rr_first_slots,
+    rr_orders,
+    rr_reference,
+    water_fill,
+)
 from iez.alloc.lustre_rr import RRState, alloc_rr
-from iez.alloc.policy import AllocOptions, get_policy, ost_table, request_table, stripe_bytes, stripe_size
+from iez.alloc.policy import AllocOptions, get_policy, ost_table, request_table, stripe_bytes, stripe_size, tables
 from iez.cluster import Snapshot, make_cluster
 from iez.errors import AllocationError
 from iez.layout.raid0 import bytes_per_stripe
@@ -170,6 +181,31 @@ def test_stripe_bytes_is_the_raid0_map(w, count, method):
     per = bytes_per_stripe(size, count, 0, w)
     got = stripe_bytes(np.array([w]), np.array([size]), np.array([count]), np.arange(count)[:, None])[:, 0]
     assert got.tolist() == per
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_rr_reference_is_a_real_placement(data):
+    """What `balanced` falls back on: RR's placement at its best start, a valid layout for every
+    file whose bytes are the ones the reference's time is computed from."""
+    cluster = make_cluster(data.draw(st.integers(1, 4)), data.draw(st.integers(1, 5)), 1 << 40)
+    snap = Snapshot.from_cluster(cluster)
+    n = len(cluster.osts)
+    sizes = data.draw(st.lists(st.integers(1, 1 << 32), min_size=1, max_size=30))
+    counts = data.draw(st.lists(st.integers(1, n), min_size=len(sizes), max_size=len(sizes)))
+    reqs = [Request(f"/f{i}", w, c) for i, (w, c) in enumerate(zip(sizes, counts))]
+    opts = AllocOptions()
+    osts, table = tables(reqs, cluster, snap, opts)
+    rr = rr_reference(table, osts, rr_orders(cluster, table, osts))
+    offsets = np.concatenate([[0], np.cumsum(table.count)])
+    on = np.zeros(osts.n)
+    for i in range(table.n):
+        mine = rr.stripes[offsets[i]:offsets[i + 1]]
+        assert len(set(mine.tolist())) == table.count[i]
+        for k, p in enumerate(mine):
+            on[p] += stripe_bytes(table.write_bytes[i], table.size[i], table.count[i], k)
+    assert np.allclose(on, rr.job)
+    assert rr.time == pytest.approx(job_time(rr.job, osts))
 
 
 @settings(max_examples=200, deadline=None)
