@@ -111,6 +111,9 @@ def test_bad_requests_and_options_are_refused(policy):
         place(policy, [Request("/a", -1, 1)])
     with pytest.raises(ConfigError, match="stripe count -3"):
         place(policy, [Request("/a", 1, -3)])
+    for bad in (Request("/a", "1G", 1), Request("/a", 1 << 70, 1), Request("/a", 1.5, 1), Request("/a", 1, None)):
+        with pytest.raises(ConfigError, match="request /a: .*whole numbers"):
+            place(policy, [Request("/ok", 1, 1), bad])
     with pytest.raises(ConfigError, match=r"excluded OSTs \[99\]"):
         place(policy, files(1, GiB, 1), exclude={99})
     with pytest.raises(ConfigError, match=r"reserved OSTs \[42\]"):
@@ -189,6 +192,15 @@ def test_every_policy_resolves_default_all_and_too_many_stripes(policy):
     assert default.layout.plain.stripe_count == 2  # [defaults] stripe_count
     assert set(every.layout.plain.osts) == set(POOLED.ost_indices())
     assert set(many.layout.plain.osts) == set(POOLED.ost_indices())  # clamped to the OSTs there are
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_every_policy_ignores_an_ost_reporting_no_size(policy):
+    snap = Snapshot.from_cluster(TESTBED)
+    snap = snap.with_ost(replace(snap.osts[4], kbytestotal=0, kbytesavail=0, kbytesfree=0))
+    used = set().union(*osts_of(place(policy, files(30, GiB, 4), snap=snap)))
+    assert 4 not in used
+    assert len(used) == 14 or policy == "iez-paper"  # which does not spread (see below)
 
 
 @pytest.mark.parametrize("policy", POLICIES)

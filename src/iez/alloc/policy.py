@@ -196,7 +196,7 @@ def ost_table(cluster: Cluster, snap: Snapshot, options: AllocOptions) -> OstTab
         if st is None:  # no statistics: unreachable, as LOD sees an OST whose OSP has no statfs
             capacity[p], used[p] = o.capacity, o.used + reserved
             continue
-        capacity[p] = st.kbytestotal * 1024
+        capacity[p] = max(st.kbytestotal * 1024, 1)  # a target reporting no size takes nothing anyway
         free = st.kbytesfree if st.kbytesfree is not None else st.kbytesavail
         used[p] = capacity[p] - free * 1024 + reserved
         low_mb, _ = reserved_mb(st.kbytestotal)  # below it the OSP flags the OST ENOSPC
@@ -246,8 +246,13 @@ class RequestTable:
 def request_table(requests: Sequence[Request], cluster: Cluster, osts: OstTable,
                   options: AllocOptions) -> RequestTable:
     n = len(requests)
-    w = np.fromiter((r.write_bytes for r in requests), dtype=np.int64, count=n)
-    asked = np.fromiter((r.stripe_count for r in requests), dtype=np.int64, count=n)
+    try:
+        w = np.fromiter((_whole(r.write_bytes) for r in requests), dtype=np.int64, count=n)
+        asked = np.fromiter((_whole(r.stripe_count) for r in requests), dtype=np.int64, count=n)
+    except (TypeError, ValueError, OverflowError):
+        bad = next(r for r in requests if not _fits_int64(r.write_bytes) or not _fits_int64(r.stripe_count))
+        raise ConfigError(f"request {bad.path}: write bytes {bad.write_bytes!r} and stripe count "
+                          f"{bad.stripe_count!r} must be whole numbers") from None
     if n and w.min() < 0:
         bad = requests[int(np.argmin(w))]
         raise ConfigError(f"request {bad.path}: write bytes {bad.write_bytes} is negative")
@@ -306,6 +311,20 @@ def tables(requests: Sequence[Request], cluster: Cluster, snapshot: Snapshot,
 
 
 # -- placements and what they put where ---------------------------------------------------------
+
+
+def _whole(v: object) -> int:
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+        raise TypeError(v)
+    return int(v)
+
+
+def _fits_int64(v: object) -> bool:
+    try:
+        np.int64(_whole(v))
+    except (TypeError, OverflowError):
+        return False
+    return True
 
 
 def make_placements(requests: Sequence[Request], table: RequestTable, ost_lists: Sequence[tuple[int, ...]],
