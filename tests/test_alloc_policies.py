@@ -514,13 +514,14 @@ def test_paper_scenarios():
     assert len(big.requests) == 64 and {r.write_bytes for r in big.requests} == {GiB}
     assert {r.stripe_count for r in big.requests} == {8} and big.paper == (1.47, 1.01)
     hacc = by["HACC-I/O FPP 32 procs c=8"]
-    assert {r.write_bytes for r in hacc.requests} == {38 * 10_000_000 // 32}
+    assert {r.write_bytes for r in hacc.requests} == {38 * 10_000_000}  # 10M particles per rank
     (ssf,) = by["IOR SSF 16 procs 32 GiB c=8"].requests
     assert (ssf.write_bytes, ssf.comm_size, ssf.api) == (32 * GiB, 16, "mpiio")
     both = by["HACC-I/O c=8 + IOR c=4, 16 procs each"]
     assert [r.app for r in both.requests] == ["hacc-io"] * 16 + ["ior"] * 16
     assert [s.paper for s in paper_scenarios() if s.paper] == [(1.47, 1.01), (1.22, 1.01), (1.37, 1.00), (1.17, 1.00)]
     assert hacc_io(8, per_rank=True)[0].write_bytes == 38 * 10_000_000
+    assert hacc_io(8)[0].write_bytes == -(-38 * 10_000_000 // 8)
 
 
 def test_uneven_fill():
