@@ -185,7 +185,7 @@ def balance_on_uneven() -> None:
         "with what it would cost the job. "
         f"Within 0.005 of the best possible without being slower than RR: {at_best} of {len(scenarios)}; "
         f"<= 1.01: {met} of {len(scenarios)}. Stripe granularity (a 128 MiB stripe is 1.25% of a 10 GiB OST) "
-        "and job size set the floor: HACC-I/O's 0.4 GB and a single SSF file cannot even out 150 GB, and "
+        "and job size set the floor: a job much smaller than the cluster (HACC-I/O's 3-12 GB, one SSF file) cannot even out 150 GB, and "
         "with the servers as the bottleneck, evening out more than the job's own spread would slow it.")
 
 

@@ -1,2 +1,2 @@
-"""OST allocators. `lod` is Lustre's own (LOD round-robin and QoS, lustre-allocator.md), the
-baseline every iez placement is measured against."""
+"""OST allocation: Lustre's own LOD allocator (`lod`, `lustre_rr`, `lustre_qos`) and iez's
+policies behind one interface (`policy.get_policy`: balanced, iez-paper, rr, qos)."""
