@@ -31,7 +31,7 @@ from typing import Iterable, Iterator
 from iez.cluster import Cluster, ost_name
 from iez.emulated.paramtree import Accumulator, render_stats
 from iez.errors import LayoutError
-from iez.layout.layout import LUSTRE_EOF, FileLayout
+from iez.layout.layout import LUSTRE_EOF, FileLayout, Layout
 from iez.layout.raid0 import stripe_of_offset
 from iez.profile import opcodes
 from iez.profile.ioevents import IoEvent
@@ -79,11 +79,11 @@ class Rpc:
     jobid: str = ""
 
 
-def stripe_pieces(fl: FileLayout, offset: int, length: int) -> list[Piece]:
+def stripe_pieces(fl: Layout | FileLayout, offset: int, length: int) -> list[Piece]:
     """The pieces of [offset, offset + length) on each OST object, in file order."""
     out: list[Piece] = []
     end = offset + length
-    parts = fl.parts()
+    parts = FileLayout.of(fl).parts()
     x = offset
     while x < end:
         ci, comp = next(((i, c) for i, c in enumerate(parts) if c.start <= x < c.end), (None, None))
@@ -151,7 +151,7 @@ class _Oss:
         self.name = name
 
 
-def emulate_rpcs(events: Iterable[IoEvent], layouts: dict[str, FileLayout], cluster: Cluster,
+def emulate_rpcs(events: Iterable[IoEvent], layouts: dict[str, Layout | FileLayout], cluster: Cluster,
                  model: ServerModel = ServerModel()) -> list[Rpc]:
     """Every RPC the events cause, in issue order. Events on files without a layout raise."""
     procs: dict[tuple[str, int], list[IoEvent]] = defaultdict(list)

@@ -29,6 +29,7 @@ from iez.profile import ProfileError
 ENV = "IEZ_LIOPPROF_LIB"
 BUILD_HINT = "build it with `cmake -S . -B build && cmake --build build`"
 CHUNK_BYTES = 8 << 20
+MAX_LINE = 1 << 20  # a debug message is at most a page; longer "lines" are dropped as malformed
 HANDLING, HANDLED = 1, 2
 
 REC_DTYPE = np.dtype([
@@ -141,7 +142,7 @@ class RpcTraceReader:
                     break
             if final:
                 return
-            if len(data) > 4 * chunk_bytes:  # one "line" of many MiB: not a debug log
+            if len(data) > MAX_LINE:  # one "line" of many MiB: not a debug log
                 self.feed(data + b"\n", final=False)
                 data = b""
             rest = data

@@ -41,6 +41,17 @@ def offsets(pattern: str, rank: int, nprocs: int, xfer: int, segments: int, stri
     return [(k * stripe_count + rank) * stripe_size for k in range(segments)]
 
 
+def barrier(directory: Path, rank: int, nprocs: int, timeout: float = 60.0) -> None:
+    """Every rank leaves a file in `directory`, then waits until all are there."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / str(rank)).touch()
+    deadline = time.time() + timeout
+    while len(os.listdir(directory)) < nprocs:
+        if time.time() > deadline:
+            raise IezError(f"barrier {directory}: not every one of {nprocs} ranks arrived in {timeout:.0f} s")
+        time.sleep(0.001)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m iez.profile.workload", description=__doc__.splitlines()[0])
     ap.add_argument("file")
@@ -53,6 +64,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--iolog", required=True, help="directory of the I/O event logs (an emulated cluster's iolog/)")
     ap.add_argument("--nid-prefix", default="192.168.1.", help="client NIDs are PREFIX(10+rank)@tcp")
     ap.add_argument("--jobid", default="ior.0")
+    ap.add_argument("--barrier", metavar="DIR", help="wait for every rank here before the first transfer "
+                    "(IOR's barrier before a phase)")
     ap.add_argument("--rank", type=int, default=int(os.environ.get("PMI_RANK", "0")))
     ap.add_argument("--nprocs", type=int, default=int(os.environ.get("PMI_SIZE", "1")))
     a = ap.parse_args(argv)
@@ -76,6 +89,8 @@ def main(argv: list[str] | None = None) -> int:
         log = EventLog(Path(a.iolog) / f"{socket.gethostname()}.{os.getpid()}{SUFFIX}")
         buf = bytes([65 + a.rank % 26]) * xfer
         fd = os.open(path, os.O_RDWR)
+        if a.barrier:
+            barrier(Path(a.barrier), a.rank, a.nprocs)
         try:
             for off in offs:
                 t = time.time()
