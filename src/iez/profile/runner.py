@@ -119,9 +119,11 @@ class Runner:
 
     def fetch(self, host: str, remote_dir: str, local_dir: Path) -> None:
         """Copy the files of remote_dir on host into local_dir."""
+        argv = ["scp", "-q", "-r", "-o", "BatchMode=yes", f"{host}:{remote_dir}/*", str(local_dir)]
         if self.dry_run:
-            src = remote_dir if self.transport == "local" else f"{host}:{remote_dir}/*"
-            self.say(f"# collect {host}'s files\n" + shlex.join(["scp", "-q", "-r", src, str(local_dir)]))
+            self.say(f"# collect {host}'s files")
+            self.say(f"cp -r {shlex.quote(remote_dir)}/. {shlex.quote(str(local_dir))}" if self.transport == "local"
+                     else shlex.join(argv))
             return
         local_dir.mkdir(parents=True, exist_ok=True)
         if self.transport == "local":
@@ -129,7 +131,6 @@ class Runner:
             if src.resolve() != local_dir.resolve():
                 shutil.copytree(src, local_dir, dirs_exist_ok=True)
             return
-        argv = ["scp", "-q", "-r", "-o", "BatchMode=yes", f"{host}:{remote_dir}/*", str(local_dir)]
         p = subprocess.run(argv, capture_output=True, text=True, errors="replace", timeout=TIMEOUT)
         if p.returncode != 0:
             why = (p.stderr.strip().splitlines() or [f"exit {p.returncode}"])[-1]
