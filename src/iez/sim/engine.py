@@ -8,12 +8,11 @@ IezError line.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
 
+from iez.artifacts import find_built
 from iez.errors import IezError
 
 ENV = "IEZ_SIM_ENGINE"
@@ -26,18 +25,7 @@ class SimError(IezError):
 
 
 def engine_path() -> str:
-    env = os.environ.get(ENV)
-    if env:
-        if not os.access(env, os.X_OK):
-            raise SimError(f"${ENV} names {env}, which is not an executable")
-        return env
-    built = Path(__file__).resolve().parents[3] / "build" / "sim" / "iez-sim"
-    if built.is_file() and os.access(built, os.X_OK):
-        return str(built)
-    found = shutil.which("iez-sim")
-    if found:
-        return found
-    raise SimError(f"the simulator engine iez-sim is not built: {BUILD_HINT}")
+    return find_built("the simulator engine", ENV, "sim/iez-sim", error=SimError, hint=BUILD_HINT)
 
 
 def run(description: dict[str, Any], workdir: str | Path, timeout: float | None = None) -> dict[str, Any]:
