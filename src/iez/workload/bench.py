@@ -9,13 +9,12 @@ the JSON report. The binary checks the options; its one-line error comes back as
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from iez.artifacts import find_built
 from iez.errors import ConfigError, IezError
 from iez.units import parse_size
 
@@ -30,18 +29,7 @@ class BenchError(IezError):
 
 
 def bench_path() -> str:
-    env = os.environ.get(ENV)
-    if env:
-        if not (os.path.isfile(env) and os.access(env, os.X_OK)):
-            raise BenchError(f"${ENV} names {env}, which is not an executable")
-        return env
-    built = Path(__file__).resolve().parents[3] / "build" / "bench_app" / "iez-bench"
-    if built.is_file() and os.access(built, os.X_OK):
-        return str(built)
-    found = shutil.which("iez-bench")
-    if found:
-        return found
-    raise BenchError(f"the workload program iez-bench is not built: {BUILD_HINT}")
+    return find_built("the workload program", ENV, "bench_app/iez-bench", error=BenchError, hint=BUILD_HINT)
 
 
 def _ranks(ranks: int) -> int:
