@@ -127,3 +127,15 @@ def test_lock_contention_per_client():
     stats = analysis.lock_stats({"oss0": h, "oss1": None})
     assert [(s.client, s.enqueues, s.cancels, s.enqueue_us) for s in stats] == [("a", 10, 9, 80.0), ("b", 2, 0, None)]
     assert stats[0].contention == 0.9
+
+
+def test_files_to_osts_from_a_libiez_trace():
+    from iez.layout.layout import Layout
+    from iez.plan import format_layout
+    from iez.trace.record import FileRecord
+
+    MiB = 1 << 20
+    recs = [FileRecord("/fs/a", bytes_read=4 * MiB, bytes_written=MiB, max_offset=4 * MiB,
+                       layout=format_layout(Layout(stripe_size=MiB, osts=(3, 5)))),
+            FileRecord("/fs/b", bytes_read=MiB, max_offset=MiB)]  # no layout: left out
+    assert analysis.records_ost_map(recs) == {"/fs/a": {3: [2 * MiB, MiB // 2], 5: [2 * MiB, MiB // 2]}}

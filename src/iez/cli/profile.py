@@ -34,6 +34,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("dir", type=Path)
     p.add_argument("-o", "--output", type=Path, default=Path("report.html"))
     p.add_argument("--bin", type=float, help="time bin in seconds (default: the sampling interval)")
+    p.add_argument("--trace", type=Path, help="a libiez trace directory: map the job's files to the OSTs")
     p.set_defaults(func=cmd_report)
 
 
@@ -88,7 +89,7 @@ def cmd_report(args: argparse.Namespace) -> int:
                 tasks[host] = bar.add_task(host, total=total)
             bar.update(tasks[host], completed=done)
 
-        found = write_report(args.dir, args.output, args.bin, progress)
+        found = write_report(args.dir, args.output, args.bin, progress, args.trace)
     for f in found:
         print(f)
     print(f"report: {args.output}")

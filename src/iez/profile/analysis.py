@@ -406,3 +406,25 @@ def file_ost_map(events, layouts) -> dict[str, dict[int, list[int]]]:
         for p in stripe_pieces(fl, e.offset, e.length):
             out[e.path][p.ost][0 if e.op == "read" else 1] += p.length
     return {p: dict(d) for p, d in out.items()}
+
+
+def records_ost_map(records) -> dict[str, dict[int, list[int]]]:
+    """The same map from a libiez trace (`FileRecord`s): each file's read and written bytes are
+    spread over the OSTs of its layout in proportion to the bytes of [0, max_offset) each holds
+    (a trace has totals per file, not each call's offset). Files without a layout are left out."""
+    from iez.errors import IezError
+    from iez.layout.raid0 import bytes_per_ost
+    from iez.plan import parse_layout
+
+    out: dict[str, dict[int, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0]))
+    for r in records:
+        if not r.layout or r.max_offset <= 0:
+            continue
+        try:
+            per = bytes_per_ost(parse_layout(r.layout), r.max_offset)
+        except IezError:
+            continue
+        for ost, n in per.items():
+            out[r.path][ost][0] += round(r.bytes_read * n / r.max_offset)
+            out[r.path][ost][1] += round(r.bytes_written * n / r.max_offset)
+    return {p: dict(d) for p, d in out.items()}

@@ -209,7 +209,7 @@ def _rel_times(prof: Profile, lo: int, hi: int) -> np.ndarray:
 
 
 def write_report(out: Path, html: Path, bin_width: float | None = None,
-                 progress: Callable[[str, int, int], None] | None = None) -> list[str]:
+                 progress: Callable[[str, int, int], None] | None = None, trace: Path | None = None) -> list[str]:
     from iez.report import charts, profile_charts
     from iez.report.html import Page
 
@@ -336,7 +336,7 @@ def write_report(out: Path, html: Path, bin_width: float | None = None,
     for host, text in prof.survey.items():
         page.heading(f"obdfilter-survey on {host}")
         page.para(text[-2000:])
-    _files_section(out, prof, page)
+    _files_section(out, prof, page, trace)
     page.write(html)
     return found
 
@@ -369,27 +369,45 @@ def _iostat_section(prof: Profile, page, path: Path) -> None:
     page.image(path, "iostat")
 
 
-def _files_section(out: Path, prof: Profile, page) -> None:
+def _files_section(out: Path, prof: Profile, page, trace: Path | None) -> None:
+    """The job's files and the OSTs that served them: from a libiez trace (`trace`), else from
+    the emulated job's I/O events and layouts."""
     from iez.plan import parse_layout
     from iez.profile.ioevents import read_event_dir
 
     job = out / JOB
-    if not (job / LAYOUTS).is_file():
+    if trace is not None:
+        from iez.trace.shard import read_shards
+
+        table = analysis.records_ost_map(read_shards(trace))
+        how = f"libiez trace {trace}: each file's bytes spread over its layout's OSTs"
+    elif (job / LAYOUTS).is_file():
+        layouts = {}
+        for line in (job / LAYOUTS).read_text().splitlines():
+            path, _, spec = line.partition("\t")
+            try:
+                layouts[path] = parse_layout(spec)
+            except IezError as e:
+                prof.problems.append(f"{LAYOUTS}: {path}: {e}")
+        events, _sk = read_event_dir(job)
+        m = prof.meta
+        events = [e for e in events if (m.start is None or e.time >= m.start) and (m.stop is None or e.time <= m.stop)]
+        table = analysis.file_ost_map(events, layouts)
+        how = "the job's I/O events and layouts (exact RAID-0 mapping of each call)"
+    else:
         return
-    layouts = {}
-    for line in (job / LAYOUTS).read_text().splitlines():
-        path, _, spec = line.partition("\t")
-        try:
-            layouts[path] = parse_layout(spec)
-        except IezError as e:
-            prof.problems.append(f"{LAYOUTS}: {path}: {e}")
-    events, _sk = read_event_dir(job)
-    m = prof.meta
-    events = [e for e in events if (m.start is None or e.time >= m.start) and (m.stop is None or e.time <= m.stop)]
-    table = analysis.file_ost_map(events, layouts)
     page.heading("The job's files and the OSTs that served them")
+    page.para(f"From {how}.", note=True)
     rows = []
     for path, per in sorted(table.items()):
         for ost, (r, w) in sorted(per.items()):
-            rows.append([path, analysis.ost_label(ost), format_size(r) + "B", format_size(w) + "B"])
-    page.table(["file", "OST", "read", "written"], rows)
+            rows.append([path, analysis.ost_label(ost), prof_host(prof, ost), format_size(r) + "B", format_size(w) + "B"])
+    page.table(["file", "OST", "OSS", "read", "written"], rows)
+
+
+def prof_host(prof: Profile, ost: int) -> str:
+    """The OSS of an OST as the profile saw it (exports stats names), or '?'."""
+    for host, intervals in prof.exports.items():
+        if any(o == ost for iv in intervals for (o, _c) in iv.delta):
+            return host
+    return "?"
