@@ -238,3 +238,17 @@ def test_exec_keeps_the_first_image_records(tmp_path):
     byname = {Path(r.path).name: r for r in trace.records if r.path.startswith(str(tmp_path))}
     assert (byname["before"].bytes_written, byname["before"].close_time) == (777, 0.0)
     assert byname["after"].bytes_written == 4 and byname["after"].created
+
+
+def test_inherited_output_file(tmp_path):
+    """A process started with its output redirected to a file traces that file from its first
+    instruction (the shard is written by libiez's constructor)."""
+    out = tmp_path / "out.txt"
+    with open(out, "wb") as f:
+        r = subprocess.run(["sh", "-c", "printf hello; printf ' world'"], env=env(tmp_path / "traces"), stdout=f,
+                           timeout=60)
+    assert r.returncode == 0
+    trace = load_trace(tmp_path / "traces")
+    assert trace.warnings == []
+    (rec,) = [r for r in trace.records if r.path == str(out)]
+    assert (rec.bytes_written, rec.max_offset, rec.created) == (11, 11, False)

@@ -34,20 +34,31 @@ const struct iez_backend *iez_backend_of_path(const char *abs, size_t len)
     return lustre ? &iez_backend_lustre : &iez_backend_none;
 }
 
-const struct iez_backend *iez_backend_of_fd(int fd, const char *abs, size_t len)
+const struct iez_backend *iez_backend_of_fd(int fd, dev_t dev, const char *abs, size_t len)
 {
+    static __thread dev_t known_dev;
+    static __thread int known, lustre;
     if (under_emulated(abs, len))
         return &iez_backend_emulated;
-    struct statfs sf;
-    int saved = errno;
-    int lustre = syscall(SYS_fstatfs, fd, &sf) == 0 && (unsigned)sf.f_type == IEZ_LL_SUPER_MAGIC;
-    errno = saved;
+    if (!known || dev != known_dev) {
+        struct statfs sf;
+        int saved = errno;
+        if (syscall(SYS_fstatfs, fd, &sf) < 0) {
+            errno = saved;
+            return &iez_backend_none;
+        }
+        errno = saved;
+        lustre = (unsigned)sf.f_type == IEZ_LL_SUPER_MAGIC;
+        known_dev = dev;
+        known = 1;
+    }
     return lustre ? &iez_backend_lustre : &iez_backend_none;
 }
 
-static int none_create(int dirfd, const char *path, const char *abs, mode_t mode, const char *spec, size_t speclen)
+static int none_create(int dirfd, const char *path, const char *abs, mode_t mode, const char *spec, size_t speclen,
+                       struct iez_lum_bytes *set)
 {
-    (void)dirfd, (void)path, (void)abs, (void)mode, (void)spec, (void)speclen;
+    (void)dirfd, (void)path, (void)abs, (void)mode, (void)spec, (void)speclen, (void)set;
     return -ENOTSUP;
 }
 

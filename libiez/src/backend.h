@@ -9,13 +9,22 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+/* A layout as lov_user_md bytes (malloc'd). */
+struct iez_lum_bytes {
+    void *data;
+    size_t len;
+};
+
 struct iez_backend {
     const char *name;
-    /* Create the absent file (dirfd, path), whose absolute name is abs, exclusively and with
-     * the layout spec (plan grammar; NULL: the file system's default), then close it.
-     * 0: created; -EEXIST: it exists (another process was first); -ENOTSUP: the file system
-     * does this itself at the application's open; any other -errno: nothing was created. */
-    int (*create)(int dirfd, const char *path, const char *abs, mode_t mode, const char *spec, size_t speclen);
+    /* Create the file (dirfd, path), whose absolute name is abs, exclusively and with the
+     * layout spec (plan grammar; NULL: the file system's default), then close it. The
+     * exclusive create is Algorithm 1's fileExists(): an existing file is never touched.
+     * 0: created (and *set, if not NULL, holds the layout it got, when the backend knows it);
+     * -EEXIST: the file exists; -ENOTSUP: the file system does this itself at the
+     * application's open; any other -errno: nothing was created. */
+    int (*create)(int dirfd, const char *path, const char *abs, mode_t mode, const char *spec, size_t speclen,
+                  struct iez_lum_bytes *set);
     /* The layout of an open file, as the lov_user_md bytes the file system returns: the
      * length, or -errno (-ERANGE: cap is too small). */
     ssize_t (*layout)(int fd, void *buf, size_t cap);
@@ -26,6 +35,7 @@ extern const struct iez_backend iez_backend_lustre, iez_backend_emulated, iez_ba
 #define IEZ_LL_SUPER_MAGIC 0x0BD00BD0 /* statfs f_type of a Lustre client (lustre-layout-abi.md §1) */
 
 const struct iez_backend *iez_backend_of_path(const char *abs, size_t len);
-const struct iez_backend *iez_backend_of_fd(int fd, const char *abs, size_t len);
+/* dev: the open file's st_dev (the answer for a device is remembered, per thread) */
+const struct iez_backend *iez_backend_of_fd(int fd, dev_t dev, const char *abs, size_t len);
 
 #endif

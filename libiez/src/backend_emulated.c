@@ -16,27 +16,30 @@
 #define XATTR "user.lustre.lov" /* the real client's lustre.lov, in the namespace users may write */
 #define REPLY_MAX 65536
 
-static int store_layout(int fd, const char *abs, const char *text)
+static void store_layout(int fd, const char *abs, const char *text, struct iez_lum_bytes *set)
 {
     struct iez_layout lay = {0};
     char err[200];
-    int rc = -1;
     if (iez_layout_parse(text, strlen(text), &lay, err, sizeof err)) {
         iez_log_once(IEZ_LOG_MDS, "the emulated MDS gave %s a layout libiez cannot read (%s): %s", abs, err, text);
     } else {
         size_t n = iez_lum_size(&lay);
         void *buf = aligned_alloc(8, (n + 7) & ~(size_t)7);
-        if (buf && iez_lum_encode(&lay, buf, n) == n && fsetxattr(fd, XATTR, buf, n, 0) == 0)
-            rc = 0;
-        else
+        if (!buf || iez_lum_encode(&lay, buf, n) != n || fsetxattr(fd, XATTR, buf, n, 0) != 0) {
             iez_log_once(IEZ_LOG_XATTR, "cannot store the layout of %s in %s: %s", abs, XATTR, strerror(errno));
-        free(buf);
+            free(buf);
+        } else if (set) {
+            set->data = buf;
+            set->len = n;
+        } else {
+            free(buf);
+        }
     }
     iez_layout_free(&lay);
-    return rc;
 }
 
-static int emulated_create(int dirfd, const char *path, const char *abs, mode_t mode, const char *spec, size_t speclen)
+static int emulated_create(int dirfd, const char *path, const char *abs, mode_t mode, const char *spec, size_t speclen,
+                           struct iez_lum_bytes *set)
 {
     /* owner read/write until the application's own open has the file (open.c restores the mode) */
     int fd = iez_sys_openat(dirfd, path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode | 0600);
@@ -55,7 +58,7 @@ static int emulated_create(int dirfd, const char *path, const char *abs, mode_t 
         rc = -1;
     }
     if (rc == 0)
-        store_layout(fd, abs, got);
+        store_layout(fd, abs, got, set);
     free(got);
     iez_sys_close(fd);
     return 0;

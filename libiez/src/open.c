@@ -65,14 +65,16 @@ void iez_open_begin(struct iez_open *op, int dirfd, const char *path, int flags,
     memset(&op->pl, 0, sizeof op->pl);
     op->existed = 0;
     if (op->creating) {
-        /* Algorithm 1: an existing file is never touched */
-        op->existed = syscall(SYS_faccessat, dirfd, path, F_OK) == 0;
-        if (!op->existed && place) {
+        if (place) {
             iez_place(dirfd, path, op->abs, op->abslen, mode, &op->pl);
             if (op->pl.created)
                 op->flags &= ~O_EXCL; /* our create was the exclusive one */
-            op->existed = op->pl.exists;
         }
+        /* whether this open creates the file, for the trace (with O_EXCL, if it succeeds) */
+        if (op->pl.known)
+            op->existed = op->pl.exists;
+        else if (op->track && !(flags & O_EXCL))
+            op->existed = syscall(SYS_faccessat, dirfd, path, F_OK) == 0;
     }
 out:
     errno = saved;
@@ -87,6 +89,7 @@ int iez_open_retry(struct iez_open *op, int fd)
     iez_log_once(IEZ_LOG_CREATE, "opening %s after placing it failed (%s): plain create", op->abs, strerror(saved));
     op->pl.created = 0;
     op->pl.plan = 0;
+    op->pl.known = 0;
     op->flags = op->orig_flags;
     errno = saved;
     return 1;
@@ -105,16 +108,19 @@ static size_t read_layout(const struct iez_backend *be, int fd, char *stack, siz
 }
 
 static void trace_fd(int fd, int api, const char *abs, size_t len, int oflags, uint64_t pos, int shared, int created,
-                     int plan, const struct iez_backend *be)
+                     int plan, const struct iez_backend *be, const struct iez_lum_bytes *known)
 {
-    struct stat st;
-    if (iez_sys_fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
-        return;
+    struct stat st = {0};
+    if (!known && (iez_sys_fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)))
+        return; /* what placement created is a regular file; anything else is looked at */
     if (!be)
-        be = iez_backend_of_fd(fd, abs, len);
-    char stack[4096], *heap;
-    size_t lumlen = read_layout(be, fd, stack, sizeof stack, &heap);
-    struct iez_file_info fi = {api, abs, len, oflags, pos, shared, created, plan, heap ? heap : stack, lumlen};
+        be = iez_backend_of_fd(fd, st.st_dev, abs, len);
+    char stack[4096], *heap = NULL;
+    const void *lum = known ? known->data : stack;
+    size_t lumlen = known ? known->len : read_layout(be, fd, stack, sizeof stack, &heap);
+    if (heap)
+        lum = heap;
+    struct iez_file_info fi = {api, abs, len, oflags, pos, shared, created, plan, lum, lumlen};
     iez_trace_opened(fd, &fi);
     free(heap);
 }
@@ -133,8 +139,10 @@ void iez_open_end(struct iez_open *op, int fd)
         }
         if (op->track)
             trace_fd(fd, op->api, op->abs, op->abslen, op->flags, 0, 0, op->pl.created || (op->creating && !op->existed),
-                     op->pl.plan, op->pl.be);
+                     op->pl.plan, op->pl.be, op->pl.set.data && op->pl.created ? &op->pl.set : NULL);
     }
+    if (op->active)
+        free(op->pl.set.data);
     errno = saved;
     iez_leave();
 }
@@ -166,7 +174,7 @@ void iez_open_inherited(void)
             if (len > 10 && !strcmp(path + len - 10, " (deleted)"))
                 continue;
             off_t pos = iez_sys_lseek((int)fd, 0, SEEK_CUR);
-            trace_fd((int)fd, IEZ_API_POSIX, path, (size_t)len, fl, pos < 0 ? 0 : (uint64_t)pos, 1, 0, IEZ_PLAN_NONE, NULL);
+            trace_fd((int)fd, IEZ_API_POSIX, path, (size_t)len, fl, pos < 0 ? 0 : (uint64_t)pos, 1, 0, IEZ_PLAN_NONE, NULL, NULL);
         }
     }
     if (dfd >= 0)

@@ -2,7 +2,10 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <fcntl.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "core.h"
 #include "log.h"
@@ -35,17 +38,23 @@ void iez_place(int dirfd, const char *path, const char *abs, size_t len, mode_t 
     pthread_once(&plan_once, load_plan);
     size_t speclen = 0;
     const char *spec = plan ? iez_plan_find(plan, abs, len, &speclen) : NULL;
-    if (plan || plan_rejected) {
-        out->plan = !plan ? IEZ_PLAN_NONE : spec ? IEZ_PLAN_HIT : IEZ_PLAN_MISS;
-        iez_trace_plan_count(out->plan, plan ? iez_plan_size(plan) : 0, plan_rejected);
+    int rc = be->create(dirfd, path, abs, mode, spec, speclen, &out->set);
+    if (rc == -ENOTSUP) { /* Lustre places a file outside the plan itself: was it there already? */
+        int saved = errno;
+        rc = syscall(SYS_faccessat, dirfd, path, F_OK) == 0 ? -EEXIST : -ENOENT;
+        errno = saved;
     }
-    int rc = be->create(dirfd, path, abs, mode, spec, speclen);
+    out->known = rc == 0 || rc == -EEXIST || rc == -ENOENT;
+    out->exists = rc == -EEXIST;
     if (rc == 0) {
         out->be = be;
         out->created = 1;
-    } else if (rc == -EEXIST) {
-        out->exists = 1;
-    } else if (rc != -ENOTSUP) {
+    } else if (rc != -EEXIST && rc != -ENOENT) {
         iez_log_once(IEZ_LOG_CREATE, "cannot create %s with its layout (%s): plain create", abs, strerror(-rc));
+    }
+    /* seed 000 counts the files a run creates that the plan does not know */
+    if ((plan || plan_rejected) && !out->exists) {
+        out->plan = !plan ? IEZ_PLAN_NONE : spec ? IEZ_PLAN_HIT : IEZ_PLAN_MISS;
+        iez_trace_plan_count(out->plan, plan ? iez_plan_size(plan) : 0, plan_rejected);
     }
 }

@@ -11,11 +11,13 @@
 struct iez_placement {
     const struct iez_backend *be;    /* the backend that created the file, or NULL */
     int created;                     /* the file now exists, made by us */
-    int exists;                      /* another process created it first */
+    int exists;                      /* it existed (or another process created it first) */
+    int known;                       /* whether the file existed is known (created or exists) */
     int plan;                        /* IEZ_PLAN_* */
+    struct iez_lum_bytes set;        /* the layout it got, if the backend knows it (malloc'd) */
 };
 
-/* The absent file (dirfd, path), absolute name abs, is about to be created with mode. */
+/* The file (dirfd, path), absolute name abs, may be created with mode (open with O_CREAT). */
 void iez_place(int dirfd, const char *path, const char *abs, size_t len, mode_t mode, struct iez_placement *out);
 
 #endif

@@ -19,15 +19,29 @@ _Static_assert(sizeof(struct iez_rec) == IEZ_REC_FIXED, "record head is 64 bytes
 _Static_assert(offsetof(struct iez_rec, bytes_written) == 32, "counters at 32");
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "shards are little-endian; this host is not");
 
-uint32_t iez_crc32(uint32_t crc, const void *buf, size_t n)
+static uint32_t crc_table[256];
+
+/* Made at the first shard's creation (under the trace lock): a constructor could run after the
+ * library's own constructor has already written a shard. */
+static void crc_init(void)
+{
+    if (crc_table[1])
+        return;
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++)
+            c = (c >> 1) ^ (0xEDB88320u & (0u - (c & 1u)));
+        crc_table[i] = c;
+    }
+}
+
+/* zlib's CRC-32, the one Python's zlib.crc32 checks */
+static uint32_t iez_crc32(uint32_t crc, const void *buf, size_t n)
 {
     const unsigned char *p = buf;
     crc = ~crc;
-    while (n--) {
-        crc ^= *p++;
-        for (int k = 0; k < 8; k++)
-            crc = (crc >> 1) ^ (0xEDB88320u & (0u - (crc & 1u)));
-    }
+    while (n--)
+        crc = crc_table[(crc ^ *p++) & 0xFF] ^ (crc >> 8);
     return ~crc;
 }
 
@@ -57,6 +71,7 @@ static char *map_chunk(int fd, size_t no)
 int iez_shard_create(struct iez_shard *sh, const char *dir, const struct iez_shard_ident *id)
 {
     memset(sh, 0, sizeof *sh);
+    crc_init();
     if (syscall(SYS_mkdirat, AT_FDCWD, dir, 0777) < 0 && errno != EEXIST)
         return -errno;
     int fd = -1;

@@ -80,6 +80,5 @@ void iez_shard_commit(struct iez_rec *r);
 /* At the end of the process: cut the file after the last record. */
 void iez_shard_seal(struct iez_shard *sh);
 
-uint32_t iez_crc32(uint32_t crc, const void *buf, size_t n);
 
 #endif

@@ -46,8 +46,18 @@ static inline void iez_wrote(int fd, ssize_t n, int64_t off)
     if (IEZ_LIKELY(!iez_tracing) || n <= 0)
         return;
     struct iez_ofd *o = iez_fd_get(fd);
-    if (o)
-        iez_trace_wrote(o, fd, (uint64_t)n, off);
+    if (!o)
+        return;
+    /* the common case inline: one thread, a position of our own, the record bound here */
+    struct iez_rec *r = o->rec;
+    if (IEZ_LIKELY(r && !o->ask_pos && o->gen == iez_gen && !iez_multithreaded())) {
+        __atomic_store_n(&r->bytes_written, r->bytes_written + (uint64_t)n, __ATOMIC_RELAXED);
+        uint64_t end = off >= 0 ? (uint64_t)off + (uint64_t)n : (o->pos += (uint64_t)n);
+        if (end > r->max_offset)
+            __atomic_store_n(&r->max_offset, end, __ATOMIC_RELAXED);
+        return;
+    }
+    iez_trace_wrote(o, fd, (uint64_t)n, off);
 }
 
 static inline void iez_read(int fd, ssize_t n, int at_position)

@@ -9,11 +9,12 @@
  *       application's own open and close. The difference between the two is libiez's cost.
  *
  * DIR is absolute. A first create (libiez loads its plan then) is not timed.
- * Prints: N SECONDS */
+ * Prints: N SECONDS CPU-SECONDS (of the timed creates only: CLOCK_PROCESS_CPUTIME_ID) MAX-RSS-KIB */
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
@@ -62,7 +63,8 @@ int main(int argc, char **argv)
         perror("warm-up create");
         return 1;
     }
-    struct timespec t0, t1;
+    struct timespec t0, t1, c0, c1;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (long i = 0; i < n; i++)
         if (create(argv[1], i, argc, argv)) {
@@ -70,6 +72,10 @@ int main(int argc, char **argv)
             return 1;
         }
     clock_gettime(CLOCK_MONOTONIC, &t1);
-    printf("%ld %.9f\n", n, (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    printf("%ld %.9f %.9f %ld\n", n, (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9,
+           (double)(c1.tv_sec - c0.tv_sec) + (double)(c1.tv_nsec - c0.tv_nsec) / 1e9, ru.ru_maxrss);
     return 0;
 }

@@ -3,7 +3,7 @@
  *   iez-test-writes FILE COUNT SIZE write|pwrite [THREADS]
  *
  * Writes COUNT blocks of SIZE bytes to FILE (created), sequentially, from THREADS threads
- * (default 1) that share the descriptor. Prints: NANOSECONDS-PER-CALL */
+ * (default 1) that share the descriptor. Prints: NANOSECONDS-PER-CALL CPU-NANOSECONDS-PER-CALL */
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -45,7 +45,8 @@ int main(int argc, char **argv)
         perror(argv[1]);
         return 1;
     }
-    struct timespec t0, t1;
+    struct timespec t0, t1, c0, c1;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
     clock_gettime(CLOCK_MONOTONIC, &t0);
     pthread_t *t = calloc((size_t)nthreads, sizeof *t);
     for (long i = 1; i < nthreads; i++)
@@ -54,6 +55,8 @@ int main(int argc, char **argv)
     for (long i = 1; i < nthreads; i++)
         pthread_join(t[i], NULL);
     clock_gettime(CLOCK_MONOTONIC, &t1);
-    printf("%.1f\n", ((double)(t1.tv_sec - t0.tv_sec) * 1e9 + (double)(t1.tv_nsec - t0.tv_nsec)) / (double)count);
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
+    printf("%.1f %.1f\n", ((double)(t1.tv_sec - t0.tv_sec) * 1e9 + (double)(t1.tv_nsec - t0.tv_nsec)) / (double)count,
+           ((double)(c1.tv_sec - c0.tv_sec) * 1e9 + (double)(c1.tv_nsec - c0.tv_nsec)) / (double)count);
     return close(fd);
 }
