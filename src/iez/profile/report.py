@@ -110,6 +110,12 @@ def load_profile(out: Path, bin_width: float | None = None,
     return prof
 
 
+def _bytes(n: float) -> str:
+    """Binary sizes with their unit: 48.0MiB, 512 B."""
+    s = format_size(n)
+    return s + ("iB" if s[-1].isalpha() else " B")
+
+
 # -- tables from the start/stop snapshots -------------------------------------------------------
 
 def _targets(values: dict[str, str], suffix: str) -> dict[int, str]:
@@ -191,7 +197,7 @@ def findings(prof: Profile, view: analysis.OstView) -> list[str]:
             top = max(b, key=b.get)
             out.append(f"OSTCost on RPC bytes over the {len(osts)} OSTs that served this run: {cost:.2f} "
                        f"({analysis.ost_label(top)} moved {100 * b[top] / sum(b.values()):.0f}% of "
-                       f"{format_size(sum(b.values()))}B) [{SOURCE_EXPORTS}].")
+                       f"{_bytes(sum(b.values()))}) [{SOURCE_EXPORTS}].")
     for s in analysis.lock_stats(prof.rpcs)[:5]:
         if s.cancels:
             out.append(f"client {s.client}: {s.enqueues} lock enqueues and {s.cancels} cancels "
@@ -269,7 +275,7 @@ def write_report(out: Path, html: Path, bin_width: float | None = None,
         for c in conc:
             conc_rows.append([analysis.ost_label(c.ost), view.ost_host.get(c.ost, "?"), str(c.active_bins),
                               str(c.typical_clients), str(c.max_clients), f"{100 * c.shared_fraction:.0f}%",
-                              f"{c.seek_risk:.2f}", format_size(b.get(c.ost, 0)) + "B"])
+                              f"{c.seek_risk:.2f}", _bytes(b.get(c.ost, 0))])
         page.table(["OST", "OSS", "active bins", "usual clients", "max clients", "bins with >= 2", "seek risk",
                     "bytes"], conc_rows)
         page.para("Seek risk: the chance that two consecutive RPCs on an OST come from different clients "
@@ -401,7 +407,7 @@ def _files_section(out: Path, prof: Profile, page, trace: Path | None) -> None:
     rows = []
     for path, per in sorted(table.items()):
         for ost, (r, w) in sorted(per.items()):
-            rows.append([path, analysis.ost_label(ost), prof_host(prof, ost), format_size(r) + "B", format_size(w) + "B"])
+            rows.append([path, analysis.ost_label(ost), prof_host(prof, ost), _bytes(r), _bytes(w)])
     page.table(["file", "OST", "OSS", "read", "written"], rows)
 
 

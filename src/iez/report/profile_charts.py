@@ -153,7 +153,7 @@ def lines(path: Path, title: str, panels: dict[str, dict[str, tuple[np.ndarray, 
     axes = np.atleast_1d(fig.subplots(len(panels), 1, sharex=True, squeeze=False)).ravel()
     for ax, (name, series) in zip(axes, panels.items()):
         for j, (label, (x, y)) in enumerate(series.items()):
-            ax.plot(x, y, label=label, color=_PALETTE[j % len(_PALETTE)], linewidth=1.3)
+            ax.plot(x, y, "o-", label=label, color=_PALETTE[j % len(_PALETTE)], linewidth=1.3, markersize=3)
         ax.set_ylabel(ylabel.get(name, name))
         ax.grid(alpha=0.3)
         if series:
