@@ -139,3 +139,21 @@ def test_files_to_osts_from_a_libiez_trace():
                        layout=format_layout(Layout(stripe_size=MiB, osts=(3, 5)))),
             FileRecord("/fs/b", bytes_read=MiB, max_offset=MiB)]  # no layout: left out
     assert analysis.records_ost_map(recs) == {"/fs/a": {3: [2 * MiB, MiB // 2], 5: [2 * MiB, MiB // 2]}}
+
+
+def test_report_on_a_damaged_copied_directory(tmp_path, iez_cmd, subenv):
+    import random
+
+    d = tmp_path / "oss9"
+    d.mkdir()
+    rng = random.Random(5)
+    (d / "rpctrace.log").write_bytes(bytes(rng.randrange(256) for _ in range(50_000)))
+    (d / "exports.txt").write_text("junk\n### iez-sample x\nobdfilter.a.exports.1@tcp.stats=\nnope\n")
+    (d / "params-start.txt").write_text("garbage=\n")
+    (d / "iostat.txt").write_text("x\ny\n")
+    p = subprocess.run(iez_cmd + ["profile", "report", str(tmp_path), "-o", str(tmp_path / "r.html")],
+                       capture_output=True, text=True, env=subenv, timeout=60)
+    assert p.returncode == 0, p.stderr
+    html = (tmp_path / "r.html").read_text()
+    assert "No data RPCs were found" in html and "malformed line(s)" in html
+    assert "unreadable line(s) in exports.txt" in html and "unreadable line(s) in iostat.txt" in html
