@@ -1,0 +1,32 @@
+"""`iez run --app NAME [--controller URL] -- COMMAND...` (see iez.runner)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("run", help="run a job under iez: traced the first time, placed from then on",
+                       description="Runs COMMAND with libiez preloaded. The first run of an application (or "
+                       "one after a run that missed more than half its files) is traced; later runs are "
+                       "placed with the controller's plan. The trace is uploaded afterwards. If anything on "
+                       "iez's side fails, COMMAND still runs, with a warning; the exit status is COMMAND's.")
+    p.add_argument("--app", required=True, help="application name (the same for every run of the job)")
+    p.add_argument("--controller", metavar="URL", help="controller URL (default $IEZ_CONTROLLER or "
+                   "http://127.0.0.1:8760); the token comes from $IEZ_TOKEN or $IEZ_TOKEN_FILE")
+    p.add_argument("--wait", type=float, default=30.0, help="seconds to wait for a plan being made (default 30)")
+    p.add_argument("--emulated", metavar="DIR", help="the emulated cluster the job writes to (sets IEZ_EMULATED)")
+    p.add_argument("--trace-dir", metavar="DIR", help="keep the trace in DIR (default: a temporary directory)")
+    p.add_argument("--log", metavar="FILE", help="libiez diagnostics to FILE (IEZ_LOG)")
+    p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND ...")
+    p.set_defaults(func=cmd_run)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from iez.runner import RunOptions, command_of, run
+
+    opts = RunOptions(app=args.app, command=command_of(args.command), controller=args.controller, wait=args.wait,
+                      emulated=args.emulated, trace_dir=args.trace_dir, log=args.log)
+    report = run(opts, lambda m: print(f"iez: warning: {m}", file=sys.stderr))
+    return report.rc
