@@ -8,7 +8,6 @@ import socket
 import subprocess
 import time
 
-import pytest
 
 
 def free_port() -> int:
