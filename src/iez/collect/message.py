@@ -1,0 +1,194 @@
+"""The statistics message a collector publishes and the controller reads (version 1).
+
+One message per collection round, sent over ZeroMQ as three frames:
+
+    [b"iez.stats", JSON body (UTF-8), hex HMAC-SHA256 of b"iez.stats\\0" + body]
+
+The MAC is keyed with the site token, so the token never travels and a message cannot be
+forged or altered by anyone who can reach the controller's port. The body (docs/controller.md):
+
+    {"schema": "iez.stats", "version": 1, "role": "oss", "id": "oss0", "hostname": "n12",
+     "seq": 7, "time": 1767225600.25, "interval": 60.0,
+     "osts": {"iez-OST0000": {"kbytestotal": 10485760, "kbytesavail": 9437184,
+                              "kbytesfree": 9437184, "read_bps": 0.0, "write_bps": 1048576.0}},
+     "ost_states": {"iez-OST0003": "inactive"},
+     "load": {"cpu": 0.12, "mem": 0.31},
+     "errors": ["obdfilter.iez-OST0004.kbytesavail: not an integer"]}
+
+Targets are keyed by name (`<fsname>-OST<hex index>`), so an OSS serving two file systems is
+unambiguous. `read_bps`/`write_bps` are null until a collector has two samples; `load` is null
+when /proc could not be read; `ost_states` comes from an MDS. Pure: encoding, signing,
+decoding and validation, no I/O.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from iez.alloc.gate import HostLoad
+from iez.cluster import OST_STATES
+from iez.errors import IezError
+
+TOPIC = b"iez.stats"
+SCHEMA = "iez.stats"
+VERSION = 1
+ROLES = ("oss", "mds")
+MAX_BYTES = 4 << 20  # a message larger than this is refused (an OSS has at most a few hundred OSTs)
+MAX_ERRORS = 100  # errors carried per message; the rest are counted
+MAX_ERROR_LEN = 300
+_OST_NAME = re.compile(r"[A-Za-z0-9_-]{1,8}-OST[0-9a-fA-F]{4}")  # as ost_name() prints it
+_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+_KB_MAX = 1 << 62  # KiB; far beyond any real target
+
+
+class MessageError(IezError):
+    """A statistics message that is malformed, unsigned, or signed with another token."""
+
+
+@dataclass(frozen=True)
+class OstReading:
+    """One OST as an OSS reports it: space in KiB, I/O rates in bytes/s (None: not known yet)."""
+
+    kbytestotal: int
+    kbytesavail: int
+    kbytesfree: int | None = None
+    read_bps: float | None = None
+    write_bps: float | None = None
+
+
+@dataclass(frozen=True)
+class StatsMessage:
+    role: str  # "oss" or "mds"
+    id: str  # the host's name in the cluster model (--oss-id / --mds-id)
+    seq: int  # rounds since the collector started
+    time: float  # when it was read, collector's clock (epoch seconds)
+    interval: float  # seconds between rounds
+    hostname: str = ""
+    osts: dict[str, OstReading] = field(default_factory=dict)  # by target name
+    ost_states: dict[str, str] = field(default_factory=dict)  # by target name (MDS: OSP view)
+    load: HostLoad | None = None
+    errors: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA, "version": VERSION, "role": self.role, "id": self.id,
+            "hostname": self.hostname, "seq": self.seq, "time": self.time, "interval": self.interval,
+            "osts": {name: {k: v for k, v in vars(r).items() if v is not None or k.endswith("_bps")}
+                     for name, r in sorted(self.osts.items())},
+            "ost_states": dict(sorted(self.ost_states.items())),
+            "load": None if self.load is None else {"cpu": self.load.cpu, "mem": self.load.mem},
+            "errors": list(self.errors),
+        }
+
+
+def _mac(token: bytes, body: bytes) -> bytes:
+    return hmac.new(token, TOPIC + b"\0" + body, hashlib.sha256).hexdigest().encode()
+
+
+def encode(msg: StatsMessage, token: str) -> list[bytes]:
+    """The three frames to send."""
+    body = json.dumps(msg.to_json(), separators=(",", ":"), allow_nan=False).encode()
+    return [TOPIC, body, _mac(token.encode(), body)]
+
+
+def decode(frames: list[bytes], token: str) -> StatsMessage:
+    """Verify and read one message; MessageError (one line) says what is wrong with it."""
+    if len(frames) != 3 or frames[0] != TOPIC:
+        raise MessageError(f"not an iez statistics message ({len(frames)} frames)")
+    body, mac = frames[1], frames[2]
+    if len(body) > MAX_BYTES:
+        raise MessageError(f"message of {len(body)} bytes is larger than {MAX_BYTES}")
+    if not hmac.compare_digest(mac, _mac(token.encode(), body)):
+        raise MessageError("bad signature (not signed with this site's token)")
+    try:
+        doc = json.loads(body)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise MessageError(f"body is not JSON: {e}") from None
+    return from_json(doc)
+
+
+def from_json(doc: Any) -> StatsMessage:
+    if not isinstance(doc, dict):
+        raise MessageError("body is not a JSON object")
+    if doc.get("schema") != SCHEMA:
+        raise MessageError(f"schema {doc.get('schema')!r} is not {SCHEMA!r}")
+    if doc.get("version") != VERSION:
+        raise MessageError(f"version {doc.get('version')!r} is not supported (this iez reads {VERSION})")
+    role = doc.get("role")
+    if role not in ROLES:
+        raise MessageError(f"role {role!r} is not one of {', '.join(ROLES)}")
+    ident = doc.get("id")
+    if not isinstance(ident, str) or not _ID.fullmatch(ident):
+        raise MessageError(f"bad host id {ident!r}")
+    hostname = doc.get("hostname", "")
+    if not isinstance(hostname, str) or len(hostname) > 255:
+        raise MessageError("bad hostname")
+    osts = doc.get("osts", {})
+    states = doc.get("ost_states", {})
+    errors = doc.get("errors", [])
+    if not isinstance(osts, dict) or not isinstance(states, dict) or not isinstance(errors, list):
+        raise MessageError("osts and ost_states must be objects, errors a list")
+    if not all(isinstance(e, str) for e in errors):
+        raise MessageError("errors must be strings")
+    return StatsMessage(
+        role=role, id=ident, hostname=hostname,
+        seq=_int(doc.get("seq"), "seq", 0, 1 << 62),
+        time=_number(doc.get("time"), "time"),
+        interval=_number(doc.get("interval"), "interval", positive=True),
+        osts={_target(name): _ost(name, r) for name, r in osts.items()},
+        ost_states={_target(name): _state(name, s) for name, s in states.items()},
+        load=_load(doc.get("load")),
+        errors=tuple(e[:MAX_ERROR_LEN] for e in errors[:MAX_ERRORS]),
+    )
+
+
+def _int(v: Any, what: str, lo: int, hi: int) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+        raise MessageError(f"{what}: expected an integer {lo}..{hi}, got {v!r}")
+    return v
+
+
+def _number(v: Any, what: str, positive: bool = False) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0 \
+            or (positive and v == 0):
+        raise MessageError(f"{what}: expected a finite number {'> 0' if positive else '>= 0'}, got {v!r}")
+    return float(v)
+
+
+def _target(name: Any) -> str:
+    if not isinstance(name, str) or not _OST_NAME.fullmatch(name):
+        raise MessageError(f"bad OST name {name!r} (expected FSNAME-OSTxxxx)")
+    return name
+
+
+def _ost(name: str, r: Any) -> OstReading:
+    if not isinstance(r, dict):
+        raise MessageError(f"{name}: expected an object")
+    unknown = set(r) - {"kbytestotal", "kbytesavail", "kbytesfree", "read_bps", "write_bps"}
+    if unknown:
+        raise MessageError(f"{name}: unknown fields {sorted(unknown)}")
+    total = _int(r.get("kbytestotal"), f"{name} kbytestotal", 1, _KB_MAX)
+    avail = _int(r.get("kbytesavail"), f"{name} kbytesavail", 0, total)
+    free = r.get("kbytesfree")
+    rates = {k: None if r.get(k) is None else _number(r[k], f"{name} {k}") for k in ("read_bps", "write_bps")}
+    return OstReading(total, avail, None if free is None else _int(free, f"{name} kbytesfree", 0, total), **rates)
+
+
+def _state(name: str, s: Any) -> str:
+    if s not in OST_STATES:
+        raise MessageError(f"{name}: state {s!r} is not one of {', '.join(OST_STATES)}")
+    return s
+
+
+def _load(v: Any) -> HostLoad | None:
+    if v is None:
+        return None
+    if not isinstance(v, dict) or set(v) != {"cpu", "mem"}:
+        raise MessageError("load must be null or {\"cpu\": F, \"mem\": F}")
+    return HostLoad(cpu=_number(v["cpu"], "load cpu"), mem=_number(v["mem"], "load mem"))

@@ -1,0 +1,115 @@
+"""The collector process: every interval, run the collectors and publish one signed message.
+
+The controller binds one SUB socket; every collector connects its publisher to it (seed 000
+Fig. 5: OSSs publish, the MDS subscribes), so adding an OSS never touches the controller's
+configuration. The publisher is an XPUB socket: it sees the controller's subscription arrive,
+and publishes at once instead of waiting for the next tick, so a controller that (re)starts has
+fresh statistics within a second, not an interval later.
+
+A parameter that is missing or unreadable is reported in the message's `errors` (and logged
+when the set of errors changes), never fatal: the collector keeps running.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+import time
+from typing import Callable
+
+import zmq
+
+from iez.collect.collectors import Collector, run_round
+from iez.collect.message import StatsMessage, encode
+from iez.errors import IezError
+from iez.lustre.params import ParamTree
+
+log = logging.getLogger("iez.collect")
+
+DEFAULT_INTERVAL = 60.0  # seconds, as in seed 000 §III-B1
+MIN_REPUBLISH = 1.0  # at most one extra round per second when subscribers (re)join
+SNDHWM = 16  # messages queued per subscriber; older rounds are worthless once a new one exists
+
+
+class Publisher:
+    def __init__(self, role: str, ident: str, collectors: list[Collector], tree: Callable[[], ParamTree],
+                 token: str, interval: float = DEFAULT_INTERVAL) -> None:
+        if not interval > 0:
+            raise IezError(f"interval {interval} must be a positive number of seconds")
+        self.role, self.id = role, ident
+        self.collectors = collectors
+        self.tree = tree  # a fresh tree each round: lctl and dumps are read again, errors start empty
+        self.token = token
+        self.interval = interval
+        self.seq = 0
+        self.hostname = socket.gethostname()
+        self._errors: set[str] = set()
+
+    def round(self) -> StatsMessage:
+        """Collect once (logs errors when they change)."""
+        now = time.time()
+        try:
+            tree = self.tree()
+        except IezError as e:  # a dump that vanished, lctl that failed: report, go on
+            osts, states, load, errors = {}, {}, None, [f"parameters: {e}"]
+        else:
+            osts, states, load, errors = run_round(self.collectors, tree)
+        self.seq += 1
+        new = set(errors)
+        for e in sorted(new - self._errors):
+            log.warning("%s", e)
+        if self._errors and not new:
+            log.info("all parameters readable again")
+        self._errors = new
+        return StatsMessage(role=self.role, id=self.id, seq=self.seq, time=now, interval=self.interval,
+                            hostname=self.hostname, osts=osts, ost_states=states, load=load,
+                            errors=tuple(errors))
+
+    def run(self, endpoint: str, stop: threading.Event) -> None:
+        """Publish to `endpoint` (the controller's SUB address) until `stop` is set."""
+        ctx = zmq.Context.instance()
+        sock = ctx.socket(zmq.XPUB)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.setsockopt(zmq.SNDHWM, SNDHWM)
+        sock.setsockopt(zmq.XPUB_VERBOSE, 1)  # every subscriber's subscription, not only the first
+        try:
+            sock.connect(endpoint)
+        except zmq.ZMQError as e:
+            sock.close()
+            raise IezError(f"cannot publish to {endpoint}: {e}") from None
+        log.info("%s collector %s publishing to %s every %g s", self.role, self.id, endpoint, self.interval)
+        next_round = time.monotonic()
+        last_sent = -MIN_REPUBLISH
+        try:
+            while not stop.is_set():
+                now = time.monotonic()
+                if now >= next_round:
+                    self._send(sock)
+                    last_sent = now
+                    next_round = max(next_round + self.interval, now)  # no burst after a stall
+                    continue
+                # Wait for the next tick, or for a subscriber to join (the controller restarted).
+                if sock.poll(int(min(next_round - now, 0.2) * 1000) + 1, zmq.POLLIN):
+                    joined = any(f[:1] == b"\x01" for f in _drain(sock))
+                    if joined and time.monotonic() - last_sent >= MIN_REPUBLISH:
+                        log.info("a subscriber joined: publishing now")
+                        next_round = time.monotonic()
+        finally:
+            sock.close()
+
+    def _send(self, sock: zmq.Socket) -> None:
+        msg = self.round()
+        try:
+            sock.send_multipart(encode(msg, self.token), zmq.NOBLOCK)
+        except zmq.Again:  # the controller is not reading: this round is dropped
+            log.warning("controller not keeping up: round %d dropped", msg.seq)
+
+
+def _drain(sock: zmq.Socket) -> list[bytes]:
+    out = []
+    while True:
+        try:
+            out.append(sock.recv(zmq.NOBLOCK))
+        except zmq.Again:
+            return out

@@ -1,0 +1,3 @@
+"""The controller (seed 000 §III-B2/3): subscribes to the collectors, keeps the global view of
+OST and OSS statistics, predicts and allocates when requests arrive, and serves plans over HTTP.
+`view` (global view), `service` (the work), `api` (HTTP), `server` (the process), `client`."""

@@ -1,0 +1,64 @@
+"""Tokens: a site token for collectors and clients, an admin token for administrative writes.
+
+HTTP clients send `Authorization: Bearer TOKEN`; collectors sign each message with the site
+token (HMAC, iez.collect.message), so it never crosses the network. A token is read from a file
+(first line, so `openssl rand -hex 32 > site.token` makes one) or from an environment variable.
+"""
+
+from __future__ import annotations
+
+import hmac
+import os
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+
+from iez.errors import ConfigError
+
+MIN_LENGTH = 16
+SITE, ADMIN = "site", "admin"
+
+
+def new_token() -> str:
+    """A fresh random token (256 bits, hex)."""
+    return secrets.token_hex(32)
+
+
+def read_token(path: str | None, env: str, what: str, option: str) -> str:
+    """The token in file `path`, else in $`env`; a one-line ConfigError when neither holds one."""
+    if path:
+        try:
+            text = Path(path).read_text()
+        except OSError as e:
+            raise ConfigError(f"cannot read the {what} token from {path}: {e.strerror}") from None
+        except UnicodeDecodeError:
+            raise ConfigError(f"{path}: the {what} token is not text") from None
+        token = (text.splitlines() or [""])[0].strip()
+        where = path
+    else:
+        token = os.environ.get(env, "").strip()
+        where = f"${env}"
+        if not token:
+            raise ConfigError(f"no {what} token: give {option} FILE or set {env} "
+                              f"(make one with: openssl rand -hex 32)")
+    if len(token) < MIN_LENGTH or any(c.isspace() for c in token):
+        raise ConfigError(f"the {what} token in {where} must be at least {MIN_LENGTH} characters without spaces")
+    return token
+
+
+@dataclass(frozen=True)
+class Tokens:
+    site: str
+    admin: str
+
+    def __post_init__(self) -> None:
+        if hmac.compare_digest(self.site, self.admin):
+            raise ConfigError("the site and admin tokens must differ")
+
+    def role(self, presented: str | None) -> str | None:
+        """"admin", "site", or None for a missing or unknown token (constant-time compares)."""
+        if not presented:
+            return None
+        is_admin = hmac.compare_digest(presented.encode(), self.admin.encode())
+        is_site = hmac.compare_digest(presented.encode(), self.site.encode())
+        return ADMIN if is_admin else SITE if is_site else None
