@@ -196,9 +196,12 @@ void iez_trace_opened(int fd, const struct iez_file_info *fi)
     pthread_mutex_unlock(&lock);
 }
 
+/* The descriptor calls below take the trace lock: from a signal handler that interrupted
+ * libiez's own work in this thread (iez_busy) they would deadlock, so they let it be; a stale
+ * entry is replaced when the number is opened again. */
 void iez_trace_closed(int fd)
 {
-    if (!iez_tracing || !iez_fd_get(fd) || !iez_owner())
+    if (!iez_tracing || iez_busy || !iez_fd_get(fd) || !iez_owner())
         return;
     pthread_mutex_lock(&lock);
     struct iez_ofd *o = slot_xchg(fd, NULL);
@@ -209,7 +212,7 @@ void iez_trace_closed(int fd)
 
 void iez_trace_dup(int oldfd, int newfd)
 {
-    if (!iez_tracing || oldfd == newfd || (!iez_fd_get(oldfd) && !iez_fd_get(newfd)) || !iez_owner())
+    if (!iez_tracing || iez_busy || oldfd == newfd || (!iez_fd_get(oldfd) && !iez_fd_get(newfd)) || !iez_owner())
         return;
     pthread_mutex_lock(&lock);
     struct iez_ofd *o = iez_fd_get(oldfd);
@@ -225,7 +228,7 @@ void iez_trace_dup(int oldfd, int newfd)
 
 void iez_trace_close_range(unsigned first, unsigned last)
 {
-    if (!iez_tracing || !iez_owner())
+    if (!iez_tracing || iez_busy || !iez_owner())
         return;
     pthread_mutex_lock(&lock);
     for (unsigned c = first / IEZ_FD_CHUNK; c < IEZ_FD_CHUNKS && c <= last / IEZ_FD_CHUNK; c++) {
@@ -276,7 +279,7 @@ static struct iez_rec *rebind(struct iez_ofd *o)
 static inline struct iez_rec *rec_of(struct iez_ofd *o)
 {
     if (IEZ_UNLIKELY(__atomic_load_n(&o->gen, __ATOMIC_ACQUIRE) != iez_gen))
-        return iez_owner() ? rebind(o) : NULL;
+        return !iez_busy && iez_owner() ? rebind(o) : NULL;
     return o->rec;
 }
 
