@@ -11,6 +11,7 @@ APT_PACKAGES=(
   mpich libmpich-dev                 # MPI-IO interception and MPI tests
   libhdf5-dev hdf5-tools             # HDF5 interception
   fio attr                           # real programs under LD_PRELOAD; getfattr for debugging
+  sysstat                            # iostat, sampled by the profiler (LIOPProf)
   postgresql                         # the interaction database on PostgreSQL (tests start their own server)
   python3-venv
 )

@@ -11,7 +11,7 @@ import pytest
 from iez.errors import ConfigError
 from iez.layout.layout import FileLayout, Layout
 from iez.layout.raid0 import bytes_per_ost
-from iez.sim.description import range_bytes
+from iez.layout.raid0 import range_bytes
 from iez.sim.scenario import parse_duration, parse_rate, variants
 from iez.sim.trace import workload_from_records
 from iez.sim.workload import Pattern, build

@@ -9,6 +9,7 @@ the stripe size. Pure functions, no I/O.
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass
 
 from iez.errors import LayoutError
 from iez.layout.layout import LUSTRE_EOF, FileLayout, Layout
@@ -68,19 +69,63 @@ def _add_partial(out: list[int], size: int, count: int, a: int, b: int) -> None:
         x = unit_end
 
 
-def bytes_per_ost(layout: Layout | FileLayout, file_size: int) -> dict[int, int]:
-    """Bytes of a file of `file_size` bytes held by each OST of its layout."""
-    fl = FileLayout.of(layout)
-    out: dict[int, int] = defaultdict(int)
-    for c in fl.parts():
-        lo, hi = c.start, min(c.end, file_size) if c.end != LUSTRE_EOF else file_size
+def range_bytes(layout: Layout | FileLayout, start: int, end: int) -> dict[tuple[int, int], int]:
+    """Bytes of the file range [start, end) on each (component, stripe), i.e. each OST object,
+    of a resolved layout."""
+    out: dict[tuple[int, int], int] = {}
+    for c, comp in enumerate(FileLayout.of(layout).parts()):
+        lo = max(start, comp.start)
+        hi = min(end, comp.end if comp.end != LUSTRE_EOF else end)
         if hi <= lo:
             continue
-        lay = c.layout
-        per = bytes_per_stripe(lay.stripe_size, lay.stripe_count, lo, hi)
+        lay = comp.layout
         if len(lay.osts) < lay.stripe_count:
             raise LayoutError("the layout does not list the OST of every stripe")
-        for s, n in enumerate(per):
+        for s, n in enumerate(bytes_per_stripe(lay.stripe_size, lay.stripe_count, lo, hi)):
             if n:
-                out[lay.osts[s]] += n
+                out[(c, s)] = out.get((c, s), 0) + n
+    return out
+
+
+def bytes_per_ost(layout: Layout | FileLayout, file_size: int) -> dict[int, int]:
+    """Bytes of a file of `file_size` bytes held by each OST of its layout."""
+    parts = FileLayout.of(layout).parts()
+    out: dict[int, int] = defaultdict(int)
+    for (c, s), n in range_bytes(layout, 0, file_size).items():
+        out[parts[c].layout.osts[s]] += n
     return dict(out)
+
+
+@dataclass(frozen=True)
+class Piece:
+    """Part of a file range on one OST object."""
+
+    ost: int
+    component: int  # with the stripe, names the OST object
+    stripe: int
+    obj_offset: int
+    file_offset: int
+    length: int
+
+
+def pieces(layout: Layout | FileLayout, offset: int, length: int) -> list[Piece]:
+    """The pieces of [offset, offset + length) on each OST object, in file order (one per
+    stripe unit touched): what a client's I/O becomes on the OSTs."""
+    out: list[Piece] = []
+    end = offset + length
+    parts = FileLayout.of(layout).parts()
+    x = offset
+    while x < end:
+        ci, comp = next(((i, c) for i, c in enumerate(parts) if c.start <= x < c.end), (None, None))
+        if comp is None:
+            raise LayoutError(f"offset {x} is outside every component")
+        lay = comp.layout
+        s = stripe_of_offset(lay, x)
+        if len(lay.osts) <= s:
+            raise LayoutError("the layout does not list the OST of every stripe")
+        unit_end = min(end, (x // lay.stripe_size + 1) * lay.stripe_size, comp.end if comp.end != LUSTRE_EOF else end)
+        width = lay.stripe_size * lay.stripe_count
+        obj_off = (x // width) * lay.stripe_size + x % lay.stripe_size
+        out.append(Piece(lay.osts[s], ci, s, obj_off, x, unit_end - x))
+        x = unit_end
+    return out

@@ -396,14 +396,14 @@ def class_series(hosts: dict[str, HostRpcs | None]) -> dict[str, dict[int, dict[
 def file_ost_map(events, layouts) -> dict[str, dict[int, list[int]]]:
     """Bytes each OST served for each file: {path: {ost: [read bytes, write bytes]}}, from I/O
     events and the files' layouts (RAID-0 mapping)."""
-    from iez.profile.emulate import stripe_pieces
+    from iez.layout.raid0 import pieces
 
     out: dict[str, dict[int, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0]))
     for e in events:
         fl = layouts.get(e.path)
         if fl is None or e.length <= 0:
             continue
-        for p in stripe_pieces(fl, e.offset, e.length):
+        for p in pieces(fl, e.offset, e.length):
             out[e.path][p.ost][0 if e.op == "read" else 1] += p.length
     return {p: dict(d) for p, d in out.items()}
 

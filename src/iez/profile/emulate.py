@@ -32,7 +32,7 @@ from iez.cluster import Cluster, ost_name
 from iez.emulated.paramtree import Accumulator, render_stats
 from iez.errors import LayoutError
 from iez.layout.layout import LUSTRE_EOF, FileLayout, Layout
-from iez.layout.raid0 import stripe_of_offset
+from iez.layout.raid0 import pieces
 from iez.profile import opcodes
 from iez.profile.ioevents import IoEvent
 
@@ -47,18 +47,6 @@ class ServerModel:
     seek_s: float = 0.008  # an HDD seek plus half a rotation
     io_threads: int = 8  # ll_ost_io threads per OSS
     lock_s: float = 50e-6  # an LDLM enqueue or cancel in its handler
-
-
-@dataclass(frozen=True)
-class Piece:
-    """Part of a file range on one OST object."""
-
-    ost: int
-    component: int  # with the stripe, names the OST object
-    stripe: int
-    obj_offset: int
-    file_offset: int
-    length: int
 
 
 @dataclass(frozen=True)
@@ -77,28 +65,6 @@ class Rpc:
     cpu: int
     nbytes: int
     jobid: str = ""
-
-
-def stripe_pieces(fl: Layout | FileLayout, offset: int, length: int) -> list[Piece]:
-    """The pieces of [offset, offset + length) on each OST object, in file order."""
-    out: list[Piece] = []
-    end = offset + length
-    parts = FileLayout.of(fl).parts()
-    x = offset
-    while x < end:
-        ci, comp = next(((i, c) for i, c in enumerate(parts) if c.start <= x < c.end), (None, None))
-        if comp is None:
-            raise LayoutError(f"offset {x} is outside every component")
-        lay = comp.layout
-        s = stripe_of_offset(lay, x)
-        if len(lay.osts) <= s:
-            raise LayoutError("the layout does not list the OST of every stripe")
-        unit_end = min(end, (x // lay.stripe_size + 1) * lay.stripe_size, comp.end if comp.end != LUSTRE_EOF else end)
-        width = lay.stripe_size * lay.stripe_count
-        obj_off = (x // width) * lay.stripe_size + x % lay.stripe_size
-        out.append(Piece(lay.osts[s], ci, s, obj_off, x, unit_end - x))
-        x = unit_end
-    return out
 
 
 def split_rpcs(obj_offset: int, length: int, rpc_size: int) -> list[tuple[int, int]]:
@@ -185,7 +151,7 @@ def emulate_rpcs(events: Iterable[IoEvent], layouts: dict[str, Layout | FileLayo
         done = t
         mode = "PW" if e.op == "write" else "PR"
         opc = opcodes.OST_WRITE if e.op == "write" else opcodes.OST_READ
-        for p in stripe_pieces(fl, e.offset, e.length):
+        for p in pieces(fl, e.offset, e.length):
             ost = cluster.ost(p.ost)
             oss = osses[ost.oss]
             obj = (e.path, p.component, p.stripe)

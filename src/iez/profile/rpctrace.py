@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import ctypes
 import gzip
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Iterator
 
 import numpy as np
 
+from iez.artifacts import find_built
 from iez.lustre.common import Skipped
 from iez.profile import ProfileError
 
@@ -41,15 +41,8 @@ REC_DTYPE = np.dtype([
 
 
 def library_path() -> Path:
-    env = os.environ.get(ENV)
-    if env:
-        if not Path(env).is_file():
-            raise ProfileError(f"${ENV} names {env}, which is not a file")
-        return Path(env)
-    built = Path(__file__).resolve().parents[3] / "build" / "liopprof" / "libliopprof.so"
-    if built.is_file():
-        return built
-    raise ProfileError(f"the rpctrace parser libliopprof.so is not built: {BUILD_HINT}")
+    return Path(find_built("the rpctrace parser", ENV, "liopprof/libliopprof.so", program=False,
+                           error=ProfileError, hint=BUILD_HINT))
 
 
 _LIB: ctypes.CDLL | None = None

@@ -11,30 +11,13 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from iez.errors import ConfigError, LayoutError
-from iez.layout.layout import LUSTRE_EOF, FileLayout
-from iez.layout.raid0 import bytes_per_stripe
+from iez.errors import ConfigError
+from iez.layout.layout import FileLayout
+from iez.layout.raid0 import range_bytes
 from iez.sim.scenario import Scenario
 from iez.sim.workload import Phase, Workload
 
 FORMAT = "iez-sim/1"
-
-
-def range_bytes(layout: FileLayout, start: int, end: int) -> dict[tuple[int, int], int]:
-    """Bytes of [start, end) on each (component, stripe) of a resolved layout."""
-    out: dict[tuple[int, int], int] = {}
-    for c, comp in enumerate(layout.parts()):
-        lo = max(start, comp.start)
-        hi = min(end, comp.end if comp.end != LUSTRE_EOF else end)
-        if hi <= lo:
-            continue
-        lay = comp.layout
-        if len(lay.osts) < lay.stripe_count:
-            raise LayoutError("the layout does not list the OST of every stripe")
-        for s, n in enumerate(bytes_per_stripe(lay.stripe_size, lay.stripe_count, lo, hi)):
-            if n:
-                out[(c, s)] = out.get((c, s), 0) + n
-    return out
 
 
 def platform(scn: Scenario, n_clients: int) -> dict[str, Any]:
