@@ -80,9 +80,9 @@ def fio(scratch: Path, env: dict[str, str], *args: str) -> tuple[float, float, i
     return job["runtime"] / 1000, cpu, rss
 
 
-def alternate(label: str, with_iez, without) -> tuple[list, list]:
+def alternate(label: str, with_iez, without, repeats: int = REPEATS) -> tuple[list, list]:
     a, b = [], []
-    for _ in track(range(REPEATS), description=label, console=console, transient=True):
+    for _ in track(range(repeats), description=label, console=console, transient=True):
         b.append(without())
         a.append(with_iez())
     return a, b
@@ -107,7 +107,7 @@ def data_path(scratch: Path) -> None:
     count, size = 500000, 512
     cmd = [str(BUILD / "iez-test-writes"), str(scratch / "loop.dat"), str(count), str(size), "pwrite"]
     a, b = alternate("write loop", lambda: [float(x) for x in run_rusage(cmd, iez_env(scratch))[0].split()],
-                     lambda: [float(x) for x in run_rusage(cmd, plain_env())[0].split()])
+                     lambda: [float(x) for x in run_rusage(cmd, plain_env())[0].split()], repeats=15)
     for i, what in ((0, "time"), (1, "CPU")):
         best_a, best_b = min(x[i] for x in a), min(x[i] for x in b)
         figure(f"512 B pwrite loop: {what} per call ({best_a - best_b:+.1f} ns)", f"{best_a:.1f} ns", best_a / best_b,
@@ -213,7 +213,7 @@ def tracing(scratch: Path) -> None:
     figure(f"per traced file: CPU of open+close (+{cpu * 1e6:.2f} us)", f"{min(x[1] for x in a) / n * 1e6:.2f} us",
            min(x[1] for x in a) / min(x[1] for x in b), "untraced", "")
     figure("per traced file: memory (record, tables)", f"{rss:.0f} B", min(x[2] for x in a) / min(x[2] for x in b),
-           f"a {min(x[2] for x in b) / 1024:.1f} MiB process, untraced", "")
+           f"the {min(x[2] for x in b) / 1024:.1f} MiB process untraced", "")
 
 
 def main() -> None:
