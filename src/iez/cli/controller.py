@@ -1,0 +1,89 @@
+"""`iez controller`: the control plane's server (seed 000 §III-B2/3), on the MDS or a management node.
+
+    iez controller --cluster /etc/iez/cluster.toml --db postgresql://iez@db/iez \\
+        --listen 0.0.0.0:8760 --stats tcp://*:5556 \\
+        --site-token-file /etc/iez/site.token --admin-token-file /etc/iez/admin.token
+
+It subscribes to every collector (they connect to --stats), keeps the global view, predicts
+and allocates when traces or requests arrive, and serves plans over HTTP (docs/controller.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+
+from iez.errors import ConfigError
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    from iez.cli.trace_import import db_option
+
+    p = sub.add_parser("controller", help="run the controller: global view, allocation, plans over HTTP",
+                       description="Run the iez controller (docs/controller.md).")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--cluster", metavar="TOML", help="the cluster description (docs/cluster-toml.md)")
+    where.add_argument("--emulated", metavar="DIR", help="the cluster of an emulated cluster directory")
+    db_option(p)
+    p.add_argument("--listen", default="127.0.0.1:8760", metavar="HOST:PORT",
+                   help="HTTP address (default 127.0.0.1:8760; 0.0.0.0:8760 for every interface)")
+    p.add_argument("--stats", default="tcp://*:5556", metavar="ENDPOINT",
+                   help="ZeroMQ address collectors publish to (default tcp://*:5556)")
+    p.add_argument("--site-token-file", metavar="FILE", help="site token (default $IEZ_SITE_TOKEN)")
+    p.add_argument("--admin-token-file", metavar="FILE", help="admin token (default $IEZ_ADMIN_TOKEN)")
+    p.add_argument("--uploads", choices=("site", "admin"), default="site",
+                   help="which token may upload traces and requests (default site: jobs upload their own)")
+    p.add_argument("--policy", default="balanced", help="allocation policy (default balanced)")
+    p.add_argument("--capacity-weight", type=float, metavar="W", help="balanced's trade-off, 0..1 (default 0.5)")
+    p.add_argument("--stale-after", type=float, default=0.0, metavar="S",
+                   help="statistics older than S seconds are stale (default: 3 collector intervals)")
+    gate = p.add_argument_group("host gate (seed 000 §III-B2)")
+    gate.add_argument("--max-cpu", type=float, default=0.7, metavar="F",
+                      help="allocate only while load average / cores is below F (default 0.7)")
+    gate.add_argument("--max-mem", type=float, default=0.5, metavar="F",
+                      help="allocate only while the used memory fraction is below F (default 0.5)")
+    gate.add_argument("--gate-proc", default="/proc", metavar="DIR", help="where loadavg and meminfo are read")
+    gate.add_argument("--no-gate", action="store_true", help="allocate however busy the host is")
+    p.add_argument("--max-body", type=int, metavar="BYTES", help="largest upload accepted (default 64 MiB)")
+    p.add_argument("--tls-cert", metavar="PEM", help="serve HTTPS with this certificate (and --tls-key)")
+    p.add_argument("--tls-key", metavar="PEM")
+    p.set_defaults(func=cmd_controller)
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not 0 < int(port) < 65536 or not host:
+        raise ConfigError(f"--listen {text!r}: give HOST:PORT, e.g. 0.0.0.0:8760")
+    return host.strip("[]"), int(port)
+
+
+def cmd_controller(args: argparse.Namespace) -> int:
+    from iez.alloc.gate import GateLimits
+    from iez.cluster import load_cluster, make_cluster
+    from iez.controller.auth import Tokens, read_token
+    from iez.controller.server import serve
+    from iez.controller.service import Controller, Settings
+
+    host, port = parse_listen(args.listen)
+    if bool(args.tls_cert) != bool(args.tls_key):
+        raise ConfigError("give both --tls-cert and --tls-key")
+    if args.stale_after < 0:
+        raise ConfigError("--stale-after must be >= 0 seconds")
+    tokens = Tokens(read_token(args.site_token_file, "IEZ_SITE_TOKEN", "site", "--site-token-file"),
+                    read_token(args.admin_token_file, "IEZ_ADMIN_TOKEN", "admin", "--admin-token-file"))
+    if args.emulated:
+        from iez.emulated.clusterdir import open_cluster_dir
+
+        cluster = open_cluster_dir(args.emulated).cluster()
+    elif args.cluster:
+        cluster = load_cluster(args.cluster)
+    else:
+        cluster = make_cluster()
+    settings = Settings(cluster=cluster, db_url=args.db, policy=args.policy, capacity_weight=args.capacity_weight,
+                        stale_after=args.stale_after, gate=None if args.no_gate else GateLimits(args.max_cpu, args.max_mem),
+                        gate_proc=args.gate_proc, site_key=tokens.site)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    controller = Controller(settings)
+    serve(controller, tokens, host, port, args.stats, uploads=args.uploads, max_body=args.max_body,
+          tls_cert=args.tls_cert, tls_key=args.tls_key)
+    return 0

@@ -1,0 +1,298 @@
+"""The controller's HTTP API (FastAPI). The OpenAPI spec is served at /openapi.json (and read
+at /docs); docs/controller.md describes every route.
+
+Every request but /health needs `Authorization: Bearer TOKEN`: the site token (collectors and
+clients) or the admin token. Uploads need the role the controller was started with
+(`--uploads site`, the default, lets jobs upload their own traces; `--uploads admin` reserves
+them for the admin token); re-placing a run always needs the admin token. Every input is
+validated before anything is written: a bad one gets a 4xx with a one-line `detail`, and the
+database is left as it was.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Any, Callable, Literal
+
+from fastapi import Depends, FastAPI, Path as PathParam, Request as HttpRequest
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator, model_validator
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from iez import __version__
+from iez.alloc.policy import MAX_WRITE_BYTES, POLICIES
+from iez.controller.auth import ADMIN, SITE, Tokens
+from iez.controller.service import Conflict, Controller, HeldBack, Invalid, NotFound, check_app
+from iez.db.errors import DatabaseError
+from iez.errors import IezError
+from iez.layout.layout import LOV_MAX_STRIPE_COUNT, LOV_MAXPOOLNAME
+from iez.plan import check_path, parse_layout
+from iez.request import Request
+from iez.trace.ingest import API_LEVEL
+from iez.units import parse_size
+
+MAX_BODY = 64 << 20  # bytes; a trace of a million files is about 200 MB: raise --max-body for those
+MAX_PATH = 4096  # PATH_MAX
+RETRY_AFTER = "2"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", str_max_length=1 << 16)
+
+
+class FileRequest(_Strict):
+    """One file a run creates (seed 000 Table I)."""
+
+    path: str = Field(max_length=MAX_PATH, description="absolute path, as the application names it")
+    write_bytes: StrictInt | str = Field(description="bytes written: an integer, or a size such as '10GiB'")
+    stripe_count: StrictInt = Field(1, ge=-1, le=LOV_MAX_STRIPE_COUNT, description="0 = default, -1 = all OSTs")
+    rank: StrictInt = Field(0, ge=0, lt=1 << 31)
+    comm_size: StrictInt = Field(1, ge=1, lt=1 << 31)
+    create_time: float = Field(0.0, ge=0, description="seconds after the run's first open")
+    api: Literal[tuple(API_LEVEL)] = "posix"  # type: ignore[valid-type]
+    pool: str = Field("", max_length=LOV_MAXPOOLNAME)
+    observed: str | None = Field(None, description="layout the file got (plan grammar), traces only")
+
+    @field_validator("path")
+    @classmethod
+    def _path(cls, v: str) -> str:
+        _checked(check_path, v)
+        return v
+
+    @field_validator("write_bytes")
+    @classmethod
+    def _bytes(cls, v: int | str) -> int:
+        n = _checked(parse_size, v, "write_bytes")
+        if n > MAX_WRITE_BYTES:
+            raise ValueError(f"{n} bytes is more than iez handles in one file (4 PiB)")
+        return n
+
+    @field_validator("create_time")
+    @classmethod
+    def _finite(cls, v: float) -> float:
+        if not math.isfinite(v):
+            raise ValueError("must be finite")
+        return v
+
+    @field_validator("pool")
+    @classmethod
+    def _pool(cls, v: str) -> str:
+        if len(v.encode()) > LOV_MAXPOOLNAME or not all(c.isalnum() or c in "_.-" for c in v):
+            raise ValueError(f"a pool name is at most {LOV_MAXPOOLNAME} bytes of letters, digits, '_', '.', '-'")
+        return v
+
+    @field_validator("observed")
+    @classmethod
+    def _layout(cls, v: str | None) -> str | None:
+        if v is not None:
+            _checked(parse_layout, v)
+        return v
+
+    def request(self, app: str) -> Request:
+        return Request(path=self.path, write_bytes=int(self.write_bytes), stripe_count=self.stripe_count,
+                       rank=self.rank, app=app, create_time=self.create_time, comm_size=self.comm_size,
+                       api=self.api, pool=self.pool,
+                       observed=None if self.observed is None else parse_layout(self.observed))
+
+
+def _checked(fn: Callable, *args: Any) -> Any:
+    """Run an iez validator; its one-line error becomes pydantic's (a 422)."""
+    try:
+        return fn(*args)
+    except IezError as e:
+        raise ValueError(str(e)) from None
+
+
+class _Requests(_Strict):
+    requests: list[FileRequest] = Field(max_length=10_000_000)
+
+    @model_validator(mode="after")
+    def _unique(self) -> "_Requests":
+        seen: set[str] = set()
+        for r in self.requests:
+            if r.path in seen:
+                raise ValueError(f"{r.path} is listed twice")
+            seen.add(r.path)
+        return self
+
+
+class TraceUpload(_Requests):
+    """What one run created, read from its trace (libiez shards or a Darshan log)."""
+
+    run: StrictInt | None = Field(None, ge=1, lt=1 << 31, description="default: one after the newest traced run")
+    label: str = Field("", max_length=255, description="job id or trace run name")
+    source: Literal["libiez", "darshan"] = "libiez"
+    nprocs: StrictInt = Field(0, ge=0, lt=1 << 31)
+    plan_hits: StrictInt = Field(0, ge=0, description="created files placed from the plan")
+    plan_misses: StrictInt = Field(0, ge=0, description="created files the loaded plan did not name")
+    warnings: list[str] = Field(default_factory=list, max_length=1000)
+
+
+class RequestsUpload(_Requests):
+    """The files a coming run will create (predicted by the client)."""
+
+    run: StrictInt | None = Field(None, ge=1, lt=1 << 31, description="default: one after the newest traced run")
+
+
+class AllocateRequest(_Strict):
+    policy: Literal[tuple(POLICIES)] | None = None  # type: ignore[valid-type]
+    capacity_weight: float | None = Field(None, ge=0.0, le=1.0)
+
+
+AppName = Annotated[str, PathParam(min_length=1, max_length=128, description="application name")]
+RunNumber = Annotated[int, PathParam(ge=1, lt=1 << 31)]
+
+
+def _detail(code: int, detail: str, **extra: Any) -> JSONResponse:
+    headers = {"Retry-After": RETRY_AFTER} if code in (202, 503) else None
+    if code == 401:
+        headers = {"WWW-Authenticate": "Bearer"}
+    return JSONResponse({"detail": detail, **extra}, status_code=code, headers=headers)
+
+
+class BodyLimit:
+    """Refuse request bodies over `limit` bytes (413) before the application reads them."""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        declared = dict(scope.get("headers", [])).get(b"content-length")
+        if declared is not None and (not declared.isdigit() or int(declared) > self.limit):
+            return await _detail(413, f"request body over {self.limit} bytes")(scope, receive, send)
+        chunks, size = [], 0
+        while True:
+            msg = await receive()
+            if msg["type"] == "http.disconnect":
+                return
+            chunks.append(msg.get("body", b""))
+            size += len(chunks[-1])
+            if size > self.limit:
+                return await _detail(413, f"request body over {self.limit} bytes")(scope, receive, send)
+            if not msg.get("more_body"):
+                break
+        body = b"".join(chunks)
+        sent = False
+
+        async def replay() -> Message:
+            nonlocal sent
+            if sent:
+                return await receive()
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await self.app(scope, replay, send)
+
+
+def create_app(controller: Controller, tokens: Tokens, uploads: str = SITE, max_body: int = MAX_BODY) -> FastAPI:
+    if uploads not in (SITE, ADMIN):
+        raise ValueError(uploads)
+    app = FastAPI(title="iez controller", version=__version__,
+                  description="Plans, uploads and the global view of an iez-managed Lustre file system "
+                              "(docs/controller.md).")
+    app.add_middleware(BodyLimit, limit=max_body)
+    bearer = HTTPBearer(auto_error=False)
+
+    def need(role: str) -> Callable:
+        def check(creds: HTTPAuthorizationCredentials | None = Depends(bearer)) -> str:
+            got = tokens.role(creds.credentials if creds else None)
+            if got is None:
+                raise _Unauthorized()
+            if role == ADMIN and got != ADMIN:
+                raise _Forbidden()
+            return got
+        return check
+
+    read, upload, admin = Depends(need(SITE)), Depends(need(uploads)), Depends(need(ADMIN))
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_: HttpRequest, e: RequestValidationError) -> JSONResponse:
+        errs = [{"loc": [str(x) for x in err.get("loc", ())], "msg": str(err.get("msg", ""))} for err in e.errors()[:10]]
+        first = errs[0] if errs else {"loc": [], "msg": "invalid request"}
+        return _detail(422, f"{'.'.join(first['loc'][1:]) or 'body'}: {first['msg']}", errors=errs)
+
+    for exc, status in ((_Unauthorized, 401), (_Forbidden, 403), (NotFound, 404), (Conflict, 409),
+                        (Invalid, 422), (HeldBack, 503), (DatabaseError, 503), (IezError, 422)):
+        app.add_exception_handler(exc, lambda _r, e, status=status: _detail(status, str(e)))
+
+    @app.get("/health", tags=["service"], summary="liveness (no token needed)")
+    def health() -> dict[str, Any]:
+        return controller.health()
+
+    @app.get("/cluster", tags=["service"], summary="the global view: every OST and OSS, with ages", dependencies=[read])
+    def cluster() -> dict[str, Any]:
+        return controller.cluster_view()
+
+    @app.get("/metrics", tags=["service"], summary="Prometheus metrics", dependencies=[read],
+             response_class=PlainTextResponse)
+    def metrics() -> Response:
+        return PlainTextResponse(controller.metrics(), media_type="text/plain; version=0.0.4; charset=utf-8")
+
+    @app.get("/apps", tags=["applications"], summary="applications known to the controller", dependencies=[read])
+    def apps() -> list[str]:
+        with controller.db.begin() as tx:
+            return tx.apps()
+
+    @app.get("/apps/{app}", tags=["applications"], summary="an application's runs and pending work",
+             dependencies=[read])
+    def app_status(app: AppName) -> dict[str, Any]:
+        return controller.app_status(check_app(app))
+
+    def plan_response(app: str, run: int | None) -> Response:
+        r = controller.plan(check_app(app), run)
+        if r.status == "ready":
+            return PlainTextResponse(r.text, headers={"X-Iez-Run": str(r.run)})
+        if r.status == "pending":
+            return _detail(202, f"{app} run {r.run}: plan not ready ({r.reason})", status="pending", run=r.run)
+        return _detail(409, f"{app}: planning failed: {r.reason}", status="failed", run=r.run)
+
+    plan_doc = {"200": {"content": {"text/plain": {}}, "description": "the plan file (docs/plan-format.md)"},
+                "202": {"description": "the plan is being made: try again after Retry-After seconds"},
+                "404": {"description": "no plan: the run should be traced"},
+                "409": {"description": "planning failed (detail says why)"}}
+
+    @app.get("/apps/{app}/plan", tags=["plans"], summary="the plan of the application's coming run",
+             dependencies=[read], responses=plan_doc, response_class=PlainTextResponse)
+    def next_plan(app: AppName) -> Response:
+        return plan_response(app, None)
+
+    @app.get("/apps/{app}/runs/{run}/plan", tags=["plans"], summary="the plan of one run",
+             dependencies=[read], responses=plan_doc, response_class=PlainTextResponse)
+    def run_plan(app: AppName, run: RunNumber) -> Response:
+        return plan_response(app, run)
+
+    @app.post("/apps/{app}/traces", tags=["uploads"], status_code=201, dependencies=[upload],
+              summary="upload what a run created; the next run is then predicted and planned")
+    def upload_trace(app: AppName, body: TraceUpload) -> dict[str, Any]:
+        name = check_app(app)
+        return controller.upload_trace(name, [r.request(name) for r in body.requests], body.run, label=body.label,
+                                       source=body.source, nprocs=body.nprocs, plan_hits=body.plan_hits,
+                                       plan_misses=body.plan_misses, meta={"warnings": body.warnings})
+
+    @app.post("/apps/{app}/requests", tags=["uploads"], status_code=202, dependencies=[upload],
+              summary="upload the files a coming run will create; they are planned")
+    def upload_requests(app: AppName, body: RequestsUpload) -> dict[str, Any]:
+        name = check_app(app)
+        return controller.upload_requests(name, [r.request(name) for r in body.requests], body.run)
+
+    @app.post("/apps/{app}/runs/{run}/allocate", tags=["admin"], dependencies=[admin],
+              summary="place a predicted run again now (another policy or weight, new statistics)")
+    def allocate(app: AppName, run: RunNumber, body: AllocateRequest | None = None) -> dict[str, Any]:
+        body = body or AllocateRequest()
+        return controller.allocate(check_app(app), run, body.policy, body.capacity_weight)
+
+    return app
+
+
+class _Unauthorized(IezError):
+    def __init__(self) -> None:
+        super().__init__("missing or unknown token (send Authorization: Bearer TOKEN)")
+
+
+class _Forbidden(IezError):
+    def __init__(self) -> None:
+        super().__init__("this needs the admin token")

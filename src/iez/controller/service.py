@@ -1,0 +1,417 @@
+"""The controller's work: take statistics and uploads, predict and allocate, serve plans.
+
+Uploads are validated, then written in one transaction; a worker thread then does what the
+database says is still to do (`store.pending_work`): AIPA prediction of an application's next
+run after a trace, and allocation of every predicted run not yet planned. Allocation runs on
+the global view (fresh statistics only; stale OSTs are excluded) with the space other
+applications' plans hold reserved, one run at a time, and only while the controller's host is
+idle enough (seed 000 §III-B2: CPU < 70 %, memory < 50 %). Since nothing is queued in memory,
+a controller killed at any point resumes its work from the database when it starts again.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, fields, replace
+from typing import Any, Sequence
+
+from iez.alloc.gate import GateLimits, check
+from iez.cluster import Cluster
+from iez.collect.message import MessageError, decode
+from iez.controller import store
+from iez.controller.metrics import Family, Histogram, render
+from iez.controller.view import GlobalView
+from iez.db.errors import DatabaseError
+from iez.errors import AllocationError, IezError
+from iez.metrics import ost_cost
+from iez.request import Request
+
+log = logging.getLogger("iez.controller")
+
+RETRY = 2.0  # seconds between looks at held-back work (gate shut, no fresh statistics)
+
+
+class Invalid(IezError):
+    """Input that is well-formed JSON but cannot be used (HTTP 422)."""
+
+
+class Conflict(IezError):
+    """The upload clashes with what is stored (HTTP 409)."""
+
+
+class NotFound(IezError):
+    """No such application, run or plan (HTTP 404)."""
+
+
+class HeldBack(IezError):
+    """Work that cannot run now but will later (gate shut, statistics missing)."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    cluster: Cluster
+    db_url: str | None = None
+    policy: str = "balanced"
+    capacity_weight: float | None = None
+    stale_after: float = 0.0  # seconds; 0 = three of each collector's intervals
+    gate: GateLimits | None = GateLimits()  # None: allocate however busy the host is
+    gate_proc: str = "/proc"  # where the gate reads loadavg and meminfo
+    site_key: str = ""  # the site token: collectors' messages are signed with it
+
+
+@dataclass(frozen=True)
+class PlanResult:
+    status: str  # "ready" | "pending" | "failed"
+    app: str
+    run: int | None
+    text: str = ""
+    reason: str = ""
+
+
+class Controller:
+    def __init__(self, settings: Settings) -> None:
+        from iez.alloc.policy import AllocOptions, get_policy
+        from iez.db import Database
+
+        self.settings = settings
+        self.cluster = settings.cluster
+        self.policy = get_policy(settings.policy)  # unknown names fail at start
+        given = {"capacity_weight": settings.capacity_weight}
+        self.options = AllocOptions(**{k: v for k, v in given.items() if v is not None})
+        self.db = Database(settings.db_url)
+        self.view = GlobalView(self.cluster, settings.stale_after)
+        self.lock = threading.Lock()  # the view and the counters
+        self.alloc_lock = threading.Lock()  # one allocation at a time: each sees the others' reservations
+        self.wake = threading.Event()
+        self.stop = threading.Event()
+        self.failed: dict[tuple, str] = {}  # work that failed for good, until new input arrives
+        self.waiting = ""  # why work is held back right now
+        self.latency: dict[str, Histogram] = {}  # allocation seconds, by policy
+        self.done = {"predict": 0, "allocate": 0}
+        self.errors = {"predict": 0, "allocate": 0}
+        self.messages = {"accepted": 0, "rejected": 0}
+        self._issues: dict[str, str] = {}
+        self._thread: threading.Thread | None = None
+
+    # -- lifetime ------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._work_loop, name="iez-worker", daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        self.stop.set()
+        self.wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+        self.db.close()
+
+    # -- statistics ----------------------------------------------------------------------------
+
+    def on_message(self, frames: list[bytes], received: float) -> list[str]:
+        """One collector message off the wire; returns what was not used of it (logged once)."""
+        try:
+            msg = decode(frames, self.settings.site_key)
+        except MessageError as e:
+            accepted, issues, who = False, [f"collector message rejected: {e}"], "?"
+        else:
+            with self.lock:
+                accepted, issues = self.view.apply(msg, received)
+            who = f"{msg.role}:{msg.id}"
+        with self.lock:
+            self.messages["accepted" if accepted else "rejected"] += 1
+            text = "; ".join(issues)
+            if text and self._issues.get(who) != text:
+                log.warning("%s", text)
+            self._issues[who] = text
+        if accepted and self.waiting:
+            self.wake.set()  # fresh statistics may be what held work back
+        return issues
+
+    # -- uploads -------------------------------------------------------------------------------
+
+    def _check_pools(self, requests: Sequence[Request]) -> None:
+        for q in requests:
+            if q.pool and q.pool not in self.cluster.pools:
+                raise Invalid(f"{q.path}: pool {q.pool!r} is not a pool of {self.cluster.fsname} "
+                              f"(pools: {', '.join(sorted(self.cluster.pools)) or 'none'})")
+
+    def upload_trace(self, app: str, requests: Sequence[Request], run: int | None = None, *, label: str = "",
+                     source: str = "libiez", nprocs: int = 0, plan_hits: int = 0, plan_misses: int = 0,
+                     meta: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Store what a run created; the worker then predicts the next run and plans it."""
+        from iez.cli.trace_import import prediction_notes
+        from iez.predict import needs_retrace
+        from iez.trace.ingest import Ingested
+
+        self._check_pools(requests)
+        with self.db.begin() as tx:
+            if run is not None:
+                info = store.run_info(tx, app, run)
+                if info is not None and info.traced:
+                    raise Conflict(f"run {run} of {app} already has a trace")
+            number = tx.add_trace(app, requests, run, label=label, source=source, nprocs=nprocs,
+                                  plan_hits=plan_hits, plan_misses=plan_misses, meta=meta or {})
+            got = Ingested(list(requests), plan_hits=plan_hits, plan_misses=plan_misses)
+            notes = prediction_notes(app, number, got, tx.find_prediction(app, number))
+        self.wake.set()
+        return {"app": app, "run": number, "files": len(requests), "notes": notes,
+                "retrace": needs_retrace(plan_hits, plan_misses), "next": number + 1}
+
+    def upload_requests(self, app: str, requests: Sequence[Request], run: int | None = None) -> dict[str, Any]:
+        """Store the requests of a run to come (predicted elsewhere); the worker plans them."""
+        self._check_pools(requests)
+        if not requests:
+            raise Invalid("no requests: a run to plan needs at least one file")
+        with self.db.begin() as tx:
+            tx.app_id(app, create=True)
+            number = tx.next_traced_run(app) if run is None else run
+            info = store.run_info(tx, app, number)
+            if info is not None and info.traced:
+                raise Conflict(f"run {number} of {app} has already run (it has a trace)")
+            if info is not None and info.planned_policy:
+                raise Conflict(f"run {number} of {app} is already planned; re-plan it with "
+                               f"POST /apps/{app}/runs/{number}/allocate (admin)")
+            tx.add_prediction(app, number, requests, {"source": "uploaded"}, [])
+        self.wake.set()
+        return {"app": app, "run": number, "files": len(requests), "status": "pending"}
+
+    # -- plans and state -----------------------------------------------------------------------
+
+    def plan(self, app: str, run: int | None = None) -> PlanResult:
+        with self.db.begin() as tx:
+            work = store.pending_work(tx)
+            info = store.next_planned(tx, app) if run is None else store.run_info(tx, app, run)
+            if info is not None and info.planned_policy:
+                return PlanResult("ready", app, info.number, store.plan_text(tx, app, info))
+            known = app in tx.apps()
+        mine = [w for w in work if w.app == app and (run is None or w.kind == "predict" or w.run == run)]
+        failed = [self.failed[w.key] for w in mine if w.key in self.failed]
+        if failed:
+            return PlanResult("failed", app, run, reason=failed[0])
+        if mine:
+            why = self.waiting or "queued"
+            return PlanResult("pending", app, run if run is not None else mine[0].run, reason=why)
+        if not known:
+            raise NotFound(f"no application {app!r}: trace a run first (or upload its requests)")
+        if run is None:
+            raise NotFound(f"{app} has no plan for a coming run: its next run should be traced")
+        raise NotFound(f"run {run} of {app} has no plan (runs are planned from a prediction or uploaded requests)")
+
+    def app_status(self, app: str) -> dict[str, Any]:
+        from iez.predict import needs_retrace
+
+        with self.db.begin() as tx:
+            if app not in tx.apps():
+                raise NotFound(f"no application {app!r}")
+            runs = tx.runs(app)
+            work = [w for w in store.pending_work(tx) if w.app == app]
+        last = next((r for r in reversed(runs) if r.traced), None)
+        return {
+            "app": app,
+            "runs": [{"run": r.number, "traced": r.traced, "files": r.n_traced, "planned": r.planned_policy or None,
+                      "plan_hits": r.plan_hits, "plan_misses": r.plan_misses, "source": r.source or None}
+                     for r in runs],
+            "pending": [{"work": w.kind, "run": w.run, "failed": self.failed.get(w.key)} for w in work],
+            "retrace": bool(last and needs_retrace(last.plan_hits, last.plan_misses)),
+        }
+
+    def cluster_view(self, now: float | None = None) -> dict[str, Any]:
+        now = time.time() if now is None else now
+        with self.lock:
+            return self.view.describe(now)
+
+    def health(self) -> dict[str, Any]:
+        now = time.time()
+        with self.lock:
+            snap = self.view.snapshot(now)
+        try:
+            with self.db.begin() as tx:
+                pending = len(store.pending_work(tx))
+            db = "ok"
+        except DatabaseError as e:
+            pending, db = None, str(e)
+        return {"status": "ok" if db == "ok" else "degraded", "database": db, "pending": pending,
+                "waiting": self.waiting or None, "fresh_osts": len(snap.snapshot.osts),
+                "stale_osts": sorted(snap.stale)}
+
+    # -- the worker ----------------------------------------------------------------------------
+
+    def _work_loop(self) -> None:
+        while not self.stop.is_set():
+            try:
+                busy = self.step()
+            except DatabaseError as e:  # the database went away: say so, try again
+                log.error("%s", e)
+                busy = False
+            if not busy:
+                self.wake.wait(RETRY)
+                self.wake.clear()
+
+    def step(self) -> bool:
+        """Do one piece of pending work; False when there is none that can run now."""
+        with self.db.begin() as tx:
+            work = [w for w in store.pending_work(tx) if w.key not in self.failed]
+        if not work:
+            self.waiting = ""
+            return False
+        w = work[0]
+        try:
+            self._gate_open()
+            if w.kind == "predict":
+                self._predict(w.app)
+            else:
+                self.allocate(w.app, w.run)
+        except HeldBack as e:
+            if self.waiting != str(e):
+                log.info("%s", e)
+            self.waiting = str(e)
+            return False
+        except DatabaseError:
+            raise
+        except IezError as e:
+            self.failed[w.key] = str(e)
+            self.errors[w.kind] += 1
+            log.error("%s %s run %d failed: %s", w.kind, w.app, w.run, e)
+            return True
+        self.waiting = ""
+        self.done[w.kind] += 1
+        return True
+
+    def _gate_open(self) -> None:
+        if self.settings.gate is None:
+            return
+        try:
+            d = check(self.settings.gate, self.settings.gate_proc)
+        except IezError as e:
+            raise HeldBack(f"cannot read this host's load ({e}): not allocating") from None
+        if not d.open:
+            raise HeldBack(f"held back: {d.reason}")
+
+    def _predict(self, app: str) -> None:
+        from iez.cli.pipeline import jsonable
+        from iez.predict import predict_next_run
+
+        with self.db.begin() as tx:
+            traced = tx.traced_runs(app)
+        # workers=1: the ARIMA grid would otherwise fork this multi-threaded process.
+        pred = predict_next_run([reqs for _, reqs in traced], workers=1)
+        target = traced[-1][0] + 1
+        models = {f.name: jsonable(getattr(pred, f.name)) for f in fields(pred) if f.name != "requests"}
+        with self.db.begin() as tx:
+            tx.add_prediction(app, target, pred.requests, models, [n for n, _ in traced])
+        log.info("predicted %s run %d: %d files", app, target, len(pred.requests))
+
+    def allocate(self, app: str, run: int, policy_name: str | None = None,
+                 capacity_weight: float | None = None) -> dict[str, Any]:
+        """Place run `run` of `app` on the global view and store the placements as its plan."""
+        from iez.alloc.policy import get_policy, job_bytes
+        from iez.cli.pipeline import check_placements, with_reserved
+
+        policy = get_policy(policy_name) if policy_name else self.policy
+        options = self.options if capacity_weight is None else replace(self.options, capacity_weight=capacity_weight)
+        with self.alloc_lock:
+            with self.db.begin() as tx:
+                try:
+                    pred = tx.prediction(app, run)
+                except DatabaseError as e:
+                    raise NotFound(str(e)) from None
+                pending = tx.pending_placements(app)
+            with self.lock:
+                view = self.view.snapshot(time.time())
+            if not view.snapshot.osts:
+                raise HeldBack("waiting for fresh statistics: no collector has reported any OST recently")
+            reserved = {i: b for i, b in job_bytes(pending).items() if i in view.snapshot.osts}
+            options = replace(options, reserved=reserved, exclude=view.stale)
+            t0 = time.perf_counter()
+            try:
+                placed = [replace(p, app=app, run=str(run), policy=policy.name)
+                          for p in policy.place(pred.requests, self.cluster, view.snapshot, options)]
+            except AllocationError as e:
+                if view.stale:  # the missing OSTs may be the ones it needs
+                    raise HeldBack(f"{app} run {run}: {e} (OSTs {sorted(view.stale)} have no fresh statistics)") from None
+                raise
+            check_placements(policy.name, pred.requests, placed)
+            snap = with_reserved(view.snapshot, reserved)
+            ranks = {q.path: q.rank for q in pred.requests}
+            with self.db.begin() as tx:
+                info = store.run_info(tx, app, run)
+                if info is not None and info.traced:
+                    raise Conflict(f"run {run} of {app} was traced while it was being placed")
+                sid = tx.add_snapshot(self.cluster, snap, "controller" + (f"+{len(pending)} pending" if pending else ""))
+                tx.set_placements(app, run, policy.name, placed, sid, ranks)
+                tx.mark_planned(app, run, policy.name)
+            seconds = time.perf_counter() - t0
+        with self.lock:
+            self.latency.setdefault(policy.name, Histogram()).observe(seconds)
+        log.info("placed %s run %d with %s: %d files in %.3f s", app, run, policy.name, len(placed), seconds)
+        return {"app": app, "run": run, "policy": policy.name, "files": len(placed), "seconds": seconds,
+                "excluded_osts": sorted(view.stale), "reserved_osts": sorted(reserved)}
+
+    # -- metrics -------------------------------------------------------------------------------
+
+    def metrics(self, now: float | None = None) -> str:
+        now = time.time() if now is None else now
+        c = self.cluster
+        with self.lock:
+            view = self.view.snapshot(now)
+            desc = self.view.describe(now)
+            latency = {name: h.copy() for name, h in sorted(self.latency.items())}
+            messages, done, errors = dict(self.messages), dict(self.done), dict(self.errors)
+        fs = c.fsname
+        osts = view.snapshot.osts
+        util = Family("iez_ost_utilization", "gauge", "Used fraction of each OST with fresh statistics.")
+        age = Family("iez_ost_stats_age_seconds", "gauge", "Seconds since the OST's statistics arrived.")
+        stale = Family("iez_ost_stale", "gauge", "1 if the OST has no fresh statistics (allocation avoids it).")
+        wbps = Family("iez_ost_write_bytes_per_second", "gauge", "OST write rate over the last collector interval.")
+        rbps = Family("iez_ost_read_bytes_per_second", "gauge", "OST read rate over the last collector interval.")
+        for row in desc["osts"]:
+            lab = {"fsname": fs, "ost": str(row["index"]), "oss": row["oss"]}
+            stale.add(float(row["stale"]), **lab)
+            age.add(row["age"], **lab)
+            if row["index"] in osts:
+                util.add(osts[row["index"]].used_fraction, **lab)
+                wbps.add(row["write_bps"], **lab)
+                rbps.add(row["read_bps"], **lab)
+        oss_util = Family("iez_oss_utilization", "gauge", "Used fraction of an OSS's OSTs with fresh statistics.")
+        cpu = Family("iez_oss_cpu_load", "gauge", "OSS 1-minute load average per core.")
+        mem = Family("iez_oss_memory_used", "gauge", "OSS used memory fraction.")
+        per_oss = {}
+        for s in c.osses:
+            fresh = [osts[i] for i in s.osts if i in osts]
+            if fresh:
+                total = sum(o.kbytestotal for o in fresh)
+                per_oss[s.name] = sum(o.used_fraction * o.kbytestotal for o in fresh) / total
+                oss_util.add(per_oss[s.name], fsname=fs, oss=s.name)
+            load = view.snapshot.osses.get(s.name)
+            if load is not None:
+                cpu.add(load.cpu, oss=s.name)
+                mem.add(load.mem, oss=s.name)
+        cost = Family("iez_ost_cost", "gauge", "OSTCost (seed 000 eq. 7): max / mean OST utilization, fresh OSTs.")
+        oss_cost = Family("iez_oss_cost", "gauge", "max / mean OSS utilization, fresh OSTs.")
+        if osts:
+            cost.add(ost_cost({i: s.used_fraction for i, s in osts.items()}), fsname=fs)
+            oss_cost.add(ost_cost(per_oss), fsname=fs)
+        lat = Family("iez_allocation_seconds", "histogram", "Time to place one run and store its plan.",
+                     histograms=[({"policy": name}, h) for name, h in latency.items()])
+        work = Family("iez_work_total", "counter", "Predictions and allocations done, by result.")
+        for kind in ("predict", "allocate"):
+            work.add(done[kind], kind=kind, result="ok").add(errors[kind], kind=kind, result="failed")
+        msgs = Family("iez_collector_messages_total", "counter", "Collector messages, by what became of them.")
+        for k, v in messages.items():
+            msgs.add(v, result=k)
+        held = Family("iez_work_held_back", "gauge", "1 while work waits for the gate or for fresh statistics.")
+        held.add(float(bool(self.waiting)))
+        return render([util, age, stale, wbps, rbps, oss_util, cpu, mem, cost, oss_cost, lat, work, msgs, held])
+
+
+def check_app(app: str) -> str:
+    from iez.db import check_app_name
+
+    try:
+        return check_app_name(app)
+    except DatabaseError as e:
+        raise Invalid(str(e)) from None
+

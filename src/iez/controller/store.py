@@ -1,0 +1,81 @@
+"""What the controller reads from the interaction database beyond `Txn`'s own operations: the
+work still to do, which is how it recovers after a crash. Nothing is queued in memory; the
+database says it all:
+
+- predict: an application whose newest traced run has no prediction of a later run;
+- allocate: a predicted run that is neither traced nor planned (uploaded requests, or a
+  prediction made just before a crash).
+
+Plans are served from the stored placements, so a restarted controller serves every plan it
+made before.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from sqlalchemy import func, select
+
+from iez.db import RunInfo, Txn
+from iez.db.schema import applications, predictions, runs
+from iez.plan import Plan, dumps
+
+
+@dataclass(frozen=True)
+class Work:
+    kind: str  # "predict" | "allocate"
+    app: str
+    run: int  # predict: the newest traced run; allocate: the run to place
+    version: int = 0  # allocate: the newest prediction's id (a new upload is new work)
+
+    @property
+    def key(self) -> tuple:
+        return (self.kind, self.app, self.run, self.version)
+
+
+def pending_work(tx: Txn) -> list[Work]:
+    """Everything the controller still has to do, oldest application first."""
+    c = tx.conn
+    traced = dict(c.execute(select(applications.c.name, func.max(runs.c.number))
+                            .join(runs, runs.c.app_id == applications.c.id)
+                            .where(runs.c.traced_at.is_not(None)).group_by(applications.c.name)).all())
+    predicted = dict(c.execute(select(applications.c.name, func.max(runs.c.number))
+                               .join(runs, runs.c.app_id == applications.c.id)
+                               .join(predictions, predictions.c.run_id == runs.c.id)
+                               .group_by(applications.c.name)).all())
+    unplanned = c.execute(select(applications.c.name, runs.c.number, func.max(predictions.c.id))
+                          .join(runs, runs.c.app_id == applications.c.id)
+                          .join(predictions, predictions.c.run_id == runs.c.id)
+                          .where(runs.c.traced_at.is_(None), runs.c.planned_policy.is_(None))
+                          .group_by(applications.c.name, runs.c.number)
+                          .order_by(func.max(predictions.c.id))).all()
+    work = [Work("allocate", app, number, pid) for app, number, pid in unplanned]
+    work += [Work("predict", app, last) for app, last in sorted(traced.items())
+             if predicted.get(app) is None or predicted[app] <= last]
+    return work
+
+
+def run_info(tx: Txn, app: str, number: int) -> RunInfo | None:
+    if app not in tx.apps():
+        return None
+    return next((r for r in tx.runs(app) if r.number == number), None)
+
+
+def next_planned(tx: Txn, app: str) -> RunInfo | None:
+    """The run a job of `app` starting now should follow: the newest planned, untraced run."""
+    if app not in tx.apps():
+        return None
+    planned = [r for r in tx.runs(app) if r.planned_policy and not r.traced]
+    return planned[-1] if planned else None
+
+
+def plan_text(tx: Txn, app: str, info: RunInfo) -> str:
+    """The plan file (docs/plan-format.md) of a planned run, from its stored placements."""
+    chosen = next(s for s in tx.placement_sets(app, info.number) if s.policy == info.planned_policy)
+    cluster, snap = tx.snapshot(chosen.snapshot_id)
+    plan = Plan(meta={"app": app, "run": str(info.number), "policy": chosen.policy, "fsname": cluster.fsname,
+                      "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(snap.time))})
+    for p in chosen.placements:
+        plan.add(p.path, p.layout)
+    return dumps(plan)

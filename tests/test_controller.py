@@ -1,0 +1,386 @@
+"""The controller: its global view and metrics directly, then the whole control plane as real
+processes: an emulated cluster, OSS and MDS collectors over ZeroMQ on loopback, and the
+controller's uvicorn server, driven through its HTTP API and Python client.
+
+`Stack` is shared with test_controller_reliability.py."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from iez.alloc.gate import HostLoad
+from iez.cluster import make_cluster
+from iez.collect.message import OstReading, StatsMessage
+from iez.controller.auth import Tokens, read_token
+from iez.controller.client import ControllerClient, ControllerError
+from iez.controller.metrics import Family, Histogram, render
+from iez.controller.view import GlobalView
+from iez.errors import ConfigError
+from iez.plan import loads
+from iez.request import Request
+
+from pg import pg_server, pg_url  # noqa: F401  (fixtures)
+
+SITE, ADMIN = "site-" + "a" * 27, "admin-" + "b" * 26
+MiB, GiB = 1 << 20, 1 << 30
+
+
+# -- the global view, pure ------------------------------------------------------------------------
+
+def oss_msg(oss: str, osts: dict[int, int], t: float, interval: float = 10.0, load=HostLoad(0.1, 0.2),
+            fs: str = "iez") -> StatsMessage:
+    """An OSS message: OST index -> KiB available of 1 GiB."""
+    return StatsMessage("oss", oss, 1, t, interval, "h",
+                        {f"{fs}-OST{i:04x}": OstReading(1 << 20, a, a, 0.0, 5.0) for i, a in osts.items()},
+                        load=load)
+
+
+def test_view_trusts_fresh_statistics_only():
+    c = make_cluster(n_oss=2, osts_per_oss=2, ost_size=GiB)
+    v = GlobalView(c)
+    assert v.apply(oss_msg("oss0", {0: 100, 1: 200}, 1000.0), 1000.5) == (True, [])
+    assert v.apply(oss_msg("oss1", {2: 300, 3: 400}, 1010.0), 1010.0) == (True, [])
+    snap = v.snapshot(1020.0)  # oss0 is 20 s old: fresh for 3 intervals of 10 s
+    assert sorted(snap.snapshot.osts) == [0, 1, 2, 3] and not snap.stale
+    assert snap.snapshot.osts[1].kbytesavail == 200 and snap.snapshot.osts[1].write_bps == 5.0
+    assert snap.snapshot.osses["oss0"].cpu == 0.1
+    snap = v.snapshot(1031.0)  # oss0 is 30.5 s old: stale, its OSTs and its load are not trusted
+    assert sorted(snap.snapshot.osts) == [2, 3] and snap.stale == {0, 1}
+    assert "oss0" not in snap.snapshot.osses
+    desc = v.describe(1031.0)
+    assert [o["stale"] for o in desc["osts"]] == [True, True, False, False]
+    assert desc["osts"][0]["age"] == 30.5 and desc["osses"][0]["stale"]
+    assert GlobalView(c, stale_after=100.0).apply(oss_msg("oss0", {0: 1}, 1000.0), 1000.0)[0]
+    v100 = GlobalView(c, stale_after=100.0)
+    v100.apply(oss_msg("oss0", {0: 1}, 1000.0), 1000.0)
+    assert 0 in v100.snapshot(1099.0).snapshot.osts and 0 not in v100.snapshot(1101.0).snapshot.osts
+
+
+def test_view_refuses_what_it_cannot_trust():
+    c = make_cluster(n_oss=2, osts_per_oss=2, ost_size=GiB)
+    v = GlobalView(c)
+    ok, why = v.apply(oss_msg("oss9", {0: 1}, 100.0), 100.0)
+    assert not ok and "unknown OSS 'oss9'" in why[0]
+    ok, why = v.apply(oss_msg("oss0", {0: 1}, 100.0), 200.0)  # read 100 s ago: a replay, or a bad clock
+    assert not ok and "staleness limit" in why[0]
+    assert v.apply(oss_msg("oss0", {0: 1, 2: 5}, 100.0), 100.0) == (
+        True, ["oss oss0 reports OST 2, which the cluster description does not put on it: ignored "
+               "(update it after a failover)"])
+    ok, why = v.apply(oss_msg("oss0", {0: 1}, 100.0), 101.0)
+    assert not ok and "no newer" in why[0]
+    assert v.apply(oss_msg("oss0", {0: 7}, 101.0, fs="other"), 101.0) == (True, [])  # another fs: not ours
+    assert sorted(v.snapshot(101.0).snapshot.osts) == []
+    ok, why = v.apply(StatsMessage("mds", "mdsX", 1, 100.0, 10.0), 100.0)
+    assert not ok and "unknown MDS" in why[0]
+
+
+def test_view_takes_ost_states_from_a_fresh_mds_only():
+    c = make_cluster(n_oss=1, osts_per_oss=2, ost_size=GiB)
+    v = GlobalView(c)
+    v.apply(oss_msg("oss0", {0: 10, 1: 10}, 100.0, interval=100.0), 100.0)
+    v.apply(StatsMessage("mds", "mds0", 1, 100.0, 1.0, ost_states={"iez-OST0001": "inactive"}), 100.0)
+    assert v.snapshot(101.0).snapshot.osts[1].state == "inactive"
+    assert v.describe(101.0)["osts"][1]["state_from"] == "mds"
+    # The MDS collector went silent: its view is stale, the cluster description's state is used.
+    assert v.snapshot(110.0).snapshot.osts[1].state == "active"
+    assert v.describe(110.0)["mds"]["stale"]
+
+
+# -- metrics and tokens ----------------------------------------------------------------------------
+
+def test_prometheus_text():
+    h = Histogram((0.1, 1.0))
+    for x in (0.05, 0.5, 0.5, 5.0):
+        h.observe(x)
+    text = render([Family("x_seconds", "histogram", "h.", histograms=[({"policy": "balanced"}, h)]),
+                   Family("y", "gauge", "g.").add(0.5, ost="1", note='a "q"\\').add(None, ost="2")])
+    assert text.splitlines() == [
+        "# HELP x_seconds h.", "# TYPE x_seconds histogram",
+        'x_seconds_bucket{policy="balanced",le="0.1"} 1', 'x_seconds_bucket{policy="balanced",le="1.0"} 3',
+        'x_seconds_bucket{policy="balanced",le="+Inf"} 4', 'x_seconds_sum{policy="balanced"} 6.05',
+        'x_seconds_count{policy="balanced"} 4',
+        "# HELP y g.", "# TYPE y gauge", 'y{ost="1",note="a \\"q\\"\\\\"} 0.5']
+
+
+def test_tokens(tmp_path, monkeypatch):
+    t = Tokens(SITE, ADMIN)
+    assert (t.role(SITE), t.role(ADMIN), t.role("x" * 32), t.role(None)) == ("site", "admin", None, None)
+    with pytest.raises(ConfigError, match="must differ"):
+        Tokens(SITE, SITE)
+    f = tmp_path / "t"
+    f.write_text("short\n")
+    with pytest.raises(ConfigError, match="at least 16"):
+        read_token(str(f), "X", "site", "--site-token-file")
+    monkeypatch.delenv("IEZ_T", raising=False)
+    with pytest.raises(ConfigError, match="give --t FILE or set IEZ_T"):
+        read_token(None, "IEZ_T", "site", "--t")
+    monkeypatch.setenv("IEZ_T", SITE)
+    assert read_token(None, "IEZ_T", "site", "--t") == SITE
+
+
+# -- the whole control plane as real processes -------------------------------------------------------
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Stack:
+    """An emulated cluster with its MDS, collectors and a controller, all real processes."""
+
+    def __init__(self, root: Path, iez_cmd: list[str], env: dict[str, str], interval: float = 0.5,
+                 oss: int = 3, osts_per_oss: int = 5, ost_size: str = "1GiB") -> None:
+        self.root, self.cmd, self.env, self.interval = root, iez_cmd, env, interval
+        self.emu = root / "emu"
+        self.db = f"sqlite:///{root / 'iez.db'}"
+        self.procs: dict[str, subprocess.Popen] = {}
+        (root / "site.token").write_text(SITE + "\n")
+        (root / "admin.token").write_text(ADMIN + "\n")
+        self.http_port, self.stats_port = free_port(), free_port()
+        self.url = f"http://127.0.0.1:{self.http_port}"
+        r = self._run("emulate", "init", str(self.emu), "--oss", str(oss), "--osts-per-oss", str(osts_per_oss),
+                      "--ost-size", ost_size)
+        assert r.returncode == 0, r.stderr
+        r = self._run("emulate", "up", str(self.emu), "--seed", "1")
+        assert r.returncode == 0, r.stderr
+        from iez.emulated.clusterdir import open_cluster_dir
+        self.cluster = open_cluster_dir(self.emu).cluster()
+
+    def _run(self, *argv: str) -> subprocess.CompletedProcess:
+        return subprocess.run(self.cmd + list(argv), capture_output=True, text=True, timeout=60, env=self.env)
+
+    def _spawn(self, name: str, argv: list[str]) -> subprocess.Popen:
+        log = open(self.root / f"{name}.log", "ab")
+        p = subprocess.Popen(self.cmd + argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=self.env,
+                             start_new_session=True)
+        log.close()
+        self.procs[name] = p
+        return p
+
+    def log(self, name: str) -> str:
+        return (self.root / f"{name}.log").read_text(errors="replace")
+
+    def start_collector(self, host: str) -> subprocess.Popen:
+        role = "mds" if host == self.cluster.mds.name else "oss"
+        return self._spawn(host, ["collect", role, f"--{role}-id", host, "--params", str(self.emu / "params" / host),
+                                  "--publish", f"tcp://127.0.0.1:{self.stats_port}", "--interval", str(self.interval),
+                                  "--token-file", str(self.root / "site.token")])
+
+    def start_collectors(self) -> None:
+        for host in [s.name for s in self.cluster.osses] + [self.cluster.mds.name]:
+            self.start_collector(host)
+
+    def start_controller(self, *extra: str, db: str | None = None, wait_fresh: bool = True) -> subprocess.Popen:
+        p = self._spawn("controller", [
+            "controller", "--emulated", str(self.emu), "--db", db or self.db,
+            "--listen", f"127.0.0.1:{self.http_port}", "--stats", f"tcp://127.0.0.1:{self.stats_port}",
+            "--site-token-file", str(self.root / "site.token"), "--admin-token-file", str(self.root / "admin.token"),
+            *(extra or ("--no-gate",))])
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if p.poll() is not None:
+                pytest.fail(f"the controller exited ({p.returncode}): {self.log('controller')[-2000:]}")
+            try:
+                if httpx.get(f"{self.url}/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        else:
+            pytest.fail(f"the controller did not answer: {self.log('controller')[-2000:]}")
+        if wait_fresh:
+            self.wait_health(lambda h: h["fresh_osts"] == len(self.cluster.osts), "every OST fresh")
+        return p
+
+    def wait_health(self, cond, what: str, timeout: float = 30.0) -> dict:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            h = httpx.get(f"{self.url}/health", timeout=5).json()
+            if cond(h):
+                return h
+            time.sleep(0.1)
+        pytest.fail(f"timed out waiting for {what}: {h}")
+
+    def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
+        p = self.procs.pop(name)
+        p.send_signal(sig)
+        p.wait(timeout=30)
+
+    def client(self, token: str = SITE) -> ControllerClient:
+        return ControllerClient(self.url, token)
+
+    def close(self) -> None:
+        for name, p in list(self.procs.items()):
+            p.send_signal(signal.SIGTERM)
+        for name, p in list(self.procs.items()):
+            try:
+                rc = p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+                pytest.fail(f"{name} did not stop on SIGTERM")
+            assert rc == 0, f"{name} exited {rc}: {self.log(name)[-1500:]}"
+        self._run("emulate", "down", str(self.emu))
+        left = subprocess.run(["pgrep", "-f", str(self.root)], capture_output=True, text=True).stdout.split()
+        assert not [pid for pid in left if int(pid) != os.getpid()], f"stray processes: {left}"
+
+
+@pytest.fixture
+def stack(tmp_path, iez_cmd, subenv):
+    s = Stack(tmp_path, iez_cmd, subenv)
+    try:
+        yield s
+    finally:
+        s.close()
+
+
+def requests_for(app: str, root: Path, n: int, size: int, count: int) -> list[Request]:
+    return [Request(str(root / "fs" / app / f"out.{i:08d}"), size, count, rank=i) for i in range(n)]
+
+
+def plan_osts(text: str) -> dict[str, list[int]]:
+    return {p: fl.osts() for p, fl in loads(text).entries.items()}
+
+
+def test_requests_in_plan_out(stack):
+    stack.start_collectors()
+    stack.start_controller()
+    c = stack.client()
+    reqs = requests_for("ior", stack.emu, 8, 64 * MiB, 4)
+    assert c.upload_requests("ior", reqs) == {"app": "ior", "run": 1, "files": 8, "status": "pending"}
+    got = c.fetch_plan("ior", wait=30)
+    assert (got.status, got.run) == ("ready", 1)
+    plan = loads(got.text)
+    assert plan.meta["app"] == "ior" and plan.meta["run"] == "1" and plan.meta["policy"] == "balanced"
+    assert sorted(plan.entries) == sorted(q.path for q in reqs)
+    per_ost: dict[int, int] = {}
+    for fl in plan.entries.values():
+        osts = fl.osts()
+        assert len(osts) == 4 == len(set(osts))
+        assert fl.plain.stripe_size == 16 * MiB  # Method II: 64 MiB over 4 stripes
+        for i in osts:
+            per_ost[i] = per_ost.get(i, 0) + 1
+    assert max(per_ost.values()) - min(per_ost.get(i, 0) for i in range(15)) <= 1  # 32 stripes on 15 OSTs
+    assert c.fetch_plan("ior", run=1).text == got.text
+    assert c.fetch_plan("nobody").status == "none"
+    assert c.fetch_plan("ior", run=7).status == "none"
+    with pytest.raises(ControllerError, match="409.*already planned"):
+        c.upload_requests("ior", reqs, run=1)
+    status = c.app("ior")
+    assert status["runs"][0]["planned"] == "balanced" and status["pending"] == []
+
+    # The run happened: its trace goes up; the controller predicts run 2 and plans it.
+    up = c.upload_ingested("ior", reqs, run=1, plan_hits=8, nprocs=8)
+    assert up["run"] == 1 and up["next"] == 2 and not up["retrace"]
+    assert up["notes"] == ["run 1: prediction accuracy 100.0% (8 files predicted, 8 created)"]
+    nxt = c.fetch_plan("ior", wait=60)
+    assert (nxt.status, nxt.run) == ("ready", 2)
+    assert sorted(loads(nxt.text).entries) == sorted(q.path for q in reqs)  # AIPA: the same files again
+    with pytest.raises(ControllerError, match="409.*already has a trace"):
+        c.upload_ingested("ior", reqs, run=1)
+
+    # Metrics: per-OST and per-OSS utilization, OSTCost, allocation latency.
+    m = httpx.get(f"{stack.url}/metrics", headers={"Authorization": f"Bearer {SITE}"}).text
+    lines = [ln for ln in m.splitlines() if not ln.startswith("#")]
+    assert sum(ln.startswith("iez_ost_utilization{") for ln in lines) == 15
+    assert sum(ln.startswith("iez_oss_utilization{") for ln in lines) == 3
+    assert any(ln.startswith('iez_ost_cost{fsname="iez"}') for ln in lines)
+    assert 'iez_allocation_seconds_count{policy="balanced"} 2' in lines
+    assert 'iez_work_total{kind="predict",result="ok"} 1.0' in lines
+    for ln in lines:
+        name, value = ln.rsplit(" ", 1)
+        float(value)
+    view = c.cluster()
+    assert len(view["osts"]) == 15 and not any(o["stale"] for o in view["osts"])
+    assert view["mds"]["collector"]["messages"] >= 1
+    spec = httpx.get(f"{stack.url}/openapi.json").json()
+    assert {"/apps/{app}/plan", "/apps/{app}/traces", "/apps/{app}/requests", "/cluster", "/health",
+            "/metrics", "/apps/{app}/runs/{run}/allocate"} <= set(spec["paths"])
+
+
+def test_two_applications_from_two_clients_are_placed_together(stack):
+    from iez.alloc.policy import get_policy
+    from iez.cluster import Snapshot
+
+    stack.start_collectors()
+    stack.start_controller()
+    apps = {a: requests_for(a, stack.emu, 5, 100 * MiB, 1) for a in ("hacc", "ior")}
+    # Without the global view each application alone would take the same five emptiest OSTs.
+    alone = {a: {i for p in get_policy("balanced").place(r, stack.cluster, Snapshot.from_cluster(stack.cluster))
+                 for i in p.layout.osts()} for a, r in apps.items()}
+    assert alone["hacc"] & alone["ior"]
+
+    plans: dict[str, str] = {}
+    start = threading.Barrier(2)
+
+    def job(app: str) -> None:
+        with stack.client() as c:  # each application its own client
+            start.wait()
+            c.upload_requests(app, apps[app])
+            plans[app] = c.fetch_plan(app, wait=30).text
+
+    threads = [threading.Thread(target=job, args=(a,)) for a in apps]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    used = [i for text in plans.values() for osts in plan_osts(text).values() for i in osts]
+    assert len(used) == 10 and len(set(used)) == 10  # ten files on ten different OSTs
+
+
+def test_admin_replaces_a_run_and_the_site_token_may_not(stack):
+    stack.start_collectors()
+    stack.start_controller()
+    site, admin = stack.client(), stack.client(ADMIN)
+    site.upload_requests("vpic", requests_for("vpic", stack.emu, 3, 32 * MiB, 2))
+    assert site.fetch_plan("vpic", wait=30).status == "ready"
+    with pytest.raises(ControllerError, match="403"):
+        site.allocate("vpic", 1, policy="rr")
+    got = admin.allocate("vpic", 1, policy="rr")
+    assert got["policy"] == "rr" and got["files"] == 3
+    assert loads(site.fetch_plan("vpic").text).meta["policy"] == "rr"
+    with pytest.raises(ControllerError, match="404"):
+        admin.allocate("vpic", 5)
+
+
+def test_controller_on_postgresql(stack, pg_url):
+    stack.start_collectors()
+    stack.start_controller(db=pg_url)
+    c = stack.client()
+    c.upload_requests("wrf", requests_for("wrf", stack.emu, 4, 16 * MiB, 2))
+    first = c.fetch_plan("wrf", wait=30)
+    assert first.status == "ready"
+    stack.kill("controller")
+    stack.start_controller("--no-gate", db=pg_url)
+    assert c.fetch_plan("wrf").text == first.text  # served from PostgreSQL after a restart
+    c.upload_ingested("wrf", requests_for("wrf", stack.emu, 4, 16 * MiB, 2), run=1, plan_hits=4)
+    assert c.fetch_plan("wrf", wait=60).run == 2
+
+
+def test_controller_command_line_errors(tmp_path, iez_cmd, subenv):
+    (tmp_path / "s").write_text(SITE)
+    (tmp_path / "a").write_text(ADMIN)
+    env = {k: v for k, v in subenv.items() if not k.startswith("IEZ_")}
+    tok = ["--site-token-file", str(tmp_path / "s"), "--admin-token-file", str(tmp_path / "a")]
+    for argv, msg in [
+        ([], "no site token"),
+        (["--site-token-file", str(tmp_path / "s"), "--admin-token-file", str(tmp_path / "s")], "must differ"),
+        (tok + ["--listen", "nowhere"], "HOST:PORT"),
+        (tok + ["--policy", "best"], "unknown allocation policy"),
+        (tok + ["--capacity-weight", "3"], "capacity weight"),
+        (tok + ["--emulated", str(tmp_path)], "not an emulated iez cluster"),
+        (tok + ["--stats", "bogus://x", "--db", f"sqlite:///{tmp_path / 'db'}"], "cannot bind the statistics socket"),
+    ]:
+        r = subprocess.run(iez_cmd + ["controller", *argv], capture_output=True, text=True, timeout=60, env=env)
+        assert r.returncode == 2 and msg in r.stderr, (argv, r.stderr)
+        assert r.stderr.strip().splitlines()[-1].startswith("iez: error: ")
