@@ -384,3 +384,29 @@ def test_controller_command_line_errors(tmp_path, iez_cmd, subenv):
         r = subprocess.run(iez_cmd + ["controller", *argv], capture_output=True, text=True, timeout=60, env=env)
         assert r.returncode == 2 and msg in r.stderr, (argv, r.stderr)
         assert r.stderr.strip().splitlines()[-1].startswith("iez: error: ")
+
+
+def test_work_held_for_stale_osts_does_not_block_other_applications(tmp_path):
+    from dataclasses import replace
+
+    from iez.collect.message import encode
+    from iez.controller.service import Controller, Settings
+
+    cluster = replace(make_cluster(n_oss=2, osts_per_oss=2, ost_size=GiB), pools={"fast": (0, 1)})
+    ctl = Controller(Settings(cluster, f"sqlite:///{tmp_path / 'db'}", gate=None, site_key=SITE))
+    try:
+        now = time.time()
+        assert ctl.on_message(encode(oss_msg("oss1", {2: 1 << 19, 3: 1 << 19}, now), SITE), now) == []
+        assert "bad signature" in ctl.on_message(encode(oss_msg("oss0", {0: 1}, now), "x" * 32), now)[0]
+        ctl.upload_requests("fastapp", [Request("/fs/f0", MiB, 1, pool="fast")])
+        ctl.upload_requests("other", [Request("/fs/o0", MiB, 1), Request("/fs/o1", MiB, 1)])
+        assert ctl.step() and not ctl.step()  # "other" placed; "fastapp" waits for oss0's statistics
+        held = ctl.plan("fastapp")
+        assert held.status == "pending" and "OSTs [0, 1] have no fresh statistics" in held.reason
+        assert {i for osts in plan_osts(ctl.plan("other").text).values() for i in osts} == {2, 3}
+        ctl.on_message(encode(oss_msg("oss0", {0: 1 << 19, 1: 1 << 19}, now + 1), SITE), now + 1)
+        assert ctl.step()
+        assert ctl.plan("fastapp").status == "ready"
+        assert ctl.messages == {"accepted": 2, "rejected": 1}
+    finally:
+        ctl.close()

@@ -87,7 +87,7 @@ class Controller:
         self.wake = threading.Event()
         self.stop = threading.Event()
         self.failed: dict[tuple, str] = {}  # work that failed for good, until new input arrives
-        self.waiting = ""  # why work is held back right now
+        self.held: dict[tuple, str] = {}  # work that waits (gate shut, statistics missing), and why
         self.latency: dict[str, Histogram] = {}  # allocation seconds, by policy
         self.done = {"predict": 0, "allocate": 0}
         self.errors = {"predict": 0, "allocate": 0}
@@ -126,7 +126,7 @@ class Controller:
             if text and self._issues.get(who) != text:
                 log.warning("%s", text)
             self._issues[who] = text
-        if accepted and self.waiting:
+        if accepted and self.held:
             self.wake.set()  # fresh statistics may be what held work back
         return issues
 
@@ -187,13 +187,12 @@ class Controller:
             if info is not None and info.planned_policy:
                 return PlanResult("ready", app, info.number, store.plan_text(tx, app, info))
             known = app in tx.apps()
-        mine = [w for w in work if w.app == app and (run is None or w.kind == "predict" or w.run == run)]
+        mine = [w for w in work if w.app == app and (run is None or w.target == run)]
         failed = [self.failed[w.key] for w in mine if w.key in self.failed]
         if failed:
-            return PlanResult("failed", app, run, reason=failed[0])
+            return PlanResult("failed", app, mine[0].target, reason=failed[0])
         if mine:
-            why = self.waiting or "queued"
-            return PlanResult("pending", app, run if run is not None else mine[0].run, reason=why)
+            return PlanResult("pending", app, mine[0].target, reason=self.held.get(mine[0].key, "queued"))
         if not known:
             raise NotFound(f"no application {app!r}: trace a run first (or upload its requests)")
         if run is None:
@@ -234,7 +233,7 @@ class Controller:
         except DatabaseError as e:
             pending, db = None, str(e)
         return {"status": "ok" if db == "ok" else "degraded", "database": db, "pending": pending,
-                "waiting": self.waiting or None, "fresh_osts": len(snap.snapshot.osts),
+                "waiting": sorted(set(self.held.values())) or None, "fresh_osts": len(snap.snapshot.osts),
                 "stale_osts": sorted(snap.stale)}
 
     # -- the worker ----------------------------------------------------------------------------
@@ -254,31 +253,35 @@ class Controller:
         """Do one piece of pending work; False when there is none that can run now."""
         with self.db.begin() as tx:
             work = [w for w in store.pending_work(tx) if w.key not in self.failed]
-        if not work:
-            self.waiting = ""
-            return False
-        w = work[0]
+        held: dict[tuple, str] = {}
         try:
-            self._gate_open()
-            if w.kind == "predict":
-                self._predict(w.app)
-            else:
-                self.allocate(w.app, w.run)
-        except HeldBack as e:
-            if self.waiting != str(e):
-                log.info("%s", e)
-            self.waiting = str(e)
-            return False
-        except DatabaseError:
-            raise
-        except IezError as e:
-            self.failed[w.key] = str(e)
-            self.errors[w.kind] += 1
-            log.error("%s %s run %d failed: %s", w.kind, w.app, w.run, e)
-            return True
-        self.waiting = ""
-        self.done[w.kind] += 1
-        return True
+            if work:
+                self._gate_open()
+            for w in work:
+                try:
+                    if w.kind == "predict":
+                        self._predict(w.app)
+                    else:
+                        self.allocate(w.app, w.run)
+                except HeldBack as e:  # this one waits; the next may go ahead
+                    held[w.key] = str(e)
+                    continue
+                except DatabaseError:
+                    raise
+                except IezError as e:
+                    self.failed[w.key] = str(e)
+                    self.errors[w.kind] += 1
+                    log.error("%s %s run %d failed: %s", w.kind, w.app, w.target, e)
+                else:
+                    self.done[w.kind] += 1
+                return True
+        except HeldBack as e:  # the gate: everything waits
+            held = {w.key: str(e) for w in work}
+        finally:
+            for why in sorted(set(held.values()) - set(self.held.values())):
+                log.info("%s", why)
+            self.held = held
+        return False
 
     def _gate_open(self) -> None:
         if self.settings.gate is None:
@@ -402,8 +405,8 @@ class Controller:
         msgs = Family("iez_collector_messages_total", "counter", "Collector messages, by what became of them.")
         for k, v in messages.items():
             msgs.add(v, result=k)
-        held = Family("iez_work_held_back", "gauge", "1 while work waits for the gate or for fresh statistics.")
-        held.add(float(bool(self.waiting)))
+        held = Family("iez_work_held_back", "gauge", "Pieces of work waiting for the gate or for fresh statistics.")
+        held.add(float(len(self.held)))
         return render([util, age, stale, wbps, rbps, oss_util, cpu, mem, cost, oss_cost, lat, work, msgs, held])
 
 

@@ -30,6 +30,11 @@ class Work:
     version: int = 0  # allocate: the newest prediction's id (a new upload is new work)
 
     @property
+    def target(self) -> int:
+        """The run whose plan this work leads to."""
+        return self.run + 1 if self.kind == "predict" else self.run
+
+    @property
     def key(self) -> tuple:
         return (self.kind, self.app, self.run, self.version)
 
