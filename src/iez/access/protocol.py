@@ -1,0 +1,207 @@
+"""The IO-Cop wire protocol, version 1 (docs/iocop.md): one request, one reply, each a line of
+UTF-8 text whose fields are separated by TABs. Over ZeroMQ a line is one frame without the
+newline; over the raw-TCP line socket it ends with "\\n".
+
+    request := VERB (TAB positional)* (TAB key=value)*
+    reply   := ("OK" | "GRANT" | "QUEUED") (TAB field)* | "ERR" TAB ERRNO TAB message
+
+Pure: parsing and formatting only, no sockets.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from iez.errors import IezError
+
+VERSION = "iocop/1"
+MAX_LINE = 4096  # bytes in one request or reply line, newline excluded
+
+# Positional fields per verb; any further fields are key=value options.
+VERBS = {
+    "HELLO": (),
+    "REGISTER": ("appid",),
+    "ACQUIRE": ("appid", "secret", "phase"),
+    "HEARTBEAT": ("appid", "secret"),
+    "RELEASE": ("appid", "secret", "token"),
+    "CANCEL": ("appid", "secret"),
+    "ESTIMATE": ("appid", "secret"),
+    "UNREGISTER": ("appid", "secret"),
+    "STATUS": (),
+}
+OPTIONS = {
+    "REGISTER": {"user", "project", "jobid", "osts"},
+    "ACQUIRE": {"osts", "expect", "wait_ms"},
+    "HEARTBEAT": {"token"},
+    "ESTIMATE": {"phase", "osts", "expect"},
+}
+
+# Errno names a reply may carry (the C client maps them to -errno).
+ERRNOS = {
+    "EPROTO": "the request is not a valid iocop/1 line",
+    "EINVAL": "a field has a bad value",
+    "ENOENT": "no application registered under that appID",
+    "EACCES": "the secret does not match the appID",
+    "EEXIST": "that appID is registered by a live application",
+    "EPERM": "the application does not hold the token it names",
+    "ESTALE": "the token was revoked (lease expired or max hold reached)",
+    "EBUSY": "the application already waits or holds under another phase",
+}
+
+_NAME = re.compile(r"^[A-Za-z0-9._:@+/-]{1,128}$")
+_PHASE = re.compile(r"^[A-Za-z0-9._:@+/-]{1,64}$")
+_SECRET = re.compile(r"^[0-9a-f]{32}$")
+
+
+class AccessError(IezError):
+    """An IO-Cop request refused, or a reply that cannot be read. `errno` is an ERRNOS name."""
+
+    def __init__(self, errno: str, message: str):
+        super().__init__(message)
+        self.errno = errno
+
+
+@dataclass(frozen=True)
+class Request:
+    verb: str
+    args: dict[str, str]
+    opts: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Reply:
+    status: str  # OK | GRANT | QUEUED | ERR
+    fields: tuple[str, ...] = ()
+    opts: dict[str, str] = field(default_factory=dict)
+
+    def opt(self, key: str, default: str = "") -> str:
+        return self.opts.get(key, default)
+
+
+def _check_line(line: str) -> list[str]:
+    if len(line.encode()) > MAX_LINE:
+        raise AccessError("EPROTO", f"line longer than {MAX_LINE} bytes")
+    if "\n" in line or "\r" in line or "\0" in line:
+        raise AccessError("EPROTO", "line holds a newline, carriage return or NUL")
+    return line.split("\t")
+
+
+def parse_request(line: str) -> Request:
+    parts = _check_line(line)
+    verb = parts[0]
+    if verb not in VERBS:
+        raise AccessError("EPROTO", f"unknown verb {verb[:32]!r} (one of {', '.join(VERBS)})")
+    names = VERBS[verb]
+    if len(parts) - 1 < len(names):
+        raise AccessError("EPROTO", f"{verb} takes {len(names)} fields: {' '.join(names) or '(none)'}")
+    args = dict(zip(names, parts[1:1 + len(names)]))
+    opts: dict[str, str] = {}
+    for kv in parts[1 + len(names):]:
+        key, eq, value = kv.partition("=")
+        if not eq or key not in OPTIONS.get(verb, ()):
+            raise AccessError("EPROTO", f"{verb}: unexpected field {kv[:40]!r}")
+        if key in opts:
+            raise AccessError("EPROTO", f"{verb}: {key}= given twice")
+        opts[key] = value
+    if "appid" in args:
+        check_appid(args["appid"])
+    if "phase" in args:
+        check_phase(args["phase"])
+    if "secret" in args and not _SECRET.match(args["secret"]):
+        raise AccessError("EACCES", "malformed secret (32 hex digits expected)")
+    return Request(verb, args, opts)
+
+
+def format_request(verb: str, *positional: str, **opts: object) -> str:
+    fields = [verb, *positional] + [f"{k}={v}" for k, v in opts.items() if v is not None]
+    return "\t".join(fields)
+
+
+def format_reply(status: str, *fields: object, **opts: object) -> str:
+    out = [status, *(str(f) for f in fields)] + [f"{k}={v}" for k, v in opts.items() if v is not None]
+    return "\t".join(out)
+
+
+def error_reply(errno: str, message: str) -> str:
+    return format_reply("ERR", errno, " ".join(message.split()))
+
+
+def parse_reply(line: str) -> Reply:
+    """A reply as a client reads it; ERR replies raise AccessError."""
+    parts = _check_line(line)
+    status = parts[0]
+    if status == "ERR":
+        if len(parts) < 3:
+            raise AccessError("EPROTO", f"malformed error reply {line[:80]!r}")
+        raise AccessError(parts[1], parts[2])
+    if status not in ("OK", "GRANT", "QUEUED"):
+        raise AccessError("EPROTO", f"unknown reply {line[:80]!r}")
+    fields, opts = [], {}
+    for p in parts[1:]:
+        key, eq, value = p.partition("=")
+        if eq and re.match(r"^[a-z_]+$", key):
+            opts[key] = value
+        else:
+            fields.append(p)
+    return Reply(status, tuple(fields), opts)
+
+
+def check_appid(appid: str) -> str:
+    if not _NAME.match(appid):
+        raise AccessError("EINVAL", f"bad appID {appid[:40]!r}: 1-128 of A-Z a-z 0-9 . _ : @ + / -")
+    return appid
+
+
+def check_phase(phase: str) -> str:
+    if not _PHASE.match(phase):
+        raise AccessError("EINVAL", f"bad phase {phase[:40]!r}: 1-64 of A-Z a-z 0-9 . _ : @ + / -")
+    return phase
+
+
+def parse_osts(text: str) -> frozenset[int]:
+    """An OST set as "0,3,8-11"; "" is the empty set."""
+    out: set[int] = set()
+    for part in filter(None, text.split(",")):
+        lo, dash, hi = part.partition("-")
+        try:
+            a = int(lo)
+            b = int(hi) if dash else a
+        except ValueError:
+            raise AccessError("EINVAL", f"bad OST set {text[:60]!r} (example: 0,3,8-11)") from None
+        if a < 0 or b < a or b > 0xFFFF:
+            raise AccessError("EINVAL", f"bad OST range {part!r} in {text[:60]!r}")
+        out.update(range(a, b + 1))
+    return frozenset(out)
+
+
+def format_osts(osts: frozenset[int] | set[int] | list[int]) -> str:
+    """The shortest form parse_osts reads back: runs of three or more become ranges."""
+    xs = sorted(set(osts))
+    parts, i = [], 0
+    while i < len(xs):
+        j = i
+        while j + 1 < len(xs) and xs[j + 1] == xs[j] + 1:
+            j += 1
+        parts.append(f"{xs[i]}-{xs[j]}" if j - i >= 2 else ",".join(str(x) for x in xs[i:j + 1]))
+        i = j + 1
+    return ",".join(parts)
+
+
+def parse_seconds(text: str, what: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise AccessError("EINVAL", f"{what}={text[:20]!r} is not a number") from None
+    if not (v >= 0) or v == float("inf"):
+        raise AccessError("EINVAL", f"{what}={text[:20]!r} must be a finite number >= 0")
+    return v
+
+
+def appid_name(appid: str) -> str:
+    """The application's name in an appID `JOBID:NAME` (the whole appID if it has no colon)."""
+    return appid.rpartition(":")[2] or appid
+
+
+def appid_job(appid: str) -> str:
+    return appid.rpartition(":")[0] or appid
