@@ -57,11 +57,16 @@ def resource_bound(desc: dict[str, Any]) -> Bound:
     return _io_bound(desc, ((j, ph) for j in desc["jobs"] for ph in j["phases"] if ph["kind"] != "compute"))
 
 
+def phase_bound(desc: dict[str, Any], job: dict[str, Any], ph: dict[str, Any]) -> Bound:
+    """The shortest one I/O phase of a job can take, were it alone on the cluster."""
+    return _io_bound(desc, [(job, ph)])
+
+
 def job_bound(desc: dict[str, Any], job: dict[str, Any]) -> float:
     """The earliest the job can end: submit + its phases one after another."""
     t = float(job.get("submit", 0.0))
     for ph in job["phases"]:
-        t += ph["seconds"] if ph["kind"] == "compute" else _io_bound(desc, [(job, ph)]).seconds
+        t += ph["seconds"] if ph["kind"] == "compute" else phase_bound(desc, job, ph).seconds
     return t
 
 
