@@ -91,26 +91,32 @@ def _matches(values: dict[str, Any], want: dict[str, Any]) -> bool:
 
 
 def compare(c: Compare, runs: list[Run]) -> dict[str, Any]:
-    """test/base - 1 for every pair of runs that differ only in the compared keys."""
-    keys = set(c.base) | set(c.test)
+    """test/base - 1 for every pair of runs that differ only in the compared keys. A `job` key in
+    base or test picks that side's job, so different jobs can be compared (the seed's Instance2
+    against Instance0); otherwise each job is compared with itself (or only `c.job`)."""
+    want_b = {k: v for k, v in c.base.items() if k != "job"}
+    want_t = {k: v for k, v in c.test.items() if k != "job"}
+    job_b, job_t = str(c.base.get("job", c.job)), str(c.test.get("job", c.job))
+    keys = set(want_b) | set(want_t)
     pairs = []
     for b in runs:
-        if not _matches(b.variant.values, c.base):
+        if not _matches(b.variant.values, want_b):
             continue
         rest = {k: v for k, v in b.variant.values.items() if k not in keys}
         for t in runs:
-            if _matches(t.variant.values, c.test) and {k: v for k, v in t.variant.values.items()
-                                                         if k not in keys} == rest:
+            if _matches(t.variant.values, want_t) and {k: v for k, v in t.variant.values.items()
+                                                        if k not in keys} == rest:
                 for jb in b.results.jobs:
-                    if c.job and jb.name != c.job:
+                    if job_b and jb.name != job_b:
                         continue
                     try:
-                        jt = t.results.job(jb.name)
+                        jt = t.results.job(job_t or jb.name)
                     except Exception:
                         continue
                     base, test = jb.metric(c.metric), jt.metric(c.metric)
                     if base > 0:
-                        pairs.append({"where": rest, "job": jb.name, "base": base, "test": test,
+                        who = jb.name if jt.name == jb.name else f"{jt.name} vs {jb.name}"
+                        pairs.append({"where": rest, "job": who, "base": base, "test": test,
                                       "change": test / base - 1})
     changes = [p["change"] for p in pairs]
     return {"label": c.label or f"{c.metric}: {c.test} vs {c.base}", "metric": c.metric, "seed": c.seed,
