@@ -48,7 +48,8 @@ void iez_open_begin(struct iez_open *op, int dirfd, const char *path, int flags,
     iez_init();
     op->creating = (flags & O_CREAT) && (flags & __O_TMPFILE) != __O_TMPFILE && !(flags & (O_DIRECTORY | O_PATH));
     op->track = iez_tracing && !(flags & O_PATH) && (op->creating || (flags & O_ACCMODE) != O_RDONLY);
-    int place = iez_cfg.place && op->creating;
+    /* the emulated cluster's MDS sees every create, traced or placed (IEZ_MODE=off: nothing) */
+    int place = op->creating && (iez_cfg.place || (iez_cfg.trace && iez_cfg.emu_fs_len));
     if ((!op->track && !place) || !iez_owner())
         goto out;
     int n = absolute(dirfd, path, op->abs, sizeof op->abs);
@@ -66,7 +67,7 @@ void iez_open_begin(struct iez_open *op, int dirfd, const char *path, int flags,
     op->existed = 0;
     if (op->creating) {
         if (place) {
-            iez_place(dirfd, path, op->abs, op->abslen, mode, &op->pl);
+            iez_place(dirfd, path, op->abs, op->abslen, mode, iez_cfg.place, &op->pl);
             if (op->pl.created)
                 op->flags &= ~O_EXCL; /* our create was the exclusive one */
         }

@@ -29,15 +29,17 @@ static void load_plan(void)
     }
 }
 
-void iez_place(int dirfd, const char *path, const char *abs, size_t len, mode_t mode, struct iez_placement *out)
+void iez_place(int dirfd, const char *path, const char *abs, size_t len, mode_t mode, int use_plan,
+               struct iez_placement *out)
 {
     memset(out, 0, sizeof *out);
     const struct iez_backend *be = iez_backend_of_path(abs, len);
-    if (be == &iez_backend_none)
+    if (be == &iez_backend_none || (!use_plan && be != &iez_backend_emulated))
         return;
-    pthread_once(&plan_once, load_plan);
+    if (use_plan)
+        pthread_once(&plan_once, load_plan);
     size_t speclen = 0;
-    const char *spec = plan ? iez_plan_find(plan, abs, len, &speclen) : NULL;
+    const char *spec = use_plan && plan ? iez_plan_find(plan, abs, len, &speclen) : NULL;
     int rc = be->create(dirfd, path, abs, mode, spec, speclen, &out->set);
     if (rc == -ENOTSUP) { /* Lustre places a file outside the plan itself: was it there already? */
         int saved = errno;
@@ -53,7 +55,7 @@ void iez_place(int dirfd, const char *path, const char *abs, size_t len, mode_t 
         iez_log_once(IEZ_LOG_CREATE, "cannot create %s with its layout (%s): plain create", abs, strerror(-rc));
     }
     /* seed 000 counts the files a run creates that the plan does not know */
-    if ((plan || plan_rejected) && !out->exists) {
+    if (use_plan && (plan || plan_rejected) && !out->exists) {
         out->plan = !plan ? IEZ_PLAN_NONE : spec ? IEZ_PLAN_HIT : IEZ_PLAN_MISS;
         iez_trace_plan_count(out->plan, plan ? iez_plan_size(plan) : 0, plan_rejected);
     }

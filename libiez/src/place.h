@@ -17,7 +17,10 @@ struct iez_placement {
     struct iez_lum_bytes set;        /* the layout it got, if the backend knows it (malloc'd) */
 };
 
-/* The file (dirfd, path), absolute name abs, may be created with mode (open with O_CREAT). */
-void iez_place(int dirfd, const char *path, const char *abs, size_t len, mode_t mode, struct iez_placement *out);
+/* The file (dirfd, path), absolute name abs, may be created with mode (open with O_CREAT).
+ * use_plan = 0 (trace-only mode): the plan is not consulted; only the emulated cluster acts, since
+ * its MDS must see every create as a real one does (a real Lustre places the file itself). */
+void iez_place(int dirfd, const char *path, const char *abs, size_t len, mode_t mode, int use_plan,
+               struct iez_placement *out);
 
 #endif

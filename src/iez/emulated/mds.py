@@ -131,8 +131,8 @@ class MdsCore:
                 self.lod_snapshot = snapshot_from_space(self.cluster, self.space, now)
             try:
                 got = self.alloc.allocate_file(req, self.lod_snapshot, now)
-            except AllocationError as e:
-                return AllocReply(False, errno=e.errno, error=str(e))
+            except AllocationError as e:  # the errno has its own field: don't say it twice
+                return AllocReply(False, errno=e.errno, error=str(e).removeprefix(f"{e.errno}: "))
             except IezError as e:
                 return AllocReply(False, errno="EINVAL", error=str(e))
             self.creates += 1
@@ -267,6 +267,7 @@ def serve(cd: ClusterDir, seed: int | None = None) -> None:
     core = MdsCore(cd, seed=seed)
     stop = threading.Event()
     server = _LineServer(str(cd.sock), _LineHandler)
+    os.chmod(cd.sock, 0o666)  # every user's jobs create files on the cluster, as on a real MDS
     server.core = core  # type: ignore[attr-defined]
     threads = [threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True),
                threading.Thread(target=_zmq_loop, args=(core, cd.ipc, stop), daemon=True)]
