@@ -16,7 +16,9 @@ from iez.report.html import Page
 
 SCOPE = ("This run covers the emulated cluster, Lustre's own allocator (LOD QoS/RR) in the emulated "
          "MDS, and iez's allocation policy placing each file with its planned layout through the same "
-         "MDS. Usage is measured from the OSSs' parameter trees.")
+         "MDS. Usage is measured from the OSSs' parameter trees. Rates come from the SimGrid simulator "
+         "run on the layouts each file really got, with the seed-000 testbed's hardware (one disk "
+         "cannot show bandwidth effects).")
 
 
 BASELINE_NOTE = ("Where our default differs from the paper's: the default here is Lustre's own allocator, "
@@ -41,12 +43,22 @@ def rows(outcomes: Sequence[Outcome]) -> list[list[str]]:
         d, i = oc.runs["default"].report, oc.runs["iez"].report
         out.append([oc.scenario.name, str(oc.files), f"{d.job.ost_cost:.3f}", f"{i.job.ost_cost:.3f}",
                     f"{oc.bound:.3f}" if oc.bound else "-", f"{d.total.ost_cost:.3f}", f"{i.total.ost_cost:.3f}",
-                    f"{d.job.oss_cost:.3f}", f"{i.job.oss_cost:.3f}", _paper(oc)])
+                    f"{d.job.oss_cost:.3f}", f"{i.job.oss_cost:.3f}", _rate(oc, "write_bw"), _rate(oc, "read_bw"),
+                    _paper(oc)])
     return out
 
 
+def _rate(oc: Outcome, which: str) -> str:
+    """Simulated MB/s, default -> iez, and the change."""
+    d, i = oc.runs["default"].rates, oc.runs["iez"].rates
+    if d is None or i is None:
+        return "-"
+    a, b = getattr(d, which) / 1e6, getattr(i, which) / 1e6
+    return f"{a:.0f} -> {b:.0f} ({(b / a - 1) * 100:+.0f}%)"
+
+
 HEADER = ["scenario", "files", "job: default", "job: iez", "bound (equal stripes)", "total: default", "total: iez",
-          "OSS: default", "OSS: iez", "paper RR -> iez"]
+          "OSS: default", "OSS: iez", "sim write MB/s", "sim read MB/s", "paper RR -> iez"]
 STATE_TITLE = {"empty": "the paper's testbed, empty",
                "drifted": "the same testbed drifted out of balance (OSTs {lo:.0%}-{hi:.0%} full before the job)"}
 
@@ -61,11 +73,13 @@ def skipped_notes(outcomes: Sequence[Outcome]) -> list[str]:
 
 def console_table(outcomes: Sequence[Outcome], title: str) -> Table:
     t = Table(title=f"OSTCost on {title}", caption="job: of the job's bytes (seed 000 eq. 7); total: of all "
-              "data on the OSTs; OSS: OSSCost of the job's bytes; bound: best possible if all stripes were equal")
-    for h in HEADER:
-        t.add_column(h, justify="left" if h == "scenario" else "right", overflow="fold")
+              "data on the OSTs; bound: best possible if all stripes were equal; "
+              "sim: simulated rates of these layouts on the seed-000 testbed's hardware, at the paper's sizes")
+    keep = [i for i, h in enumerate(HEADER) if not h.startswith("OSS")]  # OSSCost: in the HTML report
+    for i in keep:
+        t.add_column(HEADER[i], justify="left" if i == 0 else "right", overflow="fold")
     for r in rows(outcomes):
-        t.add_row(*r)
+        t.add_row(*(r[i] for i in keep))
     return t
 
 
@@ -110,6 +124,13 @@ def write(opts: DemoOptions, models: dict[str, Cluster], outcomes: Sequence[Outc
                      if state == "empty" else None,
                      baseline=1.0)
         page.image(summary, f"OSTCost, {state} cluster")
+        rates = out / f"rates-{state}.png"
+        grouped_bars(rates, f"Simulated write and read rates, {state} cluster: Lustre default vs iez "
+                     "(seed-000 testbed hardware, paper's sizes)",
+                     [f"{oc.scenario.name} ({rw})" for oc in mine for rw in ("write", "read")],
+                     {k: [getattr(oc.runs[k].rates, f"{rw}_bw") / 1e6 for oc in mine for rw in ("write", "read")]
+                      for k in ("default", "iez")}, "MB/s")
+        page.image(rates, f"simulated rates, {state} cluster")
     for oc in outcomes:
         if oc.skipped:
             data["scenarios"].append({"cluster": oc.state, "name": oc.scenario.name, "skipped": oc.skipped})
@@ -129,7 +150,11 @@ def write(opts: DemoOptions, models: dict[str, Cluster], outcomes: Sequence[Outc
         data["scenarios"].append({"cluster": oc.state, "name": oc.scenario.name, "files": oc.files, "stripes": oc.stripes,
                                   "bytes": oc.bytes, "bound": oc.bound, "paper": oc.scenario.paper,
                                   "runs": {k: {"ost_cost": r.report.job.ost_cost, "oss_cost": r.report.job.oss_cost,
-                                               "job_bytes": r.job_bytes, "seconds": r.seconds}
+                                               "total_ost_cost": r.report.total.ost_cost,
+                                               "job_bytes": r.job_bytes, "seconds": r.seconds,
+                                               "sim": None if r.rates is None else {
+                                                   "write_bw": r.rates.write_bw, "read_bw": r.rates.read_bw,
+                                                   "makespan": r.rates.makespan, "bound": r.rates.bound}}
                                            for k, r in oc.runs.items()}})
     (out / "demo.json").write_text(json.dumps(data, indent=1))
     return page.write(out / "index.html")

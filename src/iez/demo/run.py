@@ -27,6 +27,7 @@ from iez.alloc.policy import AllocOptions, get_policy
 from iez.alloc.scenarios import Scenario, paper_scenarios, uneven_fill
 from iez.backend.emulated import EmulatedBackend
 from iez.cluster import Cluster, make_cluster
+from iez.demo.simulate import SimRates, seed000_hardware, simulate_rates
 from iez.emulated.client import MdsClient, running_cluster
 from iez.emulated.clusterdir import ClusterDir
 from iez.errors import AllocationError, IezError
@@ -59,11 +60,14 @@ STATES = ("empty", "drifted")
 
 @dataclass
 class Run:
-    """One scenario under one allocator: what each OST received, measured on the cluster."""
+    """One scenario under one allocator: what each OST received, measured on the cluster, and
+    the I/O rates the simulator gives those very layouts on the testbed's hardware."""
 
     job_bytes: dict[int, int]
     report: BalanceReport
     seconds: float
+    layouts: dict[str, FileLayout]  # what each file got, read back from the file system
+    rates: SimRates | None = None
 
 
 @dataclass
@@ -155,11 +159,21 @@ def run_one(cd: ClusterDir, cluster: Cluster, reqs: Sequence[Request], layouts: 
     seconds = time.perf_counter() - t0
     after = measured_usage(cd, cluster)
     job = {i: max(0, after.get(i, 0) - base.get(i, 0)) for i in after}
-    return Run(job_bytes=job, report=balance_report(cluster, job), seconds=seconds)
+    layouts = {r.path: backend.get_layout(r.path) for r in reqs}
+    return Run(job_bytes=job, report=balance_report(cluster, job), seconds=seconds, layouts=layouts)
+
+
+def simulate(run: Run, cluster: Cluster, reqs: Sequence[Request], opts: DemoOptions, state: str, sc: Scenario,
+             which: str) -> None:
+    """Bandwidth that one disk cannot show: the simulator's rates for the layouts the run got,
+    at the paper's sizes (the scaling undone)."""
+    run.rates = simulate_rates(cluster, reqs, run.layouts, clients=2, scale=opts.scale,
+                               workdir=opts.out / "sim" / state / slug(sc.name) / which)
 
 
 def clusters(opts: DemoOptions) -> dict[str, Cluster]:
-    base = scaled_cluster(opts.scale)
+    # the testbed's hardware, so the allocator plans for the bandwidths the simulator models
+    base = seed000_hardware(scaled_cluster(opts.scale))
     return {"empty": base, "drifted": uneven_fill(base, *opts.drift, seed=opts.seed)}
 
 
@@ -205,10 +219,12 @@ def _run_pass(state: str, cd: ClusterDir, cluster: Cluster, scenarios: Sequence[
         if progress:
             progress.update(task, description=f"{state} cluster, {sc.name}: default")
         oc.runs["default"] = run_one(cd, cluster, reqs, [Layout(stripe_count=r.stripe_count) for r in reqs], advance)
+        simulate(oc.runs["default"], cluster, reqs, opts, state, sc, "default")
         shutil.rmtree(cd.fs / slug(sc.name))
         if progress:
             progress.update(task, description=f"{state} cluster, {sc.name}: iez")
         oc.runs["iez"] = run_one(cd, cluster, reqs, [p.layout for p in placed], advance)
+        simulate(oc.runs["iez"], cluster, reqs, opts, state, sc, "iez")
         shutil.rmtree(cd.fs / slug(sc.name))
         outcomes.append(oc)
     return outcomes
