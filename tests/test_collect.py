@@ -312,6 +312,8 @@ def test_collect_print_and_errors(fixtures, tmp_path, iez_cmd, subenv):
     doc = json.loads(r.stdout)
     assert doc["ost_states"]["tesfs-OST0001"] == "inactive" and doc["role"] == "mds"
     env = {k: v for k, v in subenv.items() if k != "IEZ_SITE_TOKEN"}
+    token = tmp_path / "site.token"
+    token.write_text(TOKEN)
     for argv, msg in [
         (["oss", "--oss-id", "oss0", "--params", str(tmp_path / "missing"), "--print"], "no such directory"),
         (["oss", "--oss-id", "oss0", "--getparam", str(tmp_path / "missing"), "--print"], "cannot read"),
@@ -319,6 +321,7 @@ def test_collect_print_and_errors(fixtures, tmp_path, iez_cmd, subenv):
         (["oss", "--oss-id", "oss0", "--publish", "tcp://127.0.0.1:1"], "no site token"),
         (["oss", "--oss-id", "oss0", "--interval", "0", "--print"], "--interval"),
         (["oss", "--oss-id", "oss0", "--lctl", "/nonexistent/lctl", "--print"], "not found"),
+        (["oss", "--oss-id", "oss0", "--publish", "bogus", "--token-file", str(token)], "cannot publish to bogus"),
     ]:
         r = run(iez_cmd + ["collect", *argv], env=env)
         assert r.returncode == 2 and r.stderr.startswith("iez: error: ") and msg in r.stderr, (argv, r.stderr)

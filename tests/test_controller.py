@@ -6,9 +6,6 @@ controller's uvicorn server, driven through its HTTP API and Python client.
 
 from __future__ import annotations
 
-import os
-import signal
-import socket
 import subprocess
 import threading
 import time
@@ -21,9 +18,11 @@ from iez.alloc.gate import HostLoad
 from iez.cluster import make_cluster
 from iez.collect.message import OstReading, StatsMessage
 from iez.controller.auth import Tokens, read_token
-from iez.controller.client import ControllerClient, ControllerError
+from iez.controller.client import ControllerError
+from iez.controller.local import LocalControlPlane
 from iez.controller.metrics import Family, Histogram, render
 from iez.controller.view import GlobalView
+from iez.emulated.clusterdir import open_cluster_dir
 from iez.errors import ConfigError
 from iez.plan import loads
 from iez.request import Request
@@ -129,110 +128,24 @@ def test_tokens(tmp_path, monkeypatch):
 
 # -- the whole control plane as real processes -------------------------------------------------------
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+class Stack(LocalControlPlane):
+    """A new emulated cluster with its MDS, plus collectors and a controller, all real processes."""
 
-
-class Stack:
-    """An emulated cluster with its MDS, collectors and a controller, all real processes."""
-
-    def __init__(self, root: Path, iez_cmd: list[str], env: dict[str, str], interval: float = 0.5,
-                 oss: int = 3, osts_per_oss: int = 5, ost_size: str = "1GiB") -> None:
-        self.root, self.cmd, self.env, self.interval = root, iez_cmd, env, interval
+    def __init__(self, root: Path, iez_cmd: list[str], env: dict[str, str]) -> None:
         self.emu = root / "emu"
-        self.db = f"sqlite:///{root / 'iez.db'}"
-        self.procs: dict[str, subprocess.Popen] = {}
-        (root / "site.token").write_text(SITE + "\n")
-        (root / "admin.token").write_text(ADMIN + "\n")
-        self.http_port, self.stats_port = free_port(), free_port()
-        self.url = f"http://127.0.0.1:{self.http_port}"
-        r = self._run("emulate", "init", str(self.emu), "--oss", str(oss), "--osts-per-oss", str(osts_per_oss),
-                      "--ost-size", ost_size)
-        assert r.returncode == 0, r.stderr
-        r = self._run("emulate", "up", str(self.emu), "--seed", "1")
-        assert r.returncode == 0, r.stderr
-        from iez.emulated.clusterdir import open_cluster_dir
-        self.cluster = open_cluster_dir(self.emu).cluster()
-
-    def _run(self, *argv: str) -> subprocess.CompletedProcess:
-        return subprocess.run(self.cmd + list(argv), capture_output=True, text=True, timeout=60, env=self.env)
-
-    def _spawn(self, name: str, argv: list[str]) -> subprocess.Popen:
-        log = open(self.root / f"{name}.log", "ab")
-        p = subprocess.Popen(self.cmd + argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=self.env,
-                             start_new_session=True)
-        log.close()
-        self.procs[name] = p
-        return p
-
-    def log(self, name: str) -> str:
-        return (self.root / f"{name}.log").read_text(errors="replace")
-
-    def start_collector(self, host: str) -> subprocess.Popen:
-        role = "mds" if host == self.cluster.mds.name else "oss"
-        return self._spawn(host, ["collect", role, f"--{role}-id", host, "--params", str(self.emu / "params" / host),
-                                  "--publish", f"tcp://127.0.0.1:{self.stats_port}", "--interval", str(self.interval),
-                                  "--token-file", str(self.root / "site.token")])
-
-    def start_collectors(self) -> None:
-        for host in [s.name for s in self.cluster.osses] + [self.cluster.mds.name]:
-            self.start_collector(host)
-
-    def start_controller(self, *extra: str, db: str | None = None, wait_fresh: bool = True) -> subprocess.Popen:
-        p = self._spawn("controller", [
-            "controller", "--emulated", str(self.emu), "--db", db or self.db,
-            "--listen", f"127.0.0.1:{self.http_port}", "--stats", f"tcp://127.0.0.1:{self.stats_port}",
-            "--site-token-file", str(self.root / "site.token"), "--admin-token-file", str(self.root / "admin.token"),
-            *(extra or ("--no-gate",))])
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if p.poll() is not None:
-                pytest.fail(f"the controller exited ({p.returncode}): {self.log('controller')[-2000:]}")
-            try:
-                if httpx.get(f"{self.url}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
-        else:
-            pytest.fail(f"the controller did not answer: {self.log('controller')[-2000:]}")
-        if wait_fresh:
-            self.wait_health(lambda h: h["fresh_osts"] == len(self.cluster.osts), "every OST fresh")
-        return p
-
-    def wait_health(self, cond, what: str, timeout: float = 30.0) -> dict:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            h = httpx.get(f"{self.url}/health", timeout=5).json()
-            if cond(h):
-                return h
-            time.sleep(0.1)
-        pytest.fail(f"timed out waiting for {what}: {h}")
-
-    def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
-        p = self.procs.pop(name)
-        p.send_signal(sig)
-        p.wait(timeout=30)
-
-    def client(self, token: str = SITE) -> ControllerClient:
-        return ControllerClient(self.url, token)
+        for argv in (["init", str(self.emu), "--oss", "3", "--osts-per-oss", "5", "--ost-size", "1GiB"],
+                     ["up", str(self.emu), "--seed", "1"]):
+            r = subprocess.run(iez_cmd + ["emulate", *argv], capture_output=True, text=True, timeout=60, env=env)
+            assert r.returncode == 0, r.stderr
+        super().__init__(open_cluster_dir(self.emu), root / "cp", interval=0.5, env=env, command=iez_cmd)
 
     def close(self) -> None:
-        for name, p in list(self.procs.items()):
-            p.send_signal(signal.SIGTERM)
-        for name, p in list(self.procs.items()):
-            try:
-                rc = p.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
-                pytest.fail(f"{name} did not stop on SIGTERM")
-            assert rc == 0, f"{name} exited {rc}: {self.log(name)[-1500:]}"
-        self._run("emulate", "down", str(self.emu))
-        left = subprocess.run(["pgrep", "-f", str(self.root)], capture_output=True, text=True).stdout.split()
-        assert not [pid for pid in left if int(pid) != os.getpid()], f"stray processes: {left}"
+        codes = self.stop()
+        subprocess.run(self.cmd + ["emulate", "down", str(self.emu)], capture_output=True, timeout=60, env=self.env)
+        for name, rc in codes.items():
+            assert rc == 0, f"{name} exited {rc} on SIGTERM: {self.log(name)[-1500:]}"
+        left = subprocess.run(["pgrep", "-f", str(self.emu)], capture_output=True, text=True).stdout.split()
+        assert not left, f"stray processes: {left}"
 
 
 @pytest.fixture
@@ -290,7 +203,7 @@ def test_requests_in_plan_out(stack):
         c.upload_ingested("ior", reqs, run=1)
 
     # Metrics: per-OST and per-OSS utilization, OSTCost, allocation latency.
-    m = httpx.get(f"{stack.url}/metrics", headers={"Authorization": f"Bearer {SITE}"}).text
+    m = httpx.get(f"{stack.url}/metrics", headers={"Authorization": f"Bearer {stack.site}"}).text
     lines = [ln for ln in m.splitlines() if not ln.startswith("#")]
     assert sum(ln.startswith("iez_ost_utilization{") for ln in lines) == 15
     assert sum(ln.startswith("iez_oss_utilization{") for ln in lines) == 3
@@ -341,7 +254,7 @@ def test_two_applications_from_two_clients_are_placed_together(stack):
 def test_admin_replaces_a_run_and_the_site_token_may_not(stack):
     stack.start_collectors()
     stack.start_controller()
-    site, admin = stack.client(), stack.client(ADMIN)
+    site, admin = stack.client(), stack.client(admin=True)
     site.upload_requests("vpic", requests_for("vpic", stack.emu, 3, 32 * MiB, 2))
     assert site.fetch_plan("vpic", wait=30).status == "ready"
     with pytest.raises(ControllerError, match="403"):

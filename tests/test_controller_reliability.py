@@ -17,7 +17,7 @@ from iez.controller.client import ControllerError
 from iez.db.schema import metadata
 from iez.plan import loads
 
-from test_controller import ADMIN, SITE, MiB, plan_osts, requests_for, stack  # noqa: F401  (fixture)
+from test_controller import MiB, plan_osts, requests_for, stack  # noqa: F401  (fixture)
 
 # The application: creates every file of its plan with the planned layout (through the emulated
 # client, as libiez does) and writes a known pattern slowly, so that the test can kill the
@@ -126,7 +126,7 @@ def test_a_killed_collector_makes_its_osts_stale_and_allocation_avoids_them(stac
     view = c.cluster()
     assert {o["index"] for o in view["osts"] if o["stale"]} == oss1
     assert next(s for s in view["osses"] if s["name"] == "oss1")["stale"]
-    metrics = httpx.get(f"{stack.url}/metrics", headers={"Authorization": f"Bearer {SITE}"}).text
+    metrics = httpx.get(f"{stack.url}/metrics", headers={"Authorization": f"Bearer {stack.site}"}).text
     assert 'iez_ost_stale{fsname="iez",ost="5",oss="oss1"} 1.0' in metrics
     assert 'iez_ost_utilization{fsname="iez",ost="5"' not in metrics  # stale figures are not shown as fact
 
@@ -163,42 +163,43 @@ BAD = [  # (method, path, token, body or raw bytes, expected status)
     ("GET", "/cluster", None, None, 401),
     ("GET", "/metrics", "nope", None, 401),
     ("GET", "/apps/a/plan", None, None, 401),
-    ("POST", "/apps/a/runs/1/allocate", SITE, {}, 403),
-    ("POST", "/apps/a/requests", SITE, b"{not json", 422),
-    ("POST", "/apps/a/requests", SITE, b"", 422),
-    ("POST", "/apps/a/requests", SITE, b"\xff\xfe", 422),
-    ("POST", "/apps/a/requests", SITE, [1, 2], 422),
-    ("POST", "/apps/a/requests", SITE, {"requests": []}, 422),
-    ("POST", "/apps/a/requests", SITE, {"requests": [GOOD], "extra": 1}, 422),
-    ("POST", "/apps/a/requests", SITE, upload(path="relative/x"), 422),
-    ("POST", "/apps/a/requests", SITE, upload(path="/a\tb"), 422),
-    ("POST", "/apps/a/requests", SITE, upload(path="/" + "x" * 5000), 422),
-    ("POST", "/apps/a/requests", SITE, upload(write_bytes=-1), 422),
-    ("POST", "/apps/a/requests", SITE, upload(write_bytes="lots"), 422),
-    ("POST", "/apps/a/requests", SITE, upload(write_bytes=1 << 60), 422),
-    ("POST", "/apps/a/requests", SITE, upload(write_bytes=1.5), 422),
-    ("POST", "/apps/a/requests", SITE, upload(stripe_count=2001), 422),
-    ("POST", "/apps/a/requests", SITE, upload(stripe_count=-2), 422),
-    ("POST", "/apps/a/requests", SITE, upload(stripe_count="4"), 422),
-    ("POST", "/apps/a/requests", SITE, upload(rank=-1), 422),
-    ("POST", "/apps/a/requests", SITE, upload(api="fortran"), 422),
-    ("POST", "/apps/a/requests", SITE, upload(pool="a-pool-name-too-long"), 422),
-    ("POST", "/apps/a/requests", SITE, upload(pool="fast"), 422),  # not a pool of this cluster
-    ("POST", "/apps/a/requests", SITE, upload(unknown=1), 422),
-    ("POST", "/apps/a/requests", SITE, {"requests": [GOOD, GOOD]}, 422),  # the same path twice
-    ("POST", "/apps/a/requests", SITE, {"requests": [GOOD], "run": 0}, 422),
-    ("POST", "/apps/bad%20name/requests", SITE, upload(), 422),
-    ("POST", "/apps/-x/requests", SITE, upload(), 422),
-    ("POST", "/apps/a/traces", SITE, {"requests": [{**GOOD, "observed": "S=12,c=1"}]}, 422),
-    ("POST", "/apps/a/traces", SITE, {"requests": [GOOD], "plan_hits": -1}, 422),
-    ("POST", "/apps/a/traces", SITE, {"requests": [GOOD], "source": "strace"}, 422),
-    ("POST", "/apps/a/traces", SITE, {"requests": [{**GOOD, "create_time": "soon"}]}, 422),
-    ("POST", "/apps/a/runs/1/allocate", ADMIN, {"capacity_weight": 2}, 422),
-    ("POST", "/apps/a/runs/1/allocate", ADMIN, {"policy": "best"}, 422),
-    ("POST", "/apps/a/runs/0/allocate", ADMIN, {}, 422),
-    ("POST", "/apps/a/runs/1/allocate", ADMIN, {}, 404),
-    ("GET", "/apps/a", SITE, None, 404),
-    ("POST", "/apps/a/requests", SITE, b"[" * 200_000 + b"]" * 200_000, 413),
+    ("POST", "/apps/a/runs/1/allocate", "site", {}, 403),
+    ("POST", "/apps/a/requests", "site", b"{not json", 422),
+    ("POST", "/apps/a/requests", "site", b"", 422),
+    ("POST", "/apps/a/requests", "site", b"\xff\xfe", 422),
+    ("POST", "/apps/a/requests", "site", b"[" * 100_000 + b"]" * 100_000, 400),  # nested past any parser's depth
+    ("POST", "/apps/a/requests", "site", [1, 2], 422),
+    ("POST", "/apps/a/requests", "site", {"requests": []}, 422),
+    ("POST", "/apps/a/requests", "site", {"requests": [GOOD], "extra": 1}, 422),
+    ("POST", "/apps/a/requests", "site", upload(path="relative/x"), 422),
+    ("POST", "/apps/a/requests", "site", upload(path="/a\tb"), 422),
+    ("POST", "/apps/a/requests", "site", upload(path="/" + "x" * 5000), 422),
+    ("POST", "/apps/a/requests", "site", upload(write_bytes=-1), 422),
+    ("POST", "/apps/a/requests", "site", upload(write_bytes="lots"), 422),
+    ("POST", "/apps/a/requests", "site", upload(write_bytes=1 << 60), 422),
+    ("POST", "/apps/a/requests", "site", upload(write_bytes=1.5), 422),
+    ("POST", "/apps/a/requests", "site", upload(stripe_count=2001), 422),
+    ("POST", "/apps/a/requests", "site", upload(stripe_count=-2), 422),
+    ("POST", "/apps/a/requests", "site", upload(stripe_count="4"), 422),
+    ("POST", "/apps/a/requests", "site", upload(rank=-1), 422),
+    ("POST", "/apps/a/requests", "site", upload(api="fortran"), 422),
+    ("POST", "/apps/a/requests", "site", upload(pool="a-pool-name-too-long"), 422),
+    ("POST", "/apps/a/requests", "site", upload(pool="fast"), 422),  # not a pool of this cluster
+    ("POST", "/apps/a/requests", "site", upload(unknown=1), 422),
+    ("POST", "/apps/a/requests", "site", {"requests": [GOOD, GOOD]}, 422),  # the same path twice
+    ("POST", "/apps/a/requests", "site", {"requests": [GOOD], "run": 0}, 422),
+    ("POST", "/apps/bad%20name/requests", "site", upload(), 422),
+    ("POST", "/apps/-x/requests", "site", upload(), 422),
+    ("POST", "/apps/a/traces", "site", {"requests": [{**GOOD, "observed": "S=12,c=1"}]}, 422),
+    ("POST", "/apps/a/traces", "site", {"requests": [GOOD], "plan_hits": -1}, 422),
+    ("POST", "/apps/a/traces", "site", {"requests": [GOOD], "source": "strace"}, 422),
+    ("POST", "/apps/a/traces", "site", {"requests": [{**GOOD, "create_time": "soon"}]}, 422),
+    ("POST", "/apps/a/runs/1/allocate", "admin", {"capacity_weight": 2}, 422),
+    ("POST", "/apps/a/runs/1/allocate", "admin", {"policy": "best"}, 422),
+    ("POST", "/apps/a/runs/0/allocate", "admin", {}, 422),
+    ("POST", "/apps/a/runs/1/allocate", "admin", {}, 404),
+    ("GET", "/apps/a", "site", None, 404),
+    ("POST", "/apps/a/requests", "site", b"[" * 200_000 + b"]" * 200_000, 413),
 ]
 
 
@@ -208,6 +209,7 @@ def test_malformed_and_unauthenticated_requests_are_refused_and_write_nothing(st
     before = table_rows(stack.db)
     with httpx.Client(base_url=stack.url, timeout=30) as http:
         for method, path, token, body, status in BAD:
+            token = {"site": stack.site, "admin": stack.admin}.get(token, token)
             headers = {"Authorization": f"Bearer {token}"} if token else {}
             kw = {"content": body, "headers": {**headers, "Content-Type": "application/json"}} \
                 if isinstance(body, bytes) else {"json": body, "headers": headers}
@@ -220,7 +222,7 @@ def test_malformed_and_unauthenticated_requests_are_refused_and_write_nothing(st
         assert table_rows(stack.db) == before  # nothing written
         # The same upload, well formed and authenticated, is stored: the refusals were for cause.
         ok = http.post("/apps/a/requests", json=upload(path=str(stack.emu / "fs/a")),
-                       headers={"Authorization": f"Bearer {SITE}"})
+                       headers={"Authorization": f"Bearer {stack.site}"})
         assert ok.status_code == 202, ok.text
     assert table_rows(stack.db)["predicted_requests"] == before["predicted_requests"] + 1
     assert "Traceback" not in stack.log("controller")
@@ -232,6 +234,6 @@ def test_uploads_can_be_reserved_for_the_admin_token(stack):
     reqs = requests_for("ior", stack.emu, 2, 8 * MiB, 1)
     with pytest.raises(ControllerError, match="403"):
         stack.client().upload_requests("ior", reqs)
-    assert stack.client(ADMIN).upload_requests("ior", reqs)["status"] == "pending"
+    assert stack.client(admin=True).upload_requests("ior", reqs)["status"] == "pending"
     assert stack.client().fetch_plan("ior", wait=30).status == "ready"  # reading stays with the site token
-    assert json.loads(httpx.get(f"{stack.url}/apps", headers={"Authorization": f"Bearer {SITE}"}).text) == ["ior"]
+    assert json.loads(httpx.get(f"{stack.url}/apps", headers={"Authorization": f"Bearer {stack.site}"}).text) == ["ior"]

@@ -73,14 +73,13 @@ def tree_source(args: argparse.Namespace) -> Callable:
 
 def cmd_collect(args: argparse.Namespace) -> int:
     from iez.collect.collectors import collectors_for
-    from iez.collect.message import ROLES, StatsMessage, from_json
+    from iez.collect.message import check_host_id
     from iez.collect.publisher import Publisher
     from iez.controller.auth import read_token
 
-    assert args.role in ROLES
     if not args.interval > 0:
         raise ConfigError(f"--interval {args.interval}: give a positive number of seconds")
-    from_json(StatsMessage(args.role, args.id, 0, 0.0, 1.0).to_json())  # validates --*-id
+    check_host_id(args.id)
     source = tree_source(args)
     collectors = collectors_for(args.role, args.proc)
     if args.print:

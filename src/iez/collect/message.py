@@ -123,9 +123,7 @@ def from_json(doc: Any) -> StatsMessage:
     role = doc.get("role")
     if role not in ROLES:
         raise MessageError(f"role {role!r} is not one of {', '.join(ROLES)}")
-    ident = doc.get("id")
-    if not isinstance(ident, str) or not _ID.fullmatch(ident):
-        raise MessageError(f"bad host id {ident!r}")
+    ident = check_host_id(doc.get("id"))
     hostname = doc.get("hostname", "")
     if not isinstance(hostname, str) or len(hostname) > 255:
         raise MessageError("bad hostname")
@@ -146,6 +144,13 @@ def from_json(doc: Any) -> StatsMessage:
         load=_load(doc.get("load")),
         errors=tuple(e[:MAX_ERROR_LEN] for e in errors[:MAX_ERRORS]),
     )
+
+
+def check_host_id(ident: Any) -> str:
+    """A host name as the cluster description gives it: 1-64 of letters, digits, '.', '_', '-'."""
+    if not isinstance(ident, str) or not _ID.fullmatch(ident):
+        raise MessageError(f"bad host id {ident!r}: 1-64 letters, digits, '.', '_' or '-'")
+    return ident
 
 
 def _int(v: Any, what: str, lo: int, hi: int) -> int:

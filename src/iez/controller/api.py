@@ -211,7 +211,8 @@ def create_app(controller: Controller, tokens: Tokens, uploads: str = SITE, max_
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: HttpRequest, e: RequestValidationError) -> JSONResponse:
-        errs = [{"loc": [str(x) for x in err.get("loc", ())], "msg": str(err.get("msg", ""))} for err in e.errors()[:10]]
+        errs = [{"loc": [str(x) for x in err.get("loc", ())], "msg": str(err.get("msg", "")).removeprefix("Value error, ")}
+                for err in e.errors()[:10]]
         first = errs[0] if errs else {"loc": [], "msg": "invalid request"}
         return _detail(422, f"{'.'.join(first['loc'][1:]) or 'body'}: {first['msg']}", errors=errs)
 
