@@ -293,3 +293,30 @@ def test_init_on_a_file_system_without_user_xattrs_says_so(tmp_path, iez_cmd):
     assert r.returncode == 2, r.stderr
     assert "refuses user xattrs" in r.stderr and len(r.stderr.strip().splitlines()) == 1
     assert r.stdout == ""  # nothing left on the ramfs
+
+
+def test_directory_default_layouts(cluster, iez_cmd):
+    """lfs setstripe on a directory sets the default of the files created in it: whole when the
+    create asks for nothing, field by field when it sets some (count, size, pool)."""
+    d = cluster / "fs" / "out"
+    d.mkdir()
+    sub = d / "deeper"
+    sub.mkdir()
+    r = run(iez_cmd + ["setstripe", "-c", "8", "-S", "2M", str(d)])
+    assert r.returncode == 0, r.stderr
+    assert "stripe_count:  8 stripe_size:   2097152 pattern:       raid0 stripe_offset: -1" in r.stdout
+    r = run(iez_cmd + ["getstripe", str(d)])
+    assert r.returncode == 0 and "stripe_count:  8 stripe_size:   2097152" in r.stdout
+    # a create that asks for nothing (as a plain open(O_CREAT) does) inherits all of it, also below
+    for f in (d / "a", sub / "b"):
+        r = run(iez_cmd + ["setstripe", str(f)])  # no options: the directory default
+        assert r.returncode == 0, r.stderr
+        assert "lmm_stripe_count:  8" in r.stdout and "lmm_stripe_size:   2097152" in r.stdout
+    # a create that sets the count keeps it and takes the size from the directory
+    r = run(iez_cmd + ["setstripe", "-c", "2", str(d / "c")])
+    assert "lmm_stripe_count:  2" in r.stdout and "lmm_stripe_size:   2097152" in r.stdout
+    # outside the directory: the file system's default (1 x 1 MiB)
+    r = run(iez_cmd + ["setstripe", str(cluster / "fs" / "elsewhere")])
+    assert "lmm_stripe_count:  1" in r.stdout and "lmm_stripe_size:   1048576" in r.stdout
+    r = run(iez_cmd + ["setstripe", "-o", "99", str(d)])
+    assert r.returncode == 2 and "unknown OST index 99" in r.stderr

@@ -25,7 +25,10 @@ class Backend(Protocol):
         """Create a new file with this layout (fails if it exists); returns the layout it got."""
 
     def get_layout(self, path: str | Path) -> FileLayout:
-        """The layout stored with an existing file."""
+        """The layout stored with an existing file (a directory: its default layout)."""
+
+    def set_default(self, directory: str | Path, layout: Layout | FileLayout) -> FileLayout:
+        """Make `layout` the default of the files later created in `directory` (lfs setstripe DIR)."""
 
     def stats(self) -> Snapshot:
         """Live per-OST statistics as the MDS sees them."""

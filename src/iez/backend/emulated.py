@@ -60,6 +60,26 @@ class EmulatedBackend:
             os.close(fd)
         return got
 
+    def set_default(self, directory: str | Path, layout: Layout | FileLayout) -> FileLayout:
+        from iez.layout import lum
+
+        d = self._check_inside(Path(directory))
+        if not d.is_dir():
+            raise BackendError(f"{directory} is not a directory")
+        fl = FileLayout.of(layout)
+        known = set(self.cluster.ost_indices())
+        for i in fl.osts():
+            if i not in known:
+                raise BackendError(f"setstripe {directory}: unknown OST index {i}")
+        for c in fl.parts():
+            if c.layout.pool:
+                self.cluster.pool(c.layout.pool)  # unknown pool: one-line error
+        try:
+            os.setxattr(d, XATTR, lum.encode(fl))
+        except OSError as e:
+            raise BackendError(f"cannot store the default layout of {directory}: {e.strerror}") from None
+        return fl
+
     def get_layout(self, path: str | Path) -> FileLayout:
         self._check_inside(Path(path))
         return layout_from_xattr(path, XATTR, f"no {XATTR} xattr: created outside iez's emulated MDS")

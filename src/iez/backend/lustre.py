@@ -95,6 +95,22 @@ class LustreBackend:
         # 2.16 may silently ignore the request for non-lfs programs (abi.md §4a): verify.
         return self.get_layout(path)
 
+    def set_default(self, directory: str | Path, layout: Layout | FileLayout) -> FileLayout:
+        from iez.layout import lum
+
+        buf = bytearray(lum.encode(FileLayout.of(layout)))
+        try:
+            fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+        except OSError as e:
+            raise BackendError(f"setstripe {directory}: {e.strerror}") from None
+        try:
+            fcntl.ioctl(fd, LL_IOC_LOV_SETSTRIPE, buf)  # on a directory: its default (lfs setstripe DIR)
+        except OSError as e:
+            raise BackendError(f"setstripe {directory}: {e.strerror}") from None
+        finally:
+            os.close(fd)
+        return self.get_layout(directory)
+
     def get_layout(self, path: str | Path) -> FileLayout:
         from iez.backend import layout_from_xattr
 

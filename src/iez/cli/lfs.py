@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from iez.backend import backend_for
 from iez.errors import IezError, LayoutError
@@ -44,7 +45,7 @@ def cmd_df(args: argparse.Namespace) -> int:
 
 
 def cmd_getstripe(args: argparse.Namespace) -> int:
-    from iez.lustre.getstripe import format_getstripe
+    from iez.lustre.getstripe import format_dir_default, format_getstripe
 
     rc = 0
     for f in args.files:
@@ -54,7 +55,7 @@ def cmd_getstripe(args: argparse.Namespace) -> int:
             print(f"iez: error: {e}", file=sys.stderr)
             rc = 2
             continue
-        print(format_getstripe(f, fl), end="")
+        print((format_dir_default if os.path.isdir(f) else format_getstripe)(f, fl), end="")
     return rc
 
 
@@ -130,9 +131,12 @@ def _layout_from_options(opts: list[str]) -> FileLayout:
 
 
 def cmd_setstripe(args: argparse.Namespace) -> int:
-    from iez.lustre.getstripe import format_getstripe
+    from iez.lustre.getstripe import format_dir_default, format_getstripe
 
     fl, target = parse_setstripe(args.spec)
+    if os.path.isdir(target):  # a directory: the default of the files created in it
+        print(format_dir_default(target, backend_for(target).set_default(target, fl)), end="")
+        return 0
     got = backend_for(target).create(target, fl)
     print(format_getstripe(target, got), end="")
     return 0

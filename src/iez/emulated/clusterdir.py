@@ -62,6 +62,40 @@ def stored_form(fl: FileLayout) -> FileLayout:
     return replace(fl, components=tuple(replace(c, id=c.id or i + 1) for i, c in enumerate(fl.components)))
 
 
+def directory_default(cd: "ClusterDir", path: Path) -> FileLayout | None:
+    """The default layout a new file at `path` inherits: that of the nearest directory above it,
+    up to the mount, that has one (set with `iez setstripe DIR`), as Lustre's MDS applies a
+    directory's default striping to the files created in it."""
+    from iez.layout import lum
+
+    d = path.parent
+    while True:
+        try:
+            return lum.decode(os.getxattr(d, XATTR))
+        except OSError:
+            pass  # no default here (or the directory went away): look further up
+        if d == cd.fs or cd.fs not in d.parents:
+            return None
+        d = d.parent
+
+
+def inherit(req: FileLayout, default: FileLayout | None) -> FileLayout:
+    """A create's layout with what it leaves unset taken from the directory default, as LOD
+    fills a new file's layout from its parent's (lod_object.c): a request that sets nothing
+    takes the default whole; a plain one takes the default's count, size and pool where it has
+    0 / "" (what is still unset then gets the file system's defaults)."""
+    if default is None or req.plain is None:
+        return req
+    r = req.plain
+    if r.stripe_count == 0 and r.stripe_size == 0 and r.stripe_offset == -1 and not r.osts and not r.pool:
+        return default
+    if default.plain is None:
+        return req
+    d = default.plain
+    return FileLayout(plain=replace(r, stripe_count=r.stripe_count or (0 if r.osts else d.stripe_count),
+                                    stripe_size=r.stripe_size or d.stripe_size, pool=r.pool or d.pool))
+
+
 def open_cluster_dir(path: str | Path) -> ClusterDir:
     root = Path(path).absolute()
     if not (root / MARKER).exists() or not (root / "cluster.toml").exists():

@@ -24,7 +24,7 @@ from pathlib import Path
 import zmq
 
 from iez.cluster import Cluster, OSTStats, Snapshot, ost_name, ost_uuid
-from iez.emulated.clusterdir import ClusterDir, open_cluster_dir
+from iez.emulated.clusterdir import ClusterDir, directory_default, inherit, open_cluster_dir
 from iez.emulated.paramtree import (OSTCounters, OSTSpace, render_mds, render_oss,
                                     write_tree)
 from iez.emulated.usage import ScanResult, UsageScanner
@@ -122,7 +122,8 @@ class MdsCore:
     # -- requests -------------------------------------------------------------------------
     def allocate(self, path: str, spec: str) -> AllocReply:
         try:
-            req = parse_layout(spec if spec.strip() else "c=0")
+            # what the create leaves unset comes from its directory's default, then the fs's
+            req = inherit(parse_layout(spec if spec.strip() else "c=0"), directory_default(self.cd, Path(path)))
         except IezError as e:
             return AllocReply(False, errno="EINVAL", error=str(e))
         now = time.time()

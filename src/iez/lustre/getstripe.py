@@ -347,6 +347,20 @@ def format_getstripe(path: str, layout: Layout | FileLayout,
     return "".join(x + "\n" for x in out)
 
 
+def format_dir_default(path: str, layout: Layout | FileLayout) -> str:
+    """What `lfs getstripe -d DIR` prints for a directory's default layout: the one-line form
+    for a plain layout (lustre-formats.md §5), the component listing for a composite one."""
+    fl = FileLayout.of(layout)
+    if fl.plain is None:
+        return format_getstripe(path, fl)
+    lay = fl.plain
+    line = (f"stripe_count:  {lay.stripe_count} stripe_size:   {lay.stripe_size} "
+            f"pattern:       {pattern_name(lay.pattern)} stripe_offset: {lay.stripe_offset}")
+    if lay.pool:
+        line += f" pool:          {lay.pool}"
+    return f"{path}\n{line}\n"
+
+
 def parse_lfs_osts(text: str) -> tuple[list[TargetObd], list[Skipped]]:
     """`lfs osts` / `lfs mdts`: "OBDS:" (or "MDTS:") then target_obd lines, per file system."""
     body = "\n".join("" if ln.strip() in ("OBDS:", "MDTS:") else ln for ln in text.splitlines())
