@@ -155,21 +155,20 @@ static int broken(int rc)
     return rc == -ECONNRESET || rc == -EPIPE || rc == -ENOTCONN || rc == -ECONNREFUSED;
 }
 
-/* Reconnect for up to timeout_ms, every 100 ms. */
-static int redial(struct iocop *c)
+/* Connect again, every 100 ms until the deadline. */
+static int redial(struct iocop *c, long deadline)
 {
     if (c->fd >= 0)
         close(c->fd);
     c->fd = -1;
     c->len = 0;
-    int rc = -ENOTCONN;
-    for (long deadline = now_ms() + c->timeout_ms; now_ms() < deadline;) {
-        if ((rc = dial(c)) == 0)
-            return 0;
+    for (;;) {
+        int rc = dial(c);
+        if (rc == 0 || now_ms() >= deadline)
+            return rc;
         struct timespec ts = {0, 100000000L};
         nanosleep(&ts, NULL);
     }
-    return rc;
 }
 
 int iocop_request(struct iocop *c, const char *line, char *reply, size_t n, int wait_ms)
@@ -180,17 +179,19 @@ int iocop_request(struct iocop *c, const char *line, char *reply, size_t n, int 
     char out[IOCOP_LINE_MAX + 1];
     memcpy(out, line, len);
     out[len] = '\n';
-    int rc = 0;
-    for (int attempt = 0; attempt < 2; attempt++) {
-        if (attempt || c->fd < 0) {
-            if ((rc = redial(c)))
-                return rc;
-        }
+    /* A broken connection (the controller restarting) is retried until timeout_ms has passed. */
+    long deadline = now_ms() + c->timeout_ms;
+    int rc;
+    for (;;) {
+        if (c->fd < 0 && (rc = redial(c, deadline)))
+            return rc;
         rc = send_all(c, out, len + 1);
         if (!rc)
             rc = read_line(c, reply, n, c->timeout_ms + (wait_ms > 0 ? wait_ms : 0));
-        if (!broken(rc))
+        if (!broken(rc) || now_ms() >= deadline)
             break;
+        close(c->fd);
+        c->fd = -1;
     }
     if (rc)
         return rc;

@@ -134,11 +134,11 @@ class AccessClient:
             return None
         return P.parse_reply(self._sock.recv_string())
 
-    def _request(self, line: str, extra: float = 0.0) -> Reply:
+    def _request(self, line: str, timeout: float | None = None) -> Reply:
         """Retry until a reply, for down_wait seconds at most (once if the controller was down)."""
         start = time.monotonic()
         while True:
-            reply = self._call(line, self.try_timeout + extra)
+            reply = self._call(line, timeout or self.try_timeout)
             if reply is not None:
                 self._down = False
                 return reply
@@ -155,17 +155,17 @@ class AccessClient:
         self._secret = r.fields[0]
         self.heartbeat = int(r.opt("heartbeat_ms", "1000")) / 1000
 
-    def _authed(self, verb: str, *args: str, extra: float = 0.0, **opts: object) -> Reply:
+    def _authed(self, verb: str, *args: str, timeout: float | None = None, **opts: object) -> Reply:
         """An authenticated request; registers first, and again if the controller forgot us."""
         self._registered()
         try:
-            return self._request(P.format_request(verb, self.appid, self._secret, *args, **opts), extra)
+            return self._request(P.format_request(verb, self.appid, self._secret, *args, **opts), timeout)
         except AccessError as e:
             if e.errno != "ENOENT":
                 raise
             self._secret = ""
             self._registered()
-            return self._request(P.format_request(verb, self.appid, self._secret, *args, **opts), extra)
+            return self._request(P.format_request(verb, self.appid, self._secret, *args, **opts), timeout)
 
     # -- the explicit API -----------------------------------------------------------------------
     def io_begin(self, phase: str = "io", osts: set[int] | None = None, expect: float | None = None) -> Grant | None:
@@ -180,8 +180,11 @@ class AccessClient:
         declared = P.format_osts(osts) if osts is not None else None
         try:
             while True:
+                # A grant whose reply is lost (the controller restarted under the long poll) is
+                # answered again by the next poll, which must come before the lease (two
+                # heartbeats) runs out: so wait a long poll plus half a heartbeat, no more.
                 r = self._authed("ACQUIRE", phase, osts=declared, expect=expect, wait_ms=wait_ms,
-                                 extra=wait_ms / 1000)
+                                 timeout=wait_ms / 1000 + min(self.try_timeout, self.heartbeat / 2))
                 if r.status == "GRANT":
                     break
         except ControllerDown:
