@@ -131,9 +131,9 @@ def test_tokens(tmp_path, monkeypatch):
 class Stack(LocalControlPlane):
     """A new emulated cluster with its MDS, plus collectors and a controller, all real processes."""
 
-    def __init__(self, root: Path, iez_cmd: list[str], env: dict[str, str]) -> None:
+    def __init__(self, root: Path, iez_cmd: list[str], env: dict[str, str], ost_size: str = "1GiB") -> None:
         self.emu = root / "emu"
-        for argv in (["init", str(self.emu), "--oss", "3", "--osts-per-oss", "5", "--ost-size", "1GiB"],
+        for argv in (["init", str(self.emu), "--oss", "3", "--osts-per-oss", "5", "--ost-size", ost_size],
                      ["up", str(self.emu), "--seed", "1"]):
             r = subprocess.run(iez_cmd + ["emulate", *argv], capture_output=True, text=True, timeout=60, env=env)
             assert r.returncode == 0, r.stderr
@@ -323,3 +323,28 @@ def test_work_held_for_stale_osts_does_not_block_other_applications(tmp_path):
         assert ctl.messages == {"accepted": 2, "rejected": 1}
     finally:
         ctl.close()
+
+
+def test_client_uploads_a_real_darshan_log_and_the_next_run_is_planned(tmp_path, iez_cmd, subenv):
+    from darshan.log_utils import get_log_path
+
+    stack = Stack(tmp_path, iez_cmd, subenv, ost_size="16GiB")
+    try:
+        stack.start_collectors()
+        stack.start_controller()
+        c = stack.client()
+        got = c.upload_trace("ior", get_log_path("sample-goodost.darshan"))  # a 48-process IOR, FPP, 1 GiB each
+        assert got["run"] == 1 and got["files"] == 48 and not got["retrace"]
+        plan = c.fetch_plan("ior", wait=60)
+        assert plan.status == "ready" and plan.run == 2 and len(loads(plan.text)) == 48
+        # A run that missed its plan for most files says so: the job should be traced again.
+        reqs = requests_for("ior", stack.emu, 4, MiB, 1)
+        assert c.upload_ingested("ior", reqs, run=2, plan_hits=1, plan_misses=3)["retrace"]
+        assert c.app("ior")["retrace"]
+        # Files that cannot fit: planning fails, says why, and the job is told (409).
+        c.upload_requests("huge", requests_for("huge", stack.emu, 100, 3 * GiB, 1))  # 300 GiB on 240
+        failed = c.fetch_plan("huge", wait=30)
+        assert failed.status == "failed" and "ENOSPC" in failed.reason
+        assert c.app("huge")["pending"][0]["failed"].startswith("ENOSPC")
+    finally:
+        stack.close()
