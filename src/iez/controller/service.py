@@ -188,9 +188,9 @@ class Controller:
                 return PlanResult("ready", app, info.number, store.plan_text(tx, app, info))
             known = app in tx.apps()
         mine = [w for w in work if w.app == app and (run is None or w.target == run)]
-        failed = [self.failed[w.key] for w in mine if w.key in self.failed]
+        failed = [w for w in mine if w.key in self.failed]
         if failed:
-            return PlanResult("failed", app, mine[0].target, reason=failed[0])
+            return PlanResult("failed", app, failed[0].target, reason=self.failed[failed[0].key])
         if mine:
             return PlanResult("pending", app, mine[0].target, reason=self.held.get(mine[0].key, "queued"))
         if not known:
