@@ -81,11 +81,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--pace", default="0", help="bytes/s at most (0: as fast as the disk)")
     p.add_argument("--declare-osts", action="store_true", help="register the OST set with the controller")
     p.add_argument("--down-wait", type=float, default=10.0)
+    p.add_argument("--start-at", type=float, default=0.0,
+                   help="wall-clock time (s since the epoch) to start at, so that several jobs start together")
     p.add_argument("--timeline", type=Path, required=True)
     a = p.parse_args(argv)
     osts = sorted(parse_osts(a.osts))
     client = AccessClient(a.server, a.appid, mode=a.mode, osts=frozenset(osts) if a.declare_osts else None,
                           down_wait=a.down_wait)
+    time.sleep(max(0.0, a.start_at - time.time()))
     try:
         result = run_job(client, a.dir, osts, a.files, parse_size(a.size, "--size"),
                          parse_size(a.transfer, "--transfer"), a.bursts, a.compute, float(parse_size(a.pace)),
