@@ -1,0 +1,205 @@
+"""IO-Cop controller speed (issue #8): request rate and latency, each against a baseline
+measured in the same run.
+
+- transport: one request's round trip (HELLO) over the ZeroMQ ROUTER socket and the raw-TCP line
+  socket, against an HTTP server doing nothing (FastAPI on uvicorn, httpx keep-alive client):
+  the measurement behind choosing ZeroMQ (docs/iocop.md);
+- a grant: ACQUIRE + RELEASE by one client (state saved to SQLite before each reply), against
+  two bare round trips;
+- churn: 1,000 C clients x 3 cycles under exclusive, grants per second, against one C client
+  doing the same 3,000 cycles alone; and the release-to-grant hand-off between two clients;
+- wait estimate: one ESTIMATE with 1,000 claims queued, against a HELLO.
+"""
+
+from __future__ import annotations
+
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+import zmq
+
+from iez.access import protocol as P
+from iez.access.client import AccessClient
+from iez.access.server import spawn
+
+ROOT = Path(__file__).resolve().parent.parent
+CLIENT = ROOT / "build" / "iocop" / "iocop-client"
+N = 3000
+
+HTTP_SERVER = textwrap.dedent("""
+    import sys, uvicorn
+    from fastapi import FastAPI
+    app = FastAPI()
+    @app.post("/hello")
+    def hello():
+        return {"ok": True}
+    uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="error")
+""")
+
+
+def timed(fn, n=N) -> tuple[float, float, float]:
+    """median and p99 latency (s), and requests per second, of n calls after a warm-up."""
+    for _ in range(min(200, n)):
+        fn()
+    lat = []
+    t0 = time.perf_counter()
+    for _ in range(n):
+        a = time.perf_counter()
+        fn()
+        lat.append(time.perf_counter() - a)
+    total = time.perf_counter() - t0
+    lat.sort()
+    return lat[len(lat) // 2], lat[int(0.99 * len(lat))], n / total
+
+
+def show(name: str, m: tuple[float, float, float]) -> None:
+    print(f"  {name}: median {m[0] * 1e6:.0f} us, p99 {m[1] * 1e6:.0f} us, {m[2]:,.0f} requests/s")
+
+
+def transport(ctl) -> None:
+    import socket
+
+    import httpx
+
+    sock = zmq.Context.instance().socket(zmq.REQ)
+    sock.connect(ctl.zmq)
+
+    def z():
+        sock.send_string("HELLO")
+        sock.recv()
+
+    host, port = ctl.line_addr.rsplit(":", 1)
+    conn = socket.create_connection((host, int(port)))
+    conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    f = conn.makefile("rb")
+
+    def line():
+        conn.sendall(b"HELLO\n")
+        f.readline()
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        hport = s.getsockname()[1]
+    http = subprocess.Popen([sys.executable, "-c", HTTP_SERVER, str(hport)], stderr=subprocess.DEVNULL)
+    try:
+        client = httpx.Client()
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                client.post(f"http://127.0.0.1:{hport}/hello")
+                break
+            except httpx.TransportError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+        zm, lm = timed(z), timed(line)
+        hm = timed(lambda: client.post(f"http://127.0.0.1:{hport}/hello"), n=N // 3)
+    finally:
+        http.kill()
+        http.wait()
+    print("transport, one request round trip on loopback:")
+    show("ZeroMQ ROUTER (REQ client)", zm)
+    show("raw-TCP line socket", lm)
+    show("HTTP baseline (FastAPI/uvicorn, httpx)", hm)
+    print(f"  HTTP / ZeroMQ median latency: {hm[0] / zm[0]:.1f}x; ZeroMQ / HTTP rate: {zm[2] / hm[2]:.1f}x")
+    sock.close(0)
+    conn.close()
+
+
+def grants(ctl) -> None:
+    c = AccessClient(ctl.zmq, "1:bench")
+    c._registered()
+    sock = zmq.Context.instance().socket(zmq.REQ)
+    sock.connect(ctl.zmq)
+
+    def hello2():
+        for _ in range(2):
+            sock.send_string("HELLO")
+            sock.recv()
+
+    def cycle():
+        c._call(P.format_request("ACQUIRE", c.appid, c._secret, "io"), 5)
+        tok = c._call(P.format_request("HEARTBEAT", c.appid, c._secret), 5).opt("token")
+        c._call(P.format_request("RELEASE", c.appid, c._secret, tok), 5)
+
+    base = timed(hello2, n=N // 2)
+    m = timed(cycle, n=N // 3)
+    print("grant cycle (ACQUIRE, HEARTBEAT, RELEASE; SQLite commit before each reply that changes state):")
+    show("one cycle", m)
+    print(f"  cycle / two bare round trips: {m[0] / base[0]:.2f}x (three requests, two of them saving state)")
+    c.close()
+    sock.close(0)
+
+
+def churn(tmp: Path) -> None:
+    if not CLIENT.exists():
+        print(f"churn: {CLIENT} missing (cmake --build build)")
+        return
+    ctl = spawn(tmp / "churn.db", "--heartbeat", "1", events=tmp / "churn.jsonl")
+    try:
+        t0 = time.perf_counter()
+        r = subprocess.run([str(CLIENT), ctl.line_addr, "0:alone", "--cycles", str(N)], capture_output=True, text=True)
+        alone = time.perf_counter() - t0
+        assert r.returncode == 0, r.stderr
+        out = tmp / "churn.out"
+        t0 = time.perf_counter()
+        with open(out, "ab") as f:
+            procs = [subprocess.Popen([str(CLIENT), ctl.line_addr, f"{i}:churn", "--cycles", "3", "--timeout-ms",
+                                       "20000"], stdout=f, stderr=subprocess.STDOUT) for i in range(1000)]
+        bad = sum(1 for p in procs if p.wait() != 0)
+        many = time.perf_counter() - t0
+    finally:
+        ctl.stop()
+    rows = [line.split("\t") for line in out.read_text().splitlines()]
+    seq = sorted((float(r[4]) if r[0] == "grant" else float(r[3]), r[0]) for r in rows if r[0] in ("grant", "release"))
+    hand = [b[0] - a[0] for a, b in zip(seq, seq[1:]) if a[1] == "release" and b[1] == "grant"]
+    print("churn, exclusive (every grant waits for the previous release), C clients on the line socket:")
+    print(f"  1 client x {N} cycles alone: {N / alone:,.0f} grants/s")
+    print(f"  1,000 clients x 3 cycles (process start-up included): {3000 / many:,.0f} grants/s, {bad} failed;"
+          f" / alone: {alone / many:.2f}x")
+    print(f"  release-to-next-grant hand-off (client clocks): median {statistics.median(hand) * 1e3:.2f} ms, "
+          f"p99 {sorted(hand)[int(0.99 * len(hand))] * 1e3:.2f} ms")
+
+
+def estimate_cost() -> None:
+    from iez.access.controller import Controller, Settings
+    from iez.access.policy import make_policy
+
+    for name in ("exclusive", "ost-aware"):
+        c = Controller(make_policy(name), Settings(), now=0.0)
+        secrets = {}
+        for i in range(1001):
+            app = f"{i}:w"
+            secrets[app] = c.handle(f"REGISTER\t{app}\tosts={i % 16}", 0.0).reply.split("\t")[1]
+            c.handle(f"ACQUIRE\t{app}\t{secrets[app]}\tio", 0.0)
+        t0 = time.perf_counter()
+        c.handle(f"ESTIMATE\t1000:w\t{secrets['1000:w']}", 1.0)
+        est = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        for _ in range(1000):
+            c.handle("HELLO", 1.0)
+        hello = (time.perf_counter() - t0) / 1000
+        print(f"wait estimate, {name}, 1,000 claims queued: {est * 1e3:.1f} ms ({est / hello:,.0f}x a HELLO's "
+              f"{hello * 1e6:.1f} us, in process)")
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        ctl = spawn(tmp / "state.db", "--heartbeat", "1")
+        try:
+            transport(ctl)
+            grants(ctl)
+        finally:
+            ctl.stop()
+        churn(tmp)
+        estimate_cost()
+
+
+if __name__ == "__main__":
+    main()
