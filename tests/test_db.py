@@ -250,6 +250,30 @@ def test_pending_placements_are_other_apps_planned_but_untraced_runs(db):
             tx.set_placements("b", run, "balanced", placed, sid, {})
             tx.mark_planned("b", run, "balanced")
         assert {(p.run, p.policy) for p in tx.pending_placements("a")} == {("4", "balanced")}
+        # b will not run again: an admin releases its plan, which then reserves nothing
+        assert tx.release_plans("b") == [3, 4]
+        assert tx.pending_placements("a") == []
+        assert tx.release_plans("b") == []  # already released
+
+
+def test_a_version_1_database_is_brought_to_version_2(db):
+    """The real step: a database made before runs.released_at gains it and keeps its rows."""
+    from sqlalchemy import inspect, text
+
+    from iez.db.migrations import MIGRATIONS, current_version, migrate
+    from iez.db.schema import schema_version
+
+    with db.begin() as tx:
+        tx.add_trace("a", hacc(2))
+        tx.conn.execute(text("ALTER TABLE runs DROP COLUMN released_at"))  # as version 1 made it
+        tx.conn.execute(schema_version.update().values(version=1))
+        assert current_version(tx.conn) == 1
+    with db.begin() as tx:
+        assert migrate(tx.conn, MIGRATIONS) == 1
+        assert current_version(tx.conn) == SCHEMA_VERSION == 2
+        assert "released_at" in {c["name"] for c in inspect(tx.conn).get_columns("runs")}
+        ((number, requests),) = tx.traced_runs("a")
+        assert number == 1 and len(requests) == 2
 
 
 def test_bad_urls_and_files_are_one_line_errors(tmp_path):

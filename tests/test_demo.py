@@ -1,5 +1,6 @@
-"""`iez demo` (the main job) on one small scenario: real emulated clusters, real MDSs, real
-simulator runs; the report, its pictures and its numbers, and a clean tear-down."""
+"""`iez demo` (the main job) on one small scenario: real emulated clusters and MDSs, collectors,
+the controller, iez-bench under `iez run`, simulator runs; the report, its pictures and its
+numbers, and a clean tear-down."""
 
 from __future__ import annotations
 
@@ -27,6 +28,8 @@ def test_demo_one_scenario(tmp_path, iez_cmd, subenv):
         # iez never balances the job's own bytes worse than Lustre's allocator, and is never
         # simulated slower (it keeps within Lustre RR's time)
         assert i["ost_cost"] <= d["ost_cost"] + 1e-9, state
+        # the second run was placed by libiez from the controller's plan, every file of it
+        assert (i["plan_hits"], i["plan_misses"]) == (16, 0), state
         assert i["sim"]["write_bw"] >= 0.99 * d["sim"]["write_bw"], state
     assert runs["drifted"]["iez"]["total_ost_cost"] < runs["drifted"]["default"]["total_ost_cost"]
     page = (out / "index.html").read_text()
@@ -35,8 +38,8 @@ def test_demo_one_scenario(tmp_path, iez_cmd, subenv):
     for name in pngs:
         with Image.open(out / name) as im:
             assert im.size[0] > 500 and im.size[1] > 300
-    # tear-down leaves no MDS running
-    for c in ("cluster-empty", "cluster-drifted"):
-        assert not (out / c / "run" / "mds.pid").exists()
-    ps = subprocess.run(["pgrep", "-f", f"iez.emulated.mds {out}"], capture_output=True, text=True)
+    # tear-down leaves nothing running: no MDS, collector or controller of this demo
+    for c in ("empty", "drifted"):
+        assert not (out / c / "cluster" / "run" / "mds.pid").exists()
+    ps = subprocess.run(["pgrep", "-f", str(out)], capture_output=True, text=True)
     assert ps.stdout == ""

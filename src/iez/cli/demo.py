@@ -20,7 +20,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     from rich.console import Console
-    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from iez.demo import report
     from iez.demo.run import DemoOptions, run_demo
@@ -31,7 +31,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     console = Console(width=max(Console().width, 140))
     opts = DemoOptions(out=Path(args.out), scale=args.scale, seed=args.seed, only=tuple(args.only), policy=args.policy)
     t0 = time.perf_counter()
-    with Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TimeElapsedColumn(),
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console) as progress:
         models, outcomes = run_demo(opts, progress)
     for state in models:

@@ -286,6 +286,11 @@ def create_app(controller: Controller, tokens: Tokens, uploads: str = SITE, max_
         body = body or AllocateRequest()
         return controller.allocate(check_app(app), run, body.policy, body.capacity_weight)
 
+    @app.delete("/apps/{app}/plan", tags=["admin"], dependencies=[admin],
+                summary="release the app's planned runs that have not run: they stop reserving space")
+    def release(app: AppName) -> dict[str, Any]:
+        return controller.release(check_app(app))
+
     return app
 
 

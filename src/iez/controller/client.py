@@ -164,6 +164,11 @@ class ControllerClient:
         body = {"run": run, "requests": [request_json(q) for q in requests]}
         return self._call("POST", f"/apps/{app}/requests", json=body).json()
 
+    def release(self, app: str) -> dict[str, Any]:
+        """DELETE /apps/APP/plan (admin token): the app's planned runs that will not run stop
+        reserving space in the global view."""
+        return self._call("DELETE", f"/apps/{app}/plan").json()
+
     def allocate(self, app: str, run: int, policy: str | None = None,
                  capacity_weight: float | None = None) -> dict[str, Any]:
         """POST /apps/APP/runs/N/allocate (admin token): place run N again now."""

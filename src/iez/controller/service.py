@@ -307,6 +307,16 @@ class Controller:
             tx.add_prediction(app, target, pred.requests, models, [n for n, _ in traced])
         log.info("predicted %s run %d: %d files", app, target, len(pred.requests))
 
+    def release(self, app: str) -> dict[str, Any]:
+        """The app's planned runs that have not run stop reserving space (admin)."""
+        try:
+            with self.db.begin() as tx:
+                released = tx.release_plans(app)
+        except DatabaseError as e:
+            raise NotFound(str(e)) from None
+        log.info("released %s runs %s", app, released)
+        return {"app": app, "released": released}
+
     def allocate(self, app: str, run: int, policy_name: str | None = None,
                  capacity_weight: float | None = None) -> dict[str, Any]:
         """Place run `run` of `app` on the global view and store the placements as its plan."""

@@ -359,6 +359,18 @@ class Txn:
         rid = self._run_id(self.app_id(app), number)
         self.conn.execute(update(runs).where(runs.c.id == rid).values(planned_policy=policy))
 
+    def release_plans(self, app: str) -> list[int]:
+        """Release the app's planned runs that have not run: they stop reserving space (the
+        job will not run again, or not soon). Returns the run numbers released."""
+        app_id = self.app_id(app)
+        q = (select(runs.c.number).where(runs.c.app_id == app_id, runs.c.traced_at.is_(None),
+                                         runs.c.planned_policy.is_not(None), runs.c.released_at.is_(None)))
+        numbers = [r.number for r in self.conn.execute(q)]
+        if numbers:
+            self.conn.execute(runs.update().where(runs.c.app_id == app_id, runs.c.number.in_(numbers))
+                              .values(released_at=time.time()))
+        return numbers
+
     def pending_placements(self, exclude_app: str) -> list[Placement]:
         """Placements of other applications' planned runs that have not been traced yet: bytes the
         file system has been promised but does not hold yet (the global view of seed 000). Only
@@ -370,7 +382,7 @@ class Txn:
              .join(newest, (newest.c.app_id == runs.c.app_id) & (newest.c.number == runs.c.number))
              .join(applications, runs.c.app_id == applications.c.id)
              .where(applications.c.name != exclude_app, runs.c.traced_at.is_(None),
-                    runs.c.planned_policy == placements.c.policy))
+                    runs.c.released_at.is_(None), runs.c.planned_policy == placements.c.policy))
         return [Placement(path=r.path, layout=parse_layout(r.layout), write_bytes=r.write_bytes,
                           app=r.name, run=str(r.number), policy=r.policy)
                 for r in self.conn.execute(q)]

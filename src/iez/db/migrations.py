@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from sqlalchemy import Connection, inspect, select
+from sqlalchemy import Connection, inspect, select, text
 
 from iez.db.errors import DatabaseError
 from iez.db.schema import SCHEMA_VERSION, metadata, schema_version
@@ -27,8 +27,14 @@ class Migration:
     apply: Callable[[Connection], None]
 
 
+def _released_at(conn: Connection) -> None:
+    conn.execute(text("ALTER TABLE runs ADD COLUMN released_at FLOAT"))
+
+
 # Version 1 is the baseline: no step leads to it. Steps for versions 2, 3, ... go here, in order.
-MIGRATIONS: tuple[Migration, ...] = ()
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(2, "runs.released_at: a planned run an admin released reserves no space", _released_at),
+)
 
 
 def current_version(conn: Connection) -> int | None:

@@ -28,7 +28,7 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 metadata = MetaData()
 
@@ -60,6 +60,7 @@ runs = Table(
     Column("plan_misses", Integer, nullable=False, default=0),
     Column("meta", Text, nullable=False, default="{}"),  # JSON: executable, warnings
     Column("planned_policy", String(32)),  # whose placements the run's plan file carries
+    Column("released_at", Float),  # an admin said the planned run will not happen: it reserves nothing
     UniqueConstraint("app_id", "number", name="uq_runs_app_number"),
 )
 

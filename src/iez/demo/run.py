@@ -1,12 +1,17 @@
-"""`iez demo`: seed 000's load-balance evaluation, run for real on an emulated cluster.
+"""`iez demo`: seed 000's evaluation, run for real with the whole control plane on one machine.
 
-For each scenario of seed 000 §IV (IOR and HACC-I/O, FPP and SSF, two applications at once):
-1. default: the files are created through the emulated MDS, which lays them out with Lustre's
-   own allocator (LOD's QoS/RR), and their bytes are written;
-2. iez: the same requests are allocated by an iez policy (`balanced` by default) against the
-   cluster's live statistics, the files are created with those layouts, and written.
-After each run the per-OST usage is read back from the OSSs' parameter trees with the same
-parsers a real OSS is read with, and OSTCost (eq. 7) is computed from it.
+Started as real processes (`iez.demo.stack`): an emulated cluster (1 MDS, 3 OSSs x 5 OSTs) with
+its MDS, one collector per OSS and one on the MDS over ZeroMQ, and the controller (SQLite).
+For each scenario of seed 000 §IV (IOR and HACC-I/O, FPP and SSF, two applications at once),
+the real workload program `iez-bench` runs twice through `iez run`, each job writing into a
+directory whose default layout asks for the paper's stripe count (as `lfs setstripe -c 8 DIR`):
+1. default: the first run of the application is traced; the emulated MDS lays its files out
+   with Lustre's own allocator (LOD's QoS/RR);
+2. iez: the controller has predicted the next run from the trace and placed it with its policy
+   against the collectors' live statistics; the same command runs placed by libiez.
+After each run the per-OST usage is read back from the OSSs' parameter trees with the parsers a
+real OSS is read with, and the layouts the files got are simulated on the testbed's hardware.
+Every scenario runs on the paper's empty testbed and on the same testbed drifted out of balance.
 
 Data is scaled down (OST capacity and every file by `scale`) so the whole demo runs in minutes;
 utilizations and OSTCost are ratios, so the scaling leaves them comparable with the paper's.
@@ -17,6 +22,8 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import subprocess
+import sys
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
@@ -28,19 +35,19 @@ from iez.alloc.scenarios import Scenario, paper_scenarios, uneven_fill
 from iez.backend.emulated import EmulatedBackend
 from iez.cluster import Cluster, make_cluster
 from iez.demo.simulate import SimRates, seed000_hardware, simulate_rates
-from iez.emulated.client import MdsClient, running_cluster
-from iez.emulated.clusterdir import ClusterDir
+from iez.demo.stack import Stack, control_plane
+from iez.emulated.client import MdsClient
 from iez.errors import AllocationError, IezError
 from iez.layout.layout import FileLayout, Layout
-from iez.layout.raid0 import bytes_per_ost
 from iez.lustre.params import ParamTree
 from iez.lustre.targets import target_space
 from iez.metrics import BalanceReport, balance_report, integer_bound
-from iez.request import Placement, Request
+from iez.request import Request
+from iez.workload.bench import HACC_HEADER, HACC_RECORD, HaccJob, IorJob, command
 
 LUSTRE_DEFAULT_STRIPE = 1 << 20  # the testbed's default stripe size (Lustre <= 2.15)
 MIN_STRIPE = 65536
-CHUNK = 1 << 20
+PLAN_WAIT = 120.0  # s, for the controller to predict and place a run
 
 
 @dataclass(frozen=True)
@@ -58,6 +65,22 @@ class DemoOptions:
 STATES = ("empty", "drifted")
 
 
+@dataclass(frozen=True)
+class AppJob:
+    """One application of a scenario: the iez-bench job and the directory it writes into."""
+
+    app: str  # as the scenario names it (ior, hacc-io)
+    directory: Path
+    stripe_count: int
+    job: IorJob | HaccJob
+
+    def requests(self) -> list[Request]:
+        shared = not self.job.fpp and self.job.ranks > 1
+        return [Request(path=p, write_bytes=n, stripe_count=self.stripe_count, rank=0 if shared else k, app=self.app,
+                        comm_size=self.job.ranks if shared else 1)
+                for k, (p, n) in enumerate(self.job.files().items())]
+
+
 @dataclass
 class Run:
     """One scenario under one allocator: what each OST received, measured on the cluster, and
@@ -68,6 +91,8 @@ class Run:
     seconds: float
     layouts: dict[str, FileLayout]  # what each file got, read back from the file system
     rates: SimRates | None = None
+    plan_hits: int | None = None  # files placed from the plan (iez run), as the controller counted
+    plan_misses: int | None = None
 
 
 @dataclass
@@ -93,10 +118,35 @@ def scaled_cluster(scale: int) -> Cluster:
     return replace(c, default_stripe_size=stripe)
 
 
-def scaled_requests(sc: Scenario, scale: int, root: Path) -> list[Request]:
-    d = root / slug(sc.name)
-    return [replace(r, path=str(d / r.app / Path(r.path).name), write_bytes=max(1, r.write_bytes // scale))
-            for r in sc.requests]
+def clusters(opts: DemoOptions) -> dict[str, Cluster]:
+    # the testbed's hardware, so the allocator plans for the bandwidths the simulator models
+    base = seed000_hardware(scaled_cluster(opts.scale))
+    return {"empty": base, "drifted": uneven_fill(base, *opts.drift, seed=opts.seed)}
+
+
+def jobs_for(sc: Scenario, scale: int, root: Path) -> list[AppJob]:
+    """The scenario's applications as iez-bench jobs, their data divided by `scale`."""
+    by_app: dict[str, list[Request]] = defaultdict(list)
+    for r in sc.requests:
+        by_app[r.app].append(r)
+    out = []
+    for app, reqs in by_app.items():
+        d = root / slug(sc.name) / app
+        first = reqs[0]
+        if app.startswith("hacc"):
+            job: IorJob | HaccJob = HaccJob(path=str(d / "FPP1"), particles=[r.write_bytes // HACC_RECORD // scale
+                                                                              for r in reqs],
+                                            ranks=len(reqs), fpp=True, header=HACC_HEADER // scale, read=False)
+        elif first.comm_size > 1:  # one shared file (SSF)
+            block = first.write_bytes // first.comm_size // scale
+            job = IorJob(test_file=str(d / "testFile"), ranks=first.comm_size, block=block,
+                         transfer=min(block, 1 << 20), fpp=False, read=False)
+        else:
+            block = first.write_bytes // scale
+            job = IorJob(test_file=str(d / "testFile"), ranks=len(reqs), block=block, transfer=min(block, 1 << 20),
+                         fpp=True, read=False)
+        out.append(AppJob(app, d, first.stripe_count, job))
+    return out
 
 
 def equal_stripes_bound(reqs: Sequence[Request], n_osts: int) -> float | None:
@@ -106,61 +156,84 @@ def equal_stripes_bound(reqs: Sequence[Request], n_osts: int) -> float | None:
     return integer_bound(sum(r.stripe_count for r in reqs), n_osts)
 
 
-def write_file(path: Path, nbytes: int, buf: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY)
-    try:
-        left = nbytes
-        while left:
-            left -= os.write(fd, buf[:min(left, len(buf))])
-    finally:
-        os.close(fd)
-
-
-def measured_usage(cd: ClusterDir, cluster: Cluster) -> dict[int, int]:
+def measured_usage(stack: Stack) -> dict[int, int]:
     """Bytes used per OST as the OSSs report them (kbytestotal - kbytesfree), read with the
     parsers a real OSS is read with."""
-    MdsClient(cd).refresh()
+    MdsClient(stack.cd).refresh()
     used: dict[int, int] = {}
-    for s in cluster.osses:
-        space = target_space(ParamTree(cd.host_params(s.name)).get("obdfilter.*.kbytes*")).by_index("OST")
+    for s in stack.cluster.osses:
+        space = target_space(ParamTree(stack.cd.host_params(s.name)).get("obdfilter.*.kbytes*")).by_index("OST")
         for i, t in space.items():
             used[i] = (t.kbytestotal - t.kbytesfree) * 1024
     return used
 
 
-def place_iez(reqs: Sequence[Request], cluster: Cluster, backend: EmulatedBackend, policy: str) -> list[Placement]:
-    """Allocate app by app with the global view: each app sees what the earlier ones reserved."""
-    snap = backend.stats()
-    reserved: dict[int, int] = defaultdict(int)
-    out: list[Placement] = []
-    by_app: dict[str, list[Request]] = defaultdict(list)
-    for r in reqs:
-        by_app[r.app].append(r)
-    for app_reqs in by_app.values():
-        placed = get_policy(policy).place(app_reqs, cluster, snap, AllocOptions(reserved=dict(reserved)))
-        for p in placed:
-            for ost, n in bytes_per_ost(p.layout, p.write_bytes).items():
-                reserved[ost] += n
-        out.extend(placed)
-    return out
+def run_jobs(stack: Stack, jobs: Sequence[AppJob], names: dict[str, str]) -> None:
+    """Each application through `iez run`, all at once (they are concurrent in seed 000 §IV-F)."""
+    env = stack.client_env(dict(os.environ))
+    procs = []
+    for j in jobs:
+        argv = [sys.executable, "-m", "iez", "run", "--app", names[j.app], "--emulated", str(stack.cd.root),
+                "--wait", str(PLAN_WAIT), "--", *command(j.job, json_report=False)]
+        procs.append((j, subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                          text=True)))
+    for j, p in procs:
+        _, err = p.communicate()
+        if p.returncode != 0:
+            raise IezError(f"{names[j.app]}: iez run exited {p.returncode}: {err.strip().splitlines()[-1:] or ''}")
+        if "warning" in err:
+            raise IezError(f"{names[j.app]}: iez run warned: {err.strip().splitlines()[0]}")
 
 
-def run_one(cd: ClusterDir, cluster: Cluster, reqs: Sequence[Request], layouts: Sequence[Layout | FileLayout],
-            advance: Callable[[int], None]) -> Run:
-    backend = EmulatedBackend(cd.root)
-    base = measured_usage(cd, cluster)
-    buf = b"\0" * CHUNK
-    t0 = time.perf_counter()
-    for r, lay in zip(reqs, layouts):
-        Path(r.path).parent.mkdir(parents=True, exist_ok=True)
-        backend.create(r.path, lay)
-        write_file(Path(r.path), r.write_bytes, buf)
-        advance(r.write_bytes)
-    seconds = time.perf_counter() - t0
-    after = measured_usage(cd, cluster)
+def measure(stack: Stack, jobs: Sequence[AppJob], base: dict[int, int], seconds: float) -> Run:
+    after = measured_usage(stack)
     job = {i: max(0, after.get(i, 0) - base.get(i, 0)) for i in after}
-    layouts = {r.path: backend.get_layout(r.path) for r in reqs}
-    return Run(job_bytes=job, report=balance_report(cluster, job), seconds=seconds, layouts=layouts)
+    backend = EmulatedBackend(stack.cd.root)
+    layouts = {p: backend.get_layout(p) for j in jobs for p in j.job.files()}
+    return Run(job_bytes=job, report=balance_report(stack.cluster, job), seconds=seconds, layouts=layouts)
+
+
+def remove_files(jobs: Sequence[AppJob]) -> None:
+    """Delete what the jobs wrote, keeping the directories and their default layouts."""
+    for j in jobs:
+        for p in j.job.files():
+            Path(p).unlink(missing_ok=True)
+
+
+def fits(reqs: Sequence[Request], cluster: Cluster, backend: EmulatedBackend, policy: str) -> str:
+    """'' if the policy can place the job on the cluster as it is now, else why not."""
+    try:
+        get_policy(policy).place(reqs, cluster, backend.stats(), AllocOptions())
+    except AllocationError as e:
+        return f"does not fit: {e}"
+    return ""
+
+
+def replan(stack: Stack, names: Sequence[str]) -> None:
+    """Have the controller place each application's coming run again, now, one after the other:
+    its view then shows the cluster without the traced run's files (deleted), and each app sees
+    the space the previous ones' plans reserve (the global view). A plan made while the traced
+    run's files still filled the OSTs may have failed (ENOSPC); placing it again now succeeds."""
+    stack.settle()
+    with stack.client(admin=True) as c:
+        for name in names:
+            reply = c.fetch_plan(name, wait=PLAN_WAIT)
+            if reply.status not in ("ready", "failed"):
+                raise IezError(f"{name}: the controller has no plan ({reply.status}: {reply.reason})")
+            coming = [r["run"] for r in c.app(name)["runs"] if not r.get("traced")]
+            if not coming:
+                raise IezError(f"{name}: the controller predicted no coming run ({reply.reason})")
+            c.allocate(name, max(coming))
+
+
+def plan_counts(stack: Stack, names: Sequence[str]) -> tuple[int, int]:
+    hits = misses = 0
+    with stack.client() as c:
+        for name in names:
+            last = [r for r in c.app(name)["runs"] if r.get("traced")][-1]
+            hits += last.get("plan_hits") or 0
+            misses += last.get("plan_misses") or 0
+    return hits, misses
 
 
 def simulate(run: Run, cluster: Cluster, reqs: Sequence[Request], opts: DemoOptions, state: str, sc: Scenario,
@@ -171,12 +244,6 @@ def simulate(run: Run, cluster: Cluster, reqs: Sequence[Request], opts: DemoOpti
                                workdir=opts.out / "sim" / state / slug(sc.name) / which)
 
 
-def clusters(opts: DemoOptions) -> dict[str, Cluster]:
-    # the testbed's hardware, so the allocator plans for the bandwidths the simulator models
-    base = seed000_hardware(scaled_cluster(opts.scale))
-    return {"empty": base, "drifted": uneven_fill(base, *opts.drift, seed=opts.seed)}
-
-
 def run_demo(opts: DemoOptions, progress=None) -> tuple[dict[str, Cluster], list[Outcome]]:
     """Run every selected scenario under the default allocator and under iez, on each cluster."""
     scenarios = [s for s in paper_scenarios() if not opts.only or any(o.lower() in s.name.lower() for o in opts.only)]
@@ -184,47 +251,52 @@ def run_demo(opts: DemoOptions, progress=None) -> tuple[dict[str, Cluster], list
         raise IezError(f"no scenario matches {', '.join(opts.only)}")
     opts.out.mkdir(parents=True, exist_ok=True)
     models = clusters(opts)
-    per_pass = 2 * sum(max(1, r.write_bytes // opts.scale) for s in scenarios for r in s.requests)
-    task = progress.add_task("writing", total=per_pass * len(models)) if progress else None
+    task = progress.add_task("starting", total=2 * len(scenarios) * len(models)) if progress else None
 
-    def advance(n: int) -> None:
+    def step(text: str, advance: int = 0) -> None:
         if progress:
-            progress.update(task, advance=n)
+            progress.update(task, description=text, advance=advance)
 
     outcomes: list[Outcome] = []
     for state, cluster in models.items():
-        work = opts.out / f"cluster-{state}"
+        work = opts.out / state
         if work.exists():
             shutil.rmtree(work)
-        with running_cluster(work, cluster, seed=opts.seed) as cd:
-            outcomes += _run_pass(state, cd, cluster, scenarios, opts, progress, task, advance)
+        step(f"{state} cluster: starting the MDS, collectors and controller")
+        with control_plane(work, cluster, seed=opts.seed, policy=opts.policy) as stack:
+            outcomes += [_run_scenario(state, stack, sc, opts, step) for sc in scenarios]
     return models, outcomes
 
 
-def _run_pass(state: str, cd: ClusterDir, cluster: Cluster, scenarios: Sequence[Scenario], opts: DemoOptions,
-              progress, task, advance: Callable[[int], None]) -> list[Outcome]:
-    backend = EmulatedBackend(cd.root)
-    outcomes = []
-    for sc in scenarios:
-        reqs = scaled_requests(sc, opts.scale, cd.fs)
-        oc = Outcome(state, sc, len(reqs), sum(r.stripe_count for r in reqs), sum(r.write_bytes for r in reqs),
-                     equal_stripes_bound(reqs, len(cluster.osts)))
-        try:  # on the emptied cluster, as the default run will see it
-            placed = place_iez(reqs, cluster, backend, opts.policy)
-        except AllocationError as e:
-            oc.skipped = f"does not fit: {e}"
-            outcomes.append(oc)
-            advance(2 * oc.bytes)
-            continue
-        if progress:
-            progress.update(task, description=f"{state} cluster, {sc.name}: default")
-        oc.runs["default"] = run_one(cd, cluster, reqs, [Layout(stripe_count=r.stripe_count) for r in reqs], advance)
-        simulate(oc.runs["default"], cluster, reqs, opts, state, sc, "default")
-        shutil.rmtree(cd.fs / slug(sc.name))
-        if progress:
-            progress.update(task, description=f"{state} cluster, {sc.name}: iez")
-        oc.runs["iez"] = run_one(cd, cluster, reqs, [p.layout for p in placed], advance)
-        simulate(oc.runs["iez"], cluster, reqs, opts, state, sc, "iez")
-        shutil.rmtree(cd.fs / slug(sc.name))
-        outcomes.append(oc)
-    return outcomes
+def _run_scenario(state: str, stack: Stack, sc: Scenario, opts: DemoOptions, step: Callable[..., None]) -> Outcome:
+    jobs = jobs_for(sc, opts.scale, stack.cd.fs)
+    reqs = [r for j in jobs for r in j.requests()]
+    cluster, backend = stack.cluster, EmulatedBackend(stack.cd.root)
+    oc = Outcome(state, sc, len(reqs), sum(r.stripe_count for r in reqs), sum(r.write_bytes for r in reqs),
+                 equal_stripes_bound(reqs, len(cluster.osts)))
+    oc.skipped = fits(reqs, cluster, backend, opts.policy)
+    if oc.skipped:
+        step(f"{state} cluster, {sc.name}: skipped", 2)
+        return oc
+    names = {j.app: f"{state}-{slug(sc.name)}-{j.app}" for j in jobs}
+    for j in jobs:  # the paper's stripe count, asked for the Lustre way: a directory default
+        j.directory.mkdir(parents=True, exist_ok=True)
+        backend.set_default(j.directory, Layout(stripe_count=j.stripe_count))
+    for which in ("default", "iez"):
+        step(f"{state} cluster, {sc.name}: {'traced run, Lustre default' if which == 'default' else 'placed by iez'}")
+        if which == "iez":
+            remove_files(jobs)
+            replan(stack, list(names.values()))
+        base = measured_usage(stack)
+        t0 = time.perf_counter()
+        run_jobs(stack, jobs, names)
+        oc.runs[which] = run = measure(stack, jobs, base, time.perf_counter() - t0)
+        if which == "iez":
+            run.plan_hits, run.plan_misses = plan_counts(stack, list(names.values()))
+        simulate(run, cluster, reqs, opts, state, sc, which)
+        step(f"{state} cluster, {sc.name}", 1)
+    shutil.rmtree(stack.cd.fs / slug(sc.name))
+    with stack.client(admin=True) as c:  # these jobs will not run again: their next runs reserve nothing
+        for name in names.values():
+            c.release(name)
+    return oc
