@@ -389,3 +389,29 @@ def test_cli_status_tbf_and_refusals(controllers, iez_cmd, tmp_path):
     r = subprocess.run(iez_cmd + ["access", "status", "--server", "tcp://127.0.0.1:9", "--timeout", "0.3"],
                        capture_output=True, text=True, timeout=30)
     assert r.returncode == 2 and "did not answer" in r.stderr
+
+
+def test_ost_aware_takes_ost_sets_from_the_planned_placements(controllers, tmp_path):
+    from iez.cluster import Snapshot, make_cluster
+    from iez.db import Database
+    from iez.layout.layout import FileLayout, Layout
+    from iez.request import Placement, Request
+
+    url = f"sqlite:///{tmp_path / 'iez.db'}"
+    with Database(url) as db, db.begin() as tx:
+        sid = tx.add_snapshot(make_cluster(), Snapshot.from_cluster(make_cluster()), "default")
+        for app, osts in (("ckpt", (0, 1, 2, 3)), ("viz", (8, 9))):
+            path = f"/lustre/{app}/out"
+            tx.add_trace(app, [Request(path=path, write_bytes=1 << 30, stripe_count=len(osts))])
+            placed = [Placement(path=path, layout=FileLayout(plain=Layout(stripe_size=1 << 20, osts=osts)),
+                                write_bytes=1 << 30, app=app, policy="balanced")]
+            tx.set_placements(app, 2, "balanced", placed, sid, {})
+            tx.mark_planned(app, 2, "balanced")
+    c = controllers("--policy", "ost-aware", "--db", url)
+    ckpt, viz, other = (AccessClient(c.zmq, a) for a in ("11:ckpt", "12:viz", "13:other"))
+    assert ckpt.io_begin("io") and viz.io_begin("io")  # planned on disjoint OSTs: both hold
+    st = fetch_status(c.zmq, 5)
+    assert {h["app"]: h["osts"] for h in st["holders"]} == {"11:ckpt": "0-3", "12:viz": "8,9"}
+    assert other.estimate().position == 1  # no placements known: it would wait for everybody
+    for cl in (ckpt, viz, other):
+        cl.close()
