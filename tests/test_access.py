@@ -203,9 +203,9 @@ def test_a_dead_or_hung_holder_loses_the_token_within_two_heartbeats(controllers
     ev = events(tmp_path / "events.jsonl")
     expire = next(e for e in ev if e["ev"] == "expire")
     assert expire["app"] == "1:holder" and expire["silent"] >= 2 * hb
-    # Revoked no later than two heartbeats after the holder stopped (50 ms for the timer and
+    # Revoked no later than two heartbeats after the holder stopped (100 ms for the timer and
     # scheduling on a shared machine); the waiter got the token in the same instant.
-    assert t_kill < expire["t"] <= t_kill + 2 * hb + 0.05
+    assert t_kill < expire["t"] <= t_kill + 2 * hb + 0.1
     assert abs(float(grant[4]) - expire["t"]) < 0.05
     if how == "SIGSTOP":  # the hung holder wakes up and learns it lost the token
         os.kill(holder.pid, signal.SIGCONT)
@@ -370,7 +370,8 @@ def test_cli_status_tbf_and_refusals(controllers, iez_cmd, tmp_path):
     assert r.returncode == 0 and "4242:hold" in r.stdout and "holds" in r.stdout
     r = subprocess.run(iez_cmd + ["access", "tbf", "--server", c.zmq, "--rate", "7"], capture_output=True, text=True)
     assert r.returncode == 0
-    assert r.stdout.splitlines() == ["lctl set_param 'ost.OSS.ost_io.nrs_policies=tbf jobid'",
+    assert r.stdout.splitlines() == ["# if TBF by JobID is not active yet: lctl set_param "
+                                     "'ost.OSS.ost_io.nrs_policies=tbf jobid'",
                                      "lctl set_param 'ost.OSS.ost_io.nrs_tbf_rule=start iocop_"
                                      f"{__import__('iez.access.tbf', fromlist=['x']).rule_name('4343')[6:]} "
                                      "jobid={4343} rate=7'"]

@@ -107,6 +107,7 @@ class Controller:
         self._deadlines: list[tuple[float, str]] = []
         self._version = 0
         self._positions: tuple[int, dict[str, int]] = (-1, {})
+        self._count_cache: tuple[int, int, int] = (-1, 0, 0)
         self._etas: tuple[int, float, dict[str, float]] = (-1, 0.0, {})
         for app in self.state.apps.values():
             self._seen(app, now)
@@ -261,7 +262,8 @@ class Controller:
 
     def _estimate(self, app: App, req: Request, now: float) -> str:
         c = self.state.claims.get(app.appid)
-        counts = {"holders": len(self.holding()), "waiting": len(self.waiting())}
+        holders, waiting = self._counts()
+        counts = {"holders": holders, "waiting": waiting}
         if c is not None and c.holding:
             return P.format_reply("OK", "holding", position=0, eta_s=0, **counts)
         if c is not None:
@@ -303,8 +305,8 @@ class Controller:
             return P.error_reply("ENOENT", f"{appid} has no claim (it was cancelled or expired)")
         if c.holding:
             return self.grant_reply(appid, now)
-        return P.format_reply("QUEUED", position=self.position(appid, now), waiting=len(self.waiting()),
-                              holders=len(self.holding()))
+        holders, waiting = self._counts()
+        return P.format_reply("QUEUED", position=self.position(appid, now), waiting=waiting, holders=holders)
 
     def take_grants(self) -> list[str]:
         g, self._granted = self._granted, []
@@ -412,6 +414,14 @@ class Controller:
 
     def waiting(self) -> list[Claim]:
         return [c for c in self.state.claims.values() if not c.holding]
+
+    def _counts(self) -> tuple[int, int]:
+        """(holders, waiting), recounted only when the queue changed: every parked long poll
+        that times out asks for them."""
+        if self._count_cache[0] != self._version:
+            h = sum(1 for c in self.state.claims.values() if c.holding)
+            self._count_cache = (self._version, h, len(self.state.claims) - h)
+        return self._count_cache[1], self._count_cache[2]
 
     def duration(self, c: Claim) -> float:
         """How long a hold is expected to last: declared, else learnt for this application and

@@ -83,6 +83,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--rate", type=int, default=None, help="RPC/s allowed to an application without a token (default 10)")
     p.add_argument("--param", default="ost.OSS.ost_io", help="the service whose NRS is set (default ost.OSS.ost_io)")
     p.add_argument("--apply", action="store_true", help="run the commands with lctl (only on a Lustre OSS)")
+    p.add_argument("--enable", action="store_true",
+                   help="also switch the service's NRS policy to 'tbf jobid' (replaces another TBF type's rules)")
     p.add_argument("--follow", metavar="SECONDS", help="keep following the controller, every SECONDS")
     p.add_argument("--timeout", default="3", help="seconds to wait for the controller (default 3)")
     p.set_defaults(func=cmd_tbf)
@@ -188,13 +190,13 @@ def cmd_run(args: argparse.Namespace) -> int:
                           f"{Path(cmd[0]).name}"
     client = AccessClient(args.server, appid, mode="coarse", osts=osts, down_wait=args.down_wait)
     try:
-        with client.job(expect=args.expect):
-            try:
-                return subprocess.call(cmd)
-            except OSError as e:
-                raise IezError(f"cannot run {cmd[0]}: {e.strerror}") from None
+        client.io_begin(args.phase, expect=args.expect)
+        try:
+            return subprocess.call(cmd)
+        except OSError as e:
+            raise IezError(f"cannot run {cmd[0]}: {e.strerror}") from None
     finally:
-        client.close()
+        client.close()  # releases the token
 
 
 def cmd_tbf(args: argparse.Namespace) -> int:
@@ -205,11 +207,11 @@ def cmd_tbf(args: argparse.Namespace) -> int:
         raise ConfigError(f"--rate must be 1..{tbf.MAX_RATE} RPC/s")
     timeout = _seconds(args.timeout)
     if args.apply:
-        current = _lustre_rules(args.param)
+        current = _lustre_rules(args.param, args.enable)
     else:
         current = {}
         for c in tbf.enable_commands(args.param):
-            print(tbf.shell(c))
+            print(tbf.shell(c) if args.enable else f"# if TBF by JobID is not active yet: {tbf.shell(c)}")
     while True:
         want, skipped = tbf.desired_rules(fetch_status(args.server, timeout), rate)
         for s in skipped:
@@ -226,7 +228,7 @@ def cmd_tbf(args: argparse.Namespace) -> int:
         time.sleep(_seconds(args.follow))
 
 
-def _lustre_rules(param: str) -> dict:
+def _lustre_rules(param: str, enable: bool) -> dict:
     """The iocop rules this OSS has now; refuses anywhere that is not a Lustre OSS."""
     import shutil
 
@@ -239,7 +241,7 @@ def _lustre_rules(param: str) -> dict:
     if pol.returncode:
         raise IezError(f"--apply needs a Lustre OSS: lctl get_param {param}.nrs_policies failed "
                        f"({(pol.stderr or pol.stdout).strip()[:160]})")
-    for c in tbf.enable_commands(param):
+    for c in tbf.enable_commands(param) if enable else []:
         r = subprocess.run(c, capture_output=True, text=True)
         if r.returncode:
             raise IezError(f"{tbf.shell(c)} failed: {(r.stderr or r.stdout).strip()[:200]}")
