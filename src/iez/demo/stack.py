@@ -38,15 +38,18 @@ class Stack:
         return self.plane.client(admin)
 
     def settle(self, timeout: float = 30.0) -> None:
-        """Make the controller see the cluster as it is now: the MDS rewrites its parameter
-        trees, then every OST's next report reaches the controller."""
+        """Make the controller see the cluster as it is now, idle: the MDS rewrites its
+        parameter trees, then every OST's reports arrive and show no I/O. Until then a rate
+        measured over the previous run's last writes still reads as another job's live load,
+        and the allocator would route around idle OSTs."""
         MdsClient(self.cd).refresh()
         since = time.time()
         deadline = time.monotonic() + timeout
         with self.client() as c:
             while True:
                 view = c.cluster()
-                if all(o["age"] is not None and view["time"] - o["age"] > since for o in view["osts"]):
+                if all(o["age"] is not None and view["time"] - o["age"] > since and not o.get("write_bps")
+                       and not o.get("read_bps") for o in view["osts"]):
                     return
                 if time.monotonic() > deadline:
                     raise IezError(f"the controller has no fresh statistics after {timeout:.0f} s (see {self.plane.dir})")
