@@ -45,6 +45,7 @@ static int raw(struct iocop *c)
     char line[IOCOP_LINE_MAX + 2], reply[IOCOP_LINE_MAX + 1];
     while (fgets(line, sizeof line, stdin)) {
         line[strcspn(line, "\n")] = '\0';
+        reply[0] = '\0';
         int rc = iocop_request(c, line, reply, sizeof reply, 0);
         if (rc < 0 && strncmp(reply, "ERR", 3) != 0)
             return die(c, "request", rc);

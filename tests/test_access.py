@@ -416,3 +416,32 @@ def test_ost_aware_takes_ost_sets_from_the_planned_placements(controllers, tmp_p
     assert other.estimate().position == 1  # no placements known: it would wait for everybody
     for cl in (ckpt, viz, other):
         cl.close()
+
+
+def test_malformed_input_on_both_transports_gets_one_line_errors(controllers):
+    import socket
+
+    import zmq
+
+    c = controllers()
+    host, port = c.line_addr.rsplit(":", 1)
+    with socket.create_connection((host, int(port))) as s:
+        f = s.makefile("rb")
+        s.sendall(b"\xff\xfe\n")
+        assert f.readline().startswith(b"ERR\tEPROTO\tthe request is not UTF-8")
+        s.sendall(b"ACQUIRE\tonly-one-field\r\n")
+        assert f.readline().startswith(b"ERR\tEPROTO\tACQUIRE takes 3 fields")
+        s.sendall(b"X" * 5000)  # no newline in sight: refused, and the connection closed
+        assert f.readline().startswith(b"ERR\tEPROTO\tline longer than 4096")
+        assert f.readline() == b""
+    sock = zmq.Context.instance().socket(zmq.REQ)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.connect(c.zmq)
+    for bad in (b"", b"\x00\x01", "STATUS\textra".encode(), "RELEASE\ta:b\t" .encode() + b"0" * 32 + b"\tNaN"):
+        sock.send(bad)
+        assert sock.poll(5000)
+        reply = sock.recv().decode()
+        assert reply.startswith("ERR\t") and "\n" not in reply
+    sock.send(b"HELLO")
+    assert sock.recv().startswith(b"OK\tiocop/1")
+    sock.close()

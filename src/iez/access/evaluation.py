@@ -140,7 +140,7 @@ def pair(bench: Bench, policy: str, osts: tuple[str, str], mode: str = "coarse",
             "osts_written": [bench.osts_written(j) for j in jobs],
             "hold_overlap_s": round(overlap(a, b), 4), "grants": [len(x) for x in (a, b)],
             "handoffs": handoffs(jobs), "token_wait_s": [round(sum(waits(j)), 4) for j in jobs],
-            "first_waits_s": [[round(w, 4) for w in waits(j)] for j in jobs],
+            "waits_s": [[round(w, 4) for w in waits(j)] for j in jobs],
             "end_to_end_s": [round(j["end"] - j["start"], 4) for j in jobs],
             "calls": [len(j["writes"]) for j in jobs], "untokened": [j["untokened"] for j in jobs]}
 
@@ -273,7 +273,7 @@ def report(res: dict) -> str:
                          f"{r['grants'][0]} / {r['grants'][1]} | {r['handoffs']} | "
                          f"{r['token_wait_s'][0]} / {r['token_wait_s'][1]} | "
                          f"{r['end_to_end_s'][0]} / {r['end_to_end_s'][1]} |")
-        bw = p["bursty_phase"]["first_waits_s"]
+        bw = p["bursty_phase"]["waits_s"]
         le, t = p["lease"], p["timings"]
         lines += ["", f"Bursty phases, waits per burst: job 1 {bw[0]}, job 2 {bw[1]} (s).",
                   f"Lease: heartbeat {le['heartbeat_s']} s; the holder killed with SIGKILL lost its token "

@@ -124,6 +124,8 @@ def format_reply(status: str, *fields: object, **opts: object) -> str:
 
 
 def error_reply(errno: str, message: str) -> str:
+    if errno not in ERRNOS:
+        raise ValueError(f"{errno} is not an iocop/1 errno")
     return format_reply("ERR", errno, " ".join(message.split()))
 
 
