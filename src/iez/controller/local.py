@@ -77,7 +77,9 @@ class LocalControlPlane:
     def start_collector(self, host: str) -> subprocess.Popen:
         """The collector of `host` (an OSS or the MDS), named after it."""
         role = "mds" if host == self.cluster.mds.name else "oss"
+        # the emulated host's own /proc (an idle server), not this machine's
         return self._spawn(host, ["collect", role, f"--{role}-id", host, "--params", str(self.cd.host_params(host)),
+                                  "--proc", str(self.cd.host_params(host) / "proc"),
                                   "--publish", f"tcp://127.0.0.1:{self.stats_port}", "--interval", str(self.interval),
                                   "--token-file", str(self.dir / "site.token")])
 

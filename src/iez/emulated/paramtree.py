@@ -77,10 +77,20 @@ class OSTSpace:
     filesfree: int
 
 
+def render_host() -> dict[str, str]:
+    """The host's own /proc/loadavg and /proc/meminfo, for its collector's `--proc`. An
+    emulated OSS or MDS is an idle server of its own (64 GiB), not the machine running the
+    emulation, whose load would otherwise read as every server's."""
+    gib = 64 << 20  # KiB
+    return {"proc/loadavg": "0.00 0.00 0.00 1/256 1\n",
+            "proc/meminfo": f"MemTotal:       {gib} kB\nMemFree:        {gib - (2 << 20)} kB\n"
+                            f"MemAvailable:   {gib - (2 << 20)} kB\n"}
+
+
 def render_oss(cluster: Cluster, oss: str, space: dict[int, OSTSpace],
                counters: dict[int, OSTCounters], now: float, start: float) -> dict[str, str]:
     """Files of one OSS host's tree, relative to the host prefix."""
-    out = {"sys/fs/lustre/version": VERSION + "\n", "sys/fs/lustre/health_check": "healthy\n"}
+    out = {"sys/fs/lustre/version": VERSION + "\n", "sys/fs/lustre/health_check": "healthy\n", **render_host()}
     for i in cluster.oss_by_name(oss).osts:
         name = ost_name(cluster.fsname, i)
         sp = space[i]
@@ -103,6 +113,7 @@ def render_mds(cluster: Cluster, space: dict[int, OSTSpace], qos_maxage: int = 5
     lod = f"{mdt}-mdtlov"
     active = [o for o in cluster.osts if o.state != "inactive"]
     out = {
+        **render_host(),
         "sys/fs/lustre/version": VERSION + "\n",
         "sys/fs/lustre/health_check": "healthy\n",
         f"sys/fs/lustre/lod/{lod}/qos_threshold_rr": f"{cluster.qos_threshold_rr}%\n",
