@@ -6,6 +6,8 @@
  *   IEZ_PLAN       the plan file (unset: no plan)
  *   IEZ_LOG        diagnostics: "stderr" (or "1") or a file (unset: silent)
  *   IEZ_EMULATED   an emulated cluster DIR: paths under DIR/fs/ are on its Lustre
+ *   IEZ_IOLOG      a directory for I/O event logs of reads and writes on the emulated cluster
+ *   IEZ_NID        the client NID those events carry (%r: the rank); default: this host's
  * The rank comes from PMI_RANK, PMIX_RANK, OMPI_COMM_WORLD_RANK, SLURM_PROCID or ALPS_APP_PE. */
 #include <errno.h>
 #include <stdio.h>
@@ -98,13 +100,20 @@ void iez_config_load(struct iez_config *c)
             break;
         }
     }
+    const char *nid = getenv("IEZ_NID");
+    if (nid && strlen(nid) < sizeof c->nid && !strpbrk(nid, " \t\n"))
+        copy(c->nid, sizeof c->nid, nid);
+    else if (nid && *nid)
+        iez_log_once(IEZ_LOG_CONFIG, "IEZ_NID=%s is not one word of at most %zu bytes: the host's NID", nid,
+                     sizeof c->nid - 1);
     struct utsname u;
     if (uname(&u) == 0)
         copy(c->host, sizeof c->host, u.nodename);
 
     if (absolute(c->trace_dir, sizeof c->trace_dir, getenv("IEZ_TRACE_DIR")) ||
-        absolute(c->plan, sizeof c->plan, getenv("IEZ_PLAN"))) {
-        iez_log_once(IEZ_LOG_CONFIG, "IEZ_TRACE_DIR or IEZ_PLAN is too long: libiez is off");
+        absolute(c->plan, sizeof c->plan, getenv("IEZ_PLAN")) ||
+        absolute(c->iolog, sizeof c->iolog, getenv("IEZ_IOLOG"))) {
+        iez_log_once(IEZ_LOG_CONFIG, "IEZ_TRACE_DIR, IEZ_PLAN or IEZ_IOLOG is too long: libiez is off");
         c->trace = c->place = 0;
         return;
     }

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "iolog.h"
 #include "log.h"
 #include "real.h"
 #include "open.h"
@@ -46,6 +47,7 @@ static void init_once(void)
     iez_tracing = iez_cfg.trace && iez_cfg.trace_dir[0];
     if (iez_cfg.trace && !iez_cfg.trace_dir[0])
         iez_log_once(IEZ_LOG_CONFIG, "tracing asked for but IEZ_TRACE_DIR is not set: no trace");
+    iez_iolog_init();
     pthread_atfork(fork_prepare, fork_parent, fork_child);
     __atomic_store_n(&inited, 1, __ATOMIC_RELEASE);
     if (entered)
@@ -73,6 +75,7 @@ void iez_fini(void)
         return;
     int entered = iez_enter();
     iez_trace_fini();
+    iez_iolog_fini();
     if (entered)
         iez_leave();
 }

@@ -11,7 +11,7 @@
 #define IEZ_LIKELY(x) __builtin_expect(!!(x), 1)
 #define IEZ_UNLIKELY(x) __builtin_expect(!!(x), 0)
 
-enum iez_api { IEZ_API_POSIX = 0, IEZ_API_STDIO = 1 }; /* 2 = MPI-IO, 3 = HDF5: their own modules */
+enum iez_api { IEZ_API_POSIX = 0, IEZ_API_STDIO = 1, IEZ_API_MPIIO = 2, IEZ_API_HDF5 = 3 };
 
 struct iez_config {
     int trace, place;            /* IEZ_MODE */
@@ -20,6 +20,8 @@ struct iez_config {
     char trace_dir[PATH_MAX];    /* "" = no tracing */
     char plan[PATH_MAX];         /* "" = no plan */
     char log[PATH_MAX];          /* "" = silent; "-" = stderr */
+    char iolog[PATH_MAX];        /* IEZ_IOLOG: the I/O event log directory; "" = none */
+    char nid[64];                /* IEZ_NID: the client NID of I/O events; "" = this host's */
     /* IEZ_EMULATED: "<DIR>/fs/" as given (made absolute) and resolved, and the MDS socket */
     char emu_fs[PATH_MAX], emu_fs_real[PATH_MAX], emu_run[PATH_MAX];
     size_t emu_fs_len, emu_fs_real_len;

@@ -16,8 +16,7 @@
 #include "sysio.h"
 #include "trace.h"
 
-/* The absolute, lexically normalised name of (dirfd, path), as plan keys are written. */
-static int absolute(int dirfd, const char *path, char *out, size_t cap)
+int iez_absolute(int dirfd, const char *path, char *out, size_t cap)
 {
     char base[PATH_MAX];
     base[0] = 0;
@@ -52,11 +51,13 @@ void iez_open_begin(struct iez_open *op, int dirfd, const char *path, int flags,
     int place = op->creating && (iez_cfg.place || (iez_cfg.trace && iez_cfg.emu_fs_len));
     if ((!op->track && !place) || !iez_owner())
         goto out;
-    int n = absolute(dirfd, path, op->abs, sizeof op->abs);
+    int n = iez_absolute(dirfd, path, op->abs, sizeof op->abs);
     if (n < 0) {
         iez_log_once(IEZ_LOG_PATH, "cannot form the absolute name of %s: not placed or traced", path);
         goto out;
     }
+    if (iez_system_path(op->abs, (size_t)n))
+        goto out;
     op->active = 1;
     op->abslen = (size_t)n;
     op->dirfd = dirfd;
@@ -121,9 +122,32 @@ static void trace_fd(int fd, int api, const char *abs, size_t len, int oflags, u
     size_t lumlen = known ? known->len : read_layout(be, fd, stack, sizeof stack, &heap);
     if (heap)
         lum = heap;
-    struct iez_file_info fi = {api, abs, len, oflags, pos, shared, created, plan, lum, lumlen};
+    struct iez_file_info fi = {api, abs, len, oflags, pos, shared, created, plan, lum, lumlen, 0,
+                               be == &iez_backend_emulated};
     iez_trace_opened(fd, &fi);
     free(heap);
+}
+
+struct iez_rec *iez_open_record(int api, const char *abs, size_t len, int created, int plan, int comm_size,
+                                const struct iez_lum_bytes *known)
+{
+    if (!iez_tracing || iez_system_path(abs, len))
+        return NULL;
+    char stack[4096], *heap = NULL;
+    const void *lum = known && known->data ? known->data : stack;
+    size_t lumlen = known && known->data ? known->len : 0;
+    int fd = lumlen ? -1 : iez_sys_openat(AT_FDCWD, abs, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY, 0);
+    struct stat st;
+    if (fd >= 0 && iez_sys_fstat(fd, &st) == 0 && S_ISREG(st.st_mode))
+        lumlen = read_layout(iez_backend_of_fd(fd, st.st_dev, abs, len), fd, stack, sizeof stack, &heap);
+    if (fd >= 0)
+        iez_sys_close(fd);
+    if (heap)
+        lum = heap;
+    struct iez_file_info fi = {api, abs, len, 0, 0, 0, created, plan, lum, lumlen, comm_size, 0};
+    struct iez_rec *r = iez_trace_file_opened(&fi);
+    free(heap);
+    return r;
 }
 
 void iez_open_end(struct iez_open *op, int fd)

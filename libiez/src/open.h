@@ -14,6 +14,7 @@
 #include <sys/types.h>
 
 #include "place.h"
+#include "shard.h"
 
 struct iez_open {
     int entered, active, track, creating;
@@ -33,5 +34,21 @@ int iez_open_retry(struct iez_open *op, int fd);
 void iez_open_end(struct iez_open *op, int fd);
 /* Trace the writable files this process was started with (a shell redirect, say). */
 void iez_open_inherited(void);
+
+/* The absolute, lexically normalised name of (dirfd, path), as plan keys are written: its
+ * length, or -1. */
+int iez_absolute(int dirfd, const char *path, char *out, size_t cap);
+/* Shared memory objects (shm_open: MPI's and UCX's segments in /dev/shm) and /proc's links to
+ * other processes' descriptors (which UCX opens to share them) are not the application's
+ * files: neither placed nor traced. */
+static inline int iez_system_path(const char *abs, size_t len)
+{
+    return (len > 9 && !__builtin_memcmp(abs, "/dev/shm/", 9)) || (len > 6 && !__builtin_memcmp(abs, "/proc/", 6));
+}
+/* A file opened through a layer without descriptors (MPI-IO, HDF5): its trace record, with the
+ * layout placement gave it (known) or, if not known, the one the file system returns for its
+ * name. NULL when not tracing. */
+struct iez_rec *iez_open_record(int api, const char *abs, size_t len, int created, int plan, int comm_size,
+                                const struct iez_lum_bytes *known);
 
 #endif

@@ -190,104 +190,118 @@ IEZ_EXPORT int fcntl64(int fd, int cmd, ...)
     return after_fcntl(fd, cmd, arg, iez_real.fcntl64(fd, cmd, arg));
 }
 
-/* -- data: a few instructions unless the descriptor is traced ------------------------------- */
+/* -- data: a few instructions unless the descriptor is traced (t0: only with IEZ_IOLOG) ----- */
 
 IEZ_EXPORT ssize_t write(int fd, const void *buf, size_t n)
 {
+    uint64_t t0 = iez_io_t0();
     ssize_t r = iez_real.write(fd, buf, n);
-    iez_wrote(fd, r, -1);
+    iez_wrote(fd, r, -1, t0);
     return r;
 }
 
 IEZ_EXPORT ssize_t pwrite(int fd, const void *buf, size_t n, off_t off)
 {
+    uint64_t t0 = iez_io_t0();
     ssize_t r = iez_real.pwrite(fd, buf, n, off);
-    iez_wrote(fd, r, off);
+    iez_wrote(fd, r, off, t0);
     return r;
 }
 
 IEZ_EXPORT ssize_t pwrite64(int fd, const void *buf, size_t n, off_t off)
 {
+    uint64_t t0 = iez_io_t0();
     ssize_t r = iez_real.pwrite64(fd, buf, n, off);
-    iez_wrote(fd, r, off);
+    iez_wrote(fd, r, off, t0);
     return r;
 }
 
 IEZ_EXPORT ssize_t writev(int fd, const struct iovec *iov, int cnt)
 {
+    uint64_t t0 = iez_io_t0();
     ssize_t r = iez_real.writev(fd, iov, cnt);
-    iez_wrote(fd, r, -1);
+    iez_wrote(fd, r, -1, t0);
     return r;
 }
 
 IEZ_EXPORT ssize_t pwritev(int fd, const struct iovec *iov, int cnt, off_t off)
 {
+    uint64_t t0 = iez_io_t0();
     ssize_t r = iez_real.pwritev(fd, iov, cnt, off);
-    iez_wrote(fd, r, off);
+    iez_wrote(fd, r, off, t0);
     return r;
 }
 
 IEZ_EXPORT ssize_t pwritev64(int fd, const struct iovec *iov, int cnt, off_t off)
 {
+    uint64_t t0 = iez_io_t0();
     ssize_t r = iez_real.pwritev64(fd, iov, cnt, off);
-    iez_wrote(fd, r, off);
+    iez_wrote(fd, r, off, t0);
     return r;
 }
 
 /* offset -1: at the file position, as writev */
 IEZ_EXPORT ssize_t pwritev2(int fd, const struct iovec *iov, int cnt, off_t off, int flags)
 {
+    uint64_t t0 = iez_io_t0();
     ssize_t r = iez_real.pwritev2(fd, iov, cnt, off, flags);
-    iez_wrote(fd, r, off);
+    iez_wrote(fd, r, off, t0);
     return r;
 }
 
 IEZ_EXPORT ssize_t pwritev64v2(int fd, const struct iovec *iov, int cnt, off_t off, int flags)
 {
+    uint64_t t0 = iez_io_t0();
     ssize_t r = iez_real.pwritev64v2(fd, iov, cnt, off, flags);
-    iez_wrote(fd, r, off);
+    iez_wrote(fd, r, off, t0);
     return r;
 }
 
 IEZ_EXPORT ssize_t read(int fd, void *buf, size_t n)
 {
+    uint64_t t0 = iez_io_t0();
     ssize_t r = iez_real.read(fd, buf, n);
-    iez_read(fd, r, 1);
+    iez_read(fd, r, -1, t0);
     return r;
 }
 
 IEZ_EXPORT ssize_t readv(int fd, const struct iovec *iov, int cnt)
 {
+    uint64_t t0 = iez_io_t0();
     ssize_t r = iez_real.readv(fd, iov, cnt);
-    iez_read(fd, r, 1);
+    iez_read(fd, r, -1, t0);
     return r;
 }
 
 IEZ_EXPORT ssize_t pread(int fd, void *buf, size_t n, off_t off)
 {
+    uint64_t t0 = iez_io_t0();
     ssize_t r = iez_real.pread(fd, buf, n, off);
-    iez_read(fd, r, 0);
+    iez_read(fd, r, off, t0);
     return r;
 }
 
 IEZ_EXPORT ssize_t pread64(int fd, void *buf, size_t n, off_t off)
 {
+    uint64_t t0 = iez_io_t0();
     ssize_t r = iez_real.pread64(fd, buf, n, off);
-    iez_read(fd, r, 0);
+    iez_read(fd, r, off, t0);
     return r;
 }
 
 IEZ_EXPORT ssize_t preadv(int fd, const struct iovec *iov, int cnt, off_t off)
 {
+    uint64_t t0 = iez_io_t0();
     ssize_t r = iez_real.preadv(fd, iov, cnt, off);
-    iez_read(fd, r, 0);
+    iez_read(fd, r, off, t0);
     return r;
 }
 
 IEZ_EXPORT ssize_t preadv64(int fd, const struct iovec *iov, int cnt, off_t off)
 {
+    uint64_t t0 = iez_io_t0();
     ssize_t r = iez_real.preadv64(fd, iov, cnt, off);
-    iez_read(fd, r, 0);
+    iez_read(fd, r, off, t0);
     return r;
 }
 
@@ -308,33 +322,37 @@ IEZ_EXPORT off_t lseek64(int fd, off_t off, int whence)
 /* In-kernel copies (cp uses copy_file_range, Python's shutil sendfile): bytes written too. */
 IEZ_EXPORT ssize_t sendfile(int out, int in, off_t *off, size_t n)
 {
+    uint64_t t0 = iez_io_t0();
     ssize_t r = IEZ_REAL(sendfile)(out, in, off, n);
-    iez_wrote(out, r, -1);
-    iez_read(in, r, !off);
+    iez_wrote(out, r, -1, t0);
+    iez_read(in, r, off && r > 0 ? *off - r : -1, t0);
     return r;
 }
 
 IEZ_EXPORT ssize_t sendfile64(int out, int in, off_t *off, size_t n)
 {
+    uint64_t t0 = iez_io_t0();
     ssize_t r = IEZ_REAL(sendfile64)(out, in, off, n);
-    iez_wrote(out, r, -1);
-    iez_read(in, r, !off);
+    iez_wrote(out, r, -1, t0);
+    iez_read(in, r, off && r > 0 ? *off - r : -1, t0);
     return r;
 }
 
 IEZ_EXPORT ssize_t copy_file_range(int in, off_t *inoff, int out, off_t *outoff, size_t n, unsigned flags)
 {
+    uint64_t t0 = iez_io_t0();
     ssize_t r = IEZ_REAL(copy_file_range)(in, inoff, out, outoff, n, flags);
-    iez_wrote(out, r, outoff && r > 0 ? *outoff - r : -1); /* the kernel has moved *outoff past the copy */
-    iez_read(in, r, !inoff);
+    iez_wrote(out, r, outoff && r > 0 ? *outoff - r : -1, t0); /* the kernel has moved *outoff past the copy */
+    iez_read(in, r, inoff && r > 0 ? *inoff - r : -1, t0);
     return r;
 }
 
 IEZ_EXPORT ssize_t splice(int in, off_t *inoff, int out, off_t *outoff, size_t n, unsigned flags)
 {
+    uint64_t t0 = iez_io_t0();
     ssize_t r = IEZ_REAL(splice)(in, inoff, out, outoff, n, flags);
-    iez_wrote(out, r, outoff && r > 0 ? *outoff - r : -1);
-    iez_read(in, r, !inoff);
+    iez_wrote(out, r, outoff && r > 0 ? *outoff - r : -1, t0);
+    iez_read(in, r, inoff && r > 0 ? *inoff - r : -1, t0);
     return r;
 }
 

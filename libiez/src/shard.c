@@ -5,7 +5,6 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <time.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -17,27 +16,28 @@ _Static_assert(offsetof(struct iez_shard_header, crc) == 456, "header CRC at 456
 _Static_assert(offsetof(struct iez_shard_header, end_ns) == 464, "end_ns at 464");
 _Static_assert(sizeof(struct iez_rec) == IEZ_REC_FIXED, "record head is 64 bytes");
 _Static_assert(offsetof(struct iez_rec, bytes_written) == 32, "counters at 32");
+_Static_assert(offsetof(struct iez_rec, comm_size) == 20, "communicator size at 20");
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "shards are little-endian; this host is not");
 
 static uint32_t crc_table[256];
 
-/* Made at the first shard's creation (under the trace lock): a constructor could run after the
- * library's own constructor has already written a shard. */
+/* Made at the first use (a constructor could run after the library's own constructor has
+ * already written a shard); racing first uses store the same values. */
 static void crc_init(void)
 {
-    if (crc_table[1])
+    if (__atomic_load_n(&crc_table[1], __ATOMIC_RELAXED))
         return;
     for (uint32_t i = 0; i < 256; i++) {
         uint32_t c = i;
         for (int k = 0; k < 8; k++)
             c = (c >> 1) ^ (0xEDB88320u & (0u - (c & 1u)));
-        crc_table[i] = c;
+        __atomic_store_n(&crc_table[i], c, __ATOMIC_RELAXED);
     }
 }
 
-/* zlib's CRC-32, the one Python's zlib.crc32 checks */
-static uint32_t iez_crc32(uint32_t crc, const void *buf, size_t n)
+uint32_t iez_crc32(uint32_t crc, const void *buf, size_t n)
 {
+    crc_init();
     const unsigned char *p = buf;
     crc = ~crc;
     while (n--)
@@ -45,33 +45,14 @@ static uint32_t iez_crc32(uint32_t crc, const void *buf, size_t n)
     return ~crc;
 }
 
-/* Give the chunk real blocks, so that storing into the mapping can never fault for space. */
-static int reserve(int fd, off_t at)
-{
-    if (syscall(SYS_fallocate, fd, 0, at, (off_t)IEZ_SHARD_CHUNK) == 0)
-        return 0;
-    if (errno != EOPNOTSUPP && errno != ENOSYS)
-        return -1;
-    static const char zeros[4096];
-    for (off_t o = 0; o < (off_t)IEZ_SHARD_CHUNK; o += (off_t)sizeof zeros)
-        if (syscall(SYS_pwrite64, fd, zeros, sizeof zeros, at + o) != (long)sizeof zeros)
-            return -1;
-    return 0;
-}
-
 static char *map_chunk(int fd, size_t no)
 {
-    off_t at = (off_t)no * IEZ_SHARD_CHUNK;
-    if (reserve(fd, at))
-        return NULL;
-    void *p = mmap(NULL, IEZ_SHARD_CHUNK, PROT_READ | PROT_WRITE, MAP_SHARED, fd, at);
-    return p == MAP_FAILED ? NULL : p;
+    return iez_map_reserved(fd, (off_t)no * IEZ_SHARD_CHUNK, IEZ_SHARD_CHUNK);
 }
 
 int iez_shard_create(struct iez_shard *sh, const char *dir, const struct iez_shard_ident *id)
 {
     memset(sh, 0, sizeof *sh);
-    crc_init();
     if (syscall(SYS_mkdirat, AT_FDCWD, dir, 0777) < 0 && errno != EEXIST)
         return -errno;
     int fd = -1;
@@ -95,15 +76,13 @@ int iez_shard_create(struct iez_shard *sh, const char *dir, const struct iez_sha
     h->chunk_size = IEZ_SHARD_CHUNK;
     h->pid = (int32_t)getpid();
     h->ppid = (int32_t)getppid();
-    h->rank = id->rank;
     struct timespec t;
     clock_gettime(CLOCK_REALTIME, &t);
     h->start_ns = (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
     snprintf(h->app, sizeof h->app, "%s", id->app);
-    snprintf(h->run, sizeof h->run, "%s", id->run);
     snprintf(h->host, sizeof h->host, "%s", id->host);
-    h->crc = iez_crc32(0, h, offsetof(struct iez_shard_header, crc));
     sh->hdr = h;
+    iez_shard_set_ident(sh, id->rank, id->run);
     sh->used = IEZ_SHARD_HEADER_SIZE;
     return 0;
 }
@@ -146,4 +125,13 @@ void iez_shard_seal(struct iez_shard *sh)
         return;
     sh->broken = 1; /* no record may be added past the new end of file */
     syscall(SYS_truncate, sh->path, (off_t)(sh->chunk_no * IEZ_SHARD_CHUNK + sh->used));
+}
+
+void iez_shard_set_ident(struct iez_shard *sh, int rank, const char *run)
+{
+    struct iez_shard_header *h = sh->hdr;
+    h->rank = rank;
+    memset(h->run, 0, sizeof h->run);
+    snprintf(h->run, sizeof h->run, "%s", run);
+    h->crc = iez_crc32(0, h, offsetof(struct iez_shard_header, crc));
 }

@@ -50,7 +50,8 @@ struct iez_rec {                     /* IEZ_REC_FIXED bytes, then path, then lay
     uint32_t crc;                    /* CRC-32 of bytes [12, 32) and of path + layout */
     uint8_t api, flags;
     uint16_t path_len, lum_len;      /* layout = the file's lov_user_md, as the FS returned it */
-    uint8_t reserved[6];
+    uint16_t reserved;
+    uint32_t comm_size;              /* MPI communicator size (MPI-IO, parallel HDF5); 0 = 1 */
     uint64_t open_ns;
     /* live counters */
     uint64_t bytes_written, bytes_read, max_offset;
@@ -70,6 +71,9 @@ struct iez_shard_ident {
     int rank;
 };
 
+/* zlib's CRC-32 (Python's zlib.crc32), which every CRC of the trace formats is. */
+uint32_t iez_crc32(uint32_t crc, const void *buf, size_t n);
+
 /* Create the shard file in dir: 0, or -errno. */
 int iez_shard_create(struct iez_shard *sh, const char *dir, const struct iez_shard_ident *id);
 /* Room for a record of size bytes (a multiple of 8, at most a chunk less the header), zeroed;
@@ -79,6 +83,8 @@ struct iez_rec *iez_shard_alloc(struct iez_shard *sh, size_t size);
 void iez_shard_commit(struct iez_rec *r);
 /* At the end of the process: cut the file after the last record. */
 void iez_shard_seal(struct iez_shard *sh);
+/* The process's rank and run became known later (MPI_Init): rewrite them and the header CRC. */
+void iez_shard_set_ident(struct iez_shard *sh, int rank, const char *run);
 
 
 #endif

@@ -45,7 +45,7 @@ static void stream_wrote(FILE *fp, long n)
             return;
         off = p - n;
     }
-    iez_trace_wrote(o, fd, (uint64_t)n, off);
+    iez_trace_wrote(o, fd, (uint64_t)n, off, iez_io_t0());
 }
 
 static void stream_read(FILE *fp, long n)
@@ -53,7 +53,7 @@ static void stream_read(FILE *fp, long n)
     int fd;
     struct iez_ofd *o = n > 0 ? stream_ofd(fp, &fd) : NULL;
     if (o)
-        iez_trace_read(o, (uint64_t)n, 1);
+        iez_trace_read(o, fd, (uint64_t)n, -1, iez_io_t0());
 }
 
 static void stream_seeked(FILE *fp)

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -84,4 +85,18 @@ int iez_read_file(const char *path, char **out, size_t *outlen)
     *out = buf;
     *outlen = len;
     return 0;
+}
+
+char *iez_map_reserved(int fd, off_t off, size_t len)
+{
+    if (syscall(SYS_fallocate, fd, 0, off, (off_t)len) != 0) {
+        if (errno != EOPNOTSUPP && errno != ENOSYS)
+            return NULL;
+        static const char zeros[4096];
+        for (size_t o = 0; o < len; o += sizeof zeros)
+            if (syscall(SYS_pwrite64, fd, zeros, sizeof zeros, off + (off_t)o) != (long)sizeof zeros)
+                return NULL;
+    }
+    void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, off);
+    return p == MAP_FAILED ? NULL : p;
 }

@@ -15,6 +15,10 @@ ssize_t iez_sys_pread(int fd, void *buf, size_t n, off_t off);
 off_t iez_sys_lseek(int fd, off_t off, int whence);
 int iez_sys_fstat(int fd, struct stat *st);
 
+/* Map [off, off + len) of fd shared and writable, its blocks allocated first (fallocate, else
+ * zeros written), so that storing into the mapping can never fault for space: NULL on failure. */
+char *iez_map_reserved(int fd, off_t off, size_t len);
+
 /* Write all of buf (retrying short writes and EINTR); 0 or -1. */
 int iez_write_all(int fd, const void *buf, size_t n);
 /* Read a whole regular file into a malloc'd, NUL-terminated buffer; 0, or -errno. */

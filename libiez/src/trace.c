@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -34,6 +35,10 @@ static size_t nrecords;
 
 static uint64_t plan_hits, plan_misses, plan_entries;
 static uint32_t plan_flags;
+
+/* records of files opened through layers without descriptors (MPI-IO, HDF5), still open */
+static struct iez_rec **open_files;
+static size_t n_open_files, open_files_cap;
 
 void iez_trace_lock(void) { pthread_mutex_lock(&lock); }
 void iez_trace_unlock(void) { pthread_mutex_unlock(&lock); }
@@ -117,6 +122,7 @@ static struct iez_rec *record_for(const struct iez_file_info *fi)
                          (fi->plan == IEZ_PLAN_MISS ? IEZ_REC_PLAN_MISS : 0));
     r->path_len = (uint16_t)fi->path_len;
     r->lum_len = (uint16_t)fi->lum_len;
+    r->comm_size = fi->comm_size > 0 ? (uint32_t)fi->comm_size : 0;
     r->open_ns = iez_now_ns();
     memcpy((char *)r + IEZ_REC_FIXED, fi->path, fi->path_len);
     if (fi->lum_len)
@@ -188,6 +194,7 @@ void iez_trace_opened(int fd, const struct iez_file_info *fi)
         o->gen = iez_gen;
         o->refs = 1;
         o->ask_pos = (fi->oflags & O_APPEND) || fi->shared;
+        o->iolog = iez_iolog_on && fi->iolog;
         __atomic_store_n(&o->pos, fi->pos, __ATOMIC_RELAXED);
     }
     struct iez_ofd *prev = slot_xchg(fd, o);
@@ -301,7 +308,21 @@ static inline uint64_t add(uint64_t *at, uint64_t n, int mt)
     return v;
 }
 
-void iez_trace_wrote(struct iez_ofd *o, int fd, uint64_t n, int64_t off)
+/* Where a call at the file position ended, when the position is not ours alone (appending
+ * writes land at the end of file, a shared position moves under us): the kernel's. */
+static int kernel_pos(struct iez_ofd *o, int fd, uint64_t *end)
+{
+    int saved = errno;
+    off_t p = iez_sys_lseek(fd, 0, SEEK_CUR);
+    errno = saved;
+    if (p < 0)
+        return -1;
+    *end = (uint64_t)p;
+    __atomic_store_n(&o->pos, *end, __ATOMIC_RELAXED);
+    return 0;
+}
+
+void iez_trace_wrote(struct iez_ofd *o, int fd, uint64_t n, int64_t off, uint64_t t0)
 {
     struct iez_rec *r = rec_of(o);
     if (!r)
@@ -309,38 +330,99 @@ void iez_trace_wrote(struct iez_ofd *o, int fd, uint64_t n, int64_t off)
     int mt = iez_multithreaded();
     add(&r->bytes_written, n, mt);
     uint64_t end;
-    if (off >= 0) {
+    if (off >= 0)
         end = (uint64_t)off + n;
-    } else if (__atomic_load_n(&o->ask_pos, __ATOMIC_RELAXED)) {
-        /* an appending write lands at the end of file, and a shared position moves under us */
-        int saved = errno;
-        off_t p = iez_sys_lseek(fd, 0, SEEK_CUR);
-        errno = saved;
-        if (p < 0)
-            return;
-        end = (uint64_t)p;
-        __atomic_store_n(&o->pos, end, __ATOMIC_RELAXED);
-    } else {
+    else if (!__atomic_load_n(&o->ask_pos, __ATOMIC_RELAXED))
         end = add(&o->pos, n, mt);
-    }
+    else if (kernel_pos(o, fd, &end))
+        return;
     if (mt)
         max_store(&r->max_offset, end);
     else if (end > __atomic_load_n(&r->max_offset, __ATOMIC_RELAXED))
         __atomic_store_n(&r->max_offset, end, __ATOMIC_RELAXED);
+    if (o->iolog && end >= n)
+        iez_iolog_event(1, t0, end - n, n, rec_path(r), r->path_len);
 }
 
-void iez_trace_read(struct iez_ofd *o, uint64_t n, int at_position)
+void iez_trace_read(struct iez_ofd *o, int fd, uint64_t n, int64_t off, uint64_t t0)
 {
     struct iez_rec *r = rec_of(o);
     if (!r)
         return;
     int mt = iez_multithreaded();
     add(&r->bytes_read, n, mt);
-    if (at_position)
-        add(&o->pos, n, mt);
+    uint64_t end = off >= 0 ? (uint64_t)off + n : add(&o->pos, n, mt);
+    if (o->iolog && (off >= 0 || !__atomic_load_n(&o->ask_pos, __ATOMIC_RELAXED) || !kernel_pos(o, fd, &end)) &&
+        end >= n)
+        iez_iolog_event(0, t0, end - n, n, rec_path(r), r->path_len);
 }
 
 void iez_trace_seeked(struct iez_ofd *o, uint64_t pos) { __atomic_store_n(&o->pos, pos, __ATOMIC_RELAXED); }
+
+struct iez_rec *iez_trace_file_opened(const struct iez_file_info *fi)
+{
+    if (!iez_tracing)
+        return NULL;
+    pthread_mutex_lock(&lock);
+    struct iez_rec *r = finished ? NULL : record_for(fi);
+    if (r && n_open_files == open_files_cap) {
+        size_t cap = open_files_cap ? 2 * open_files_cap : 16;
+        struct iez_rec **a = realloc(open_files, cap * sizeof *a);
+        if (a) {
+            open_files = a;
+            open_files_cap = cap;
+        }
+    }
+    if (r && n_open_files < open_files_cap)
+        open_files[n_open_files++] = r;
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+
+void iez_trace_file_closed(struct iez_rec *r)
+{
+    pthread_mutex_lock(&lock);
+    for (size_t i = 0; i < n_open_files; i++)
+        if (open_files[i] == r) {
+            open_files[i] = open_files[--n_open_files];
+            if (!finished)
+                __atomic_store_n(&r->close_ns, iez_now_ns(), __ATOMIC_RELAXED);
+            break;
+        }
+    pthread_mutex_unlock(&lock);
+}
+
+void iez_trace_rec_wrote(struct iez_rec *r, uint64_t n, uint64_t end)
+{
+    int mt = iez_multithreaded();
+    add(&r->bytes_written, n, mt);
+    if (end)
+        max_store(&r->max_offset, end);
+}
+
+void iez_trace_rec_read(struct iez_rec *r, uint64_t n) { add(&r->bytes_read, n, iez_multithreaded()); }
+
+void iez_trace_set_ident(int rank, const char *run)
+{
+    pthread_mutex_lock(&lock);
+    iez_cfg.rank = rank;
+    if (run != iez_cfg.run)
+        snprintf(iez_cfg.run, sizeof iez_cfg.run, "%s", run);
+    if (shard_state == 1 && !finished)
+        iez_shard_set_ident(&shard, rank, iez_cfg.run);
+    pthread_mutex_unlock(&lock);
+    iez_iolog_ident_changed();
+}
+
+uint64_t iez_trace_finish(char *path, size_t cap)
+{
+    iez_trace_fini();
+    pthread_mutex_lock(&lock);
+    uint64_t size = shard_state == 1 ? (uint64_t)shard.chunk_no * IEZ_SHARD_CHUNK + shard.used : 0;
+    snprintf(path, cap, "%s", size ? shard.path : "");
+    pthread_mutex_unlock(&lock);
+    return size;
+}
 
 void iez_trace_plan_count(int outcome, size_t entries, int rejected)
 {
@@ -375,6 +457,7 @@ void iez_trace_fork_child(void)
         memset(tab, 0, (tab_mask + 1) * sizeof *tab);
     tab_n = nrecords = 0;
     plan_hits = plan_misses = 0;
+    n_open_files = 0;
 }
 
 void iez_trace_fini(void)
@@ -388,6 +471,8 @@ void iez_trace_fini(void)
     if (shard_state == 1) {
         uint64_t now = iez_now_ns();
         /* what is still open is closed by the exit itself */
+        for (size_t i = 0; i < n_open_files; i++)
+            __atomic_store_n(&open_files[i]->close_ns, now, __ATOMIC_RELAXED);
         for (struct ofd_block *b = blocks; b; b = b->next)
             for (size_t i = 0; i < 64; i++) {
                 struct iez_ofd *o = &b->ofd[i];

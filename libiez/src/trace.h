@@ -10,6 +10,7 @@
 #include <sys/types.h>
 
 #include "core.h"
+#include "iolog.h"
 #include "shard.h"
 
 /* What a file descriptor refers to, shared by its duplicates as the kernel's open file
@@ -21,6 +22,7 @@ struct iez_ofd {
     unsigned gen;                    /* iez_gen when rec was bound; differs in a fork child */
     int ask_pos;                     /* the position is not ours alone (O_APPEND, shared with
                                         another process): ask the kernel after a write */
+    int iolog;                       /* each read and write goes to the I/O event log */
     struct iez_ofd *next_free;
 };
 
@@ -36,12 +38,13 @@ static inline struct iez_ofd *iez_fd_get(int fd)
     return c ? __atomic_load_n(&c[(unsigned)fd % IEZ_FD_CHUNK], __ATOMIC_ACQUIRE) : NULL;
 }
 
-/* Accounting for an operation on a traced descriptor. off < 0: at the file position. */
-void iez_trace_wrote(struct iez_ofd *o, int fd, uint64_t n, int64_t off);
-void iez_trace_read(struct iez_ofd *o, uint64_t n, int at_position);
+/* Accounting for an operation on a traced descriptor. off < 0: at the file position; t0: when
+ * the call started (iez_io_t0), for the I/O event log. */
+void iez_trace_wrote(struct iez_ofd *o, int fd, uint64_t n, int64_t off, uint64_t t0);
+void iez_trace_read(struct iez_ofd *o, int fd, uint64_t n, int64_t off, uint64_t t0);
 void iez_trace_seeked(struct iez_ofd *o, uint64_t pos);
 
-static inline void iez_wrote(int fd, ssize_t n, int64_t off)
+static inline void iez_wrote(int fd, ssize_t n, int64_t off, uint64_t t0)
 {
     if (IEZ_LIKELY(!iez_tracing) || n <= 0)
         return;
@@ -50,23 +53,24 @@ static inline void iez_wrote(int fd, ssize_t n, int64_t off)
         return;
     /* the common case inline: one thread, a position of our own, the record bound here */
     struct iez_rec *r = o->rec;
-    if (IEZ_LIKELY(r && !o->ask_pos && o->gen == iez_gen && !iez_multithreaded())) {
+    if (IEZ_LIKELY(r && !(o->ask_pos | o->iolog) && o->gen == iez_gen && !iez_multithreaded())) {
         __atomic_store_n(&r->bytes_written, r->bytes_written + (uint64_t)n, __ATOMIC_RELAXED);
         uint64_t end = off >= 0 ? (uint64_t)off + (uint64_t)n : (o->pos += (uint64_t)n);
         if (end > r->max_offset)
             __atomic_store_n(&r->max_offset, end, __ATOMIC_RELAXED);
         return;
     }
-    iez_trace_wrote(o, fd, (uint64_t)n, off);
+    iez_trace_wrote(o, fd, (uint64_t)n, off, t0);
 }
 
-static inline void iez_read(int fd, ssize_t n, int at_position)
+/* off < 0: at the file position (read, readv), which moves */
+static inline void iez_read(int fd, ssize_t n, int64_t off, uint64_t t0)
 {
     if (IEZ_LIKELY(!iez_tracing) || n <= 0)
         return;
     struct iez_ofd *o = iez_fd_get(fd);
     if (o)
-        iez_trace_read(o, (uint64_t)n, at_position);
+        iez_trace_read(o, fd, (uint64_t)n, off, t0);
 }
 
 static inline void iez_seeked(int fd, int64_t pos)
@@ -93,10 +97,25 @@ struct iez_file_info {
     int plan;                        /* IEZ_PLAN_* */
     const void *lum;                 /* its layout, lov_user_md bytes (lum_len 0: unknown) */
     size_t lum_len;
+    int comm_size;                   /* MPI communicator the file was opened on (0: none) */
+    int iolog;                       /* on the emulated cluster: log its reads and writes */
 };
 
 /* A file was opened on fd: trace it from now on. */
 void iez_trace_opened(int fd, const struct iez_file_info *fi);
+/* A file opened through a layer without descriptors (MPI-IO, HDF5): its record, or NULL. The
+ * record is closed by iez_trace_file_closed, or at the end of the trace. */
+struct iez_rec *iez_trace_file_opened(const struct iez_file_info *fi);
+void iez_trace_file_closed(struct iez_rec *r);
+/* Accounting on such a record; end: the highest offset written + 1 (0: unknown). */
+void iez_trace_rec_wrote(struct iez_rec *r, uint64_t n, uint64_t end);
+void iez_trace_rec_read(struct iez_rec *r, uint64_t n);
+/* The rank and run id this process turned out to have (MPI_Init). */
+void iez_trace_set_ident(int rank, const char *run);
+/* MPI_Finalize: finish the trace as at exit; the shard's path (cap bytes) and size, or 0 when
+ * this process wrote none. Nothing is traced afterwards. */
+uint64_t iez_trace_finish(char *path, size_t cap);
+
 /* fd is being closed, or replaced (dup2 target). */
 void iez_trace_closed(int fd);
 void iez_trace_dup(int oldfd, int newfd);

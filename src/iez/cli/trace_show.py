@@ -12,7 +12,7 @@ from rich.progress import Progress
 from rich.table import Table
 
 from iez.cli import subgroup
-from iez.trace.shard import Trace, read_shard, shard_files
+from iez.trace.shard import Trace, read_trace_file, shard_files
 from iez.units import format_size
 
 
@@ -22,7 +22,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                      description="Print every file each traced process wrote (one row per file and process), "
                                  "and per run the plan hits and misses. Damaged shards are read as far as "
                                  "they are intact, with one warning line each.")
-    p.add_argument("dir", metavar="DIR", help="the IEZ_TRACE_DIR of the runs")
+    p.add_argument("dir", metavar="DIR", help="the IEZ_TRACE_DIR of the runs (shards and merged MPI job traces)")
     p.add_argument("--json", action="store_true", help="print records and runs as JSON")
     p.set_defaults(func=cmd_show)
 
@@ -34,7 +34,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     with Progress(console=err, transient=True, disable=not err.is_terminal) as progress:
         task = progress.add_task("reading shards", total=len(files))
         for f in files:
-            trace.shards.append(read_shard(f))
+            trace.shards.extend(read_trace_file(f))
             progress.advance(task)
     for w in trace.warnings:
         print(f"iez: warning: {w}", file=sys.stderr)
@@ -56,12 +56,12 @@ def cmd_show(args: argparse.Namespace) -> int:
         out.print(f"app {run.app} run {run.run}: {run.processes} processes, {run.files} files; {plan}{retrace}",
                   markup=False)
     table = Table(box=None, pad_edge=False)
-    for col in ("path", "rank", "pid", "api", "created", "written", "max offset", "layout", "plan"):
-        table.add_column(col, justify="right" if col in ("rank", "pid", "written", "max offset") else "left",
+    for col in ("path", "rank", "pid", "api", "comm", "created", "written", "max offset", "layout", "plan"):
+        table.add_column(col, justify="right" if col in ("rank", "pid", "comm", "written", "max offset") else "left",
                          overflow="fold")
     for r in sorted(trace.records, key=lambda r: (r.app, r.run, r.path, r.rank, r.pid)):
         plan = {True: "hit", False: "miss", None: ""}[r.plan_hit]
-        table.add_row(r.path, str(r.rank), str(r.pid), r.api, "yes" if r.created else "",
+        table.add_row(r.path, str(r.rank), str(r.pid), r.api, str(r.comm_size), "yes" if r.created else "",
                       format_size(r.bytes_written), str(r.max_offset), r.layout or "-", plan)
     out.print(table)
     return 0

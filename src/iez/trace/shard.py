@@ -1,10 +1,12 @@
-"""Reading libiez trace shards: one file per traced process (format: docs/trace-format.md).
+"""Reading libiez traces: one shard per traced process, and the merged job trace an MPI job
+writes at MPI_Finalize, which holds its ranks' shards (format: docs/trace-format.md).
 
-`read_shards(DIR)` gives every intact `FileRecord` of every shard in DIR; `load_trace(DIR)`
-also gives each process's header (app, run, plan hits and misses, clean exit) and one warning
-line per damaged shard. A shard written by a process that was killed, or copied while it was
-running, is read as far as its records are intact: each record carries a CRC and is published
-by its magic, written last, so a torn or garbled record is skipped, never misread.
+`read_shards(DIR)` gives every intact `FileRecord` of every shard in DIR (merged job traces
+included); `load_trace(DIR)` also gives each process's header (app, run, plan hits and misses,
+clean exit) and one warning line per damaged shard. A shard written by a process that was
+killed, or copied while it was running, is read as far as its records are intact: each record
+carries a CRC and is published by its magic, written last, so a torn or garbled record is
+skipped, never misread.
 """
 
 from __future__ import annotations
@@ -23,6 +25,10 @@ from iez.trace.record import FileRecord
 MAGIC = b"IEZTRACE"
 VERSION = 1
 SUFFIX = ".shard"
+JOB_SUFFIX = ".job"
+JOB_MAGIC = b"IEZJOBTR"
+JOB_VERSION = 1
+JOB_HEADER = 64
 REC_MAGIC = 0x525A4549  # the bytes "IEZR"
 REC_FIXED = 64
 HEADER_CRC_END = 456
@@ -31,9 +37,12 @@ HEADER_CRC_END = 456
 _HEAD = struct.Struct("<8sIIIiiiQ128s128s64s")
 # live header fields at 456: crc, flags, end_ns, plan_hits, plan_misses, plan_entries
 _LIVE = struct.Struct("<IIQQQQ")
-# record: magic, size, crc, api, flags, path_len, lum_len, (6 reserved), open_ns,
+# record: magic, size, crc, api, flags, path_len, lum_len, (2 reserved), comm_size, open_ns,
 #         bytes_written, bytes_read, max_offset, close_ns
-_REC = struct.Struct("<IIIBBHH6xQQQQQ")
+_REC = struct.Struct("<IIIBBHH2xIQQQQQ")
+# merged job trace: magic, version, header size, shards, ranks, written ns, index CRC, header CRC
+_JOB = struct.Struct("<8sIIIIQII")
+_JOB_ENTRY = struct.Struct("<QQiI")  # offset, length, rank, CRC-32 of the shard's bytes
 assert _HEAD.size == 360 and _REC.size == REC_FIXED
 
 CLEAN_EXIT, PLAN_LOADED, PLAN_REJECTED = 0x1, 0x2, 0x4
@@ -142,21 +151,33 @@ def _crc_ok(data: bytes, off: int, crc: int, plen: int, llen: int) -> bool:
     return zlib.crc32(data[off + REC_FIXED:off + REC_FIXED + plen + llen], c) == crc
 
 
+def _read(p: Path, what: str) -> bytes:
+    try:
+        return p.read_bytes()
+    except OSError as e:
+        raise IezError(f"cannot read {what} {p}: {e.strerror}") from None
+
+
 def read_shard(path: str | Path) -> Shard:
     p = Path(path)
-    try:
-        data = p.read_bytes()
-    except OSError as e:
-        raise IezError(f"cannot read trace shard {p}: {e.strerror}") from None
-    bad = Shard(p, "", "", "", 0, 0, 0, 0.0, 0.0, False, "none", 0, 0, 0, ())
+    return parse_shard(_read(p, "trace shard"), p)
+
+
+def _bad(p: Path, warning: str) -> Shard:
+    return Shard(p, "", "", "", 0, 0, 0, 0.0, 0.0, False, "none", 0, 0, 0, (), warning)
+
+
+def parse_shard(data: bytes, p: Path, where: str = "") -> Shard:
+    """One shard's bytes (a file, or one rank's part of a merged job trace: `where` names it)."""
+    p_name = f"{p}{where}"
     if len(data) < 512 or data[:8] != MAGIC:
-        return _with(bad, f"{p}: not a libiez trace shard (bad magic or shorter than its header)")
+        return _bad(p, f"{p_name}: not a libiez trace shard (bad magic or shorter than its header)")
     magic, version, hsize, chunk, pid, ppid, rank, start, app, run, host = _HEAD.unpack_from(data)
     crc, flags, end, hits, misses, entries = _LIVE.unpack_from(data, HEADER_CRC_END)
     if version != VERSION:
-        return _with(bad, f"{p}: trace shard version {version} is not supported (this iez reads {VERSION})")
+        return _bad(p, f"{p_name}: trace shard version {version} is not supported (this iez reads {VERSION})")
     if zlib.crc32(data[:HEADER_CRC_END]) != crc or hsize != 512 or chunk < 4096 or chunk % 8:
-        return _with(bad, f"{p}: the shard's header is damaged; its records cannot be attributed")
+        return _bad(p, f"{p_name}: the shard's header is damaged; its records cannot be attributed")
     common = dict(app=_text(app), run=_text(run), host=_text(host), pid=pid, rank=rank)
     records: list[FileRecord] = []
     problems: list[str] = []
@@ -190,7 +211,7 @@ def read_shard(path: str | Path) -> Shard:
     warning = None
     if problems:
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-        warning = f"{p}: {problems[0]}{more}; read {len(records)} intact records"
+        warning = f"{p_name}: {problems[0]}{more}; read {len(records)} intact records"
     return Shard(p, common["app"], common["run"], common["host"], pid, ppid, rank, start / 1e9, end / 1e9,
                  bool(flags & CLEAN_EXIT), plan, hits, misses, entries, tuple(records), warning)
 
@@ -213,7 +234,7 @@ def _resync(data: bytes, off: int, chunk: int) -> int:
 
 
 def _record(data: bytes, off: int, plen: int, llen: int, common: dict, problems: list[str]) -> FileRecord:
-    (_, _, _, api, flags, _, _, open_ns, written, read, max_offset, close_ns) = _REC.unpack_from(data, off)
+    (_, _, _, api, flags, _, _, comm_size, open_ns, written, read, max_offset, close_ns) = _REC.unpack_from(data, off)
     path = data[off + REC_FIXED:off + REC_FIXED + plen].decode("utf-8", "surrogateescape")
     lum = data[off + REC_FIXED + plen:off + REC_FIXED + plen + llen]
     layout, count, size, osts = "", 0, 0, ()
@@ -226,18 +247,52 @@ def _record(data: bytes, off: int, plen: int, llen: int, common: dict, problems:
     return FileRecord(path=path, api=APIS.get(api, f"api{api}"), created=bool(flags & REC_CREATED),
                       bytes_written=written, bytes_read=read, max_offset=max_offset, stripe_count=count,
                       stripe_size=size, osts=osts, layout=layout, open_time=open_ns / 1e9,
-                      close_time=close_ns / 1e9, plan_hit=hit, **common)
+                      close_time=close_ns / 1e9, comm_size=max(comm_size, 1), plan_hit=hit, **common)
+
+
+def read_job(path: str | Path) -> list[Shard]:
+    """The shards of a merged job trace (MPI_Finalize's), each read as a shard file is; a
+    damaged part gives a Shard with a warning and no records, the others are read."""
+    p = Path(path)
+    data = _read(p, "job trace")
+    if len(data) < JOB_HEADER or data[:8] != JOB_MAGIC:
+        return [_bad(p, f"{p}: not a libiez job trace (bad magic or shorter than its header)")]
+    _, version, hsize, n, _ranks, _t, index_crc, head_crc = _JOB.unpack_from(data)
+    if version != JOB_VERSION:
+        return [_bad(p, f"{p}: job trace version {version} is not supported (this iez reads {JOB_VERSION})")]
+    end = hsize + _JOB_ENTRY.size * n
+    if (zlib.crc32(data[:36]) != head_crc or hsize != JOB_HEADER or end > len(data)
+            or zlib.crc32(data[hsize:end]) != index_crc):
+        return [_bad(p, f"{p}: the job trace's header or index is damaged; its shards cannot be found")]
+    shards = []
+    for i in range(n):
+        off, length, rank, crc = _JOB_ENTRY.unpack_from(data, hsize + _JOB_ENTRY.size * i)
+        where = f"[rank {rank}]"
+        part = data[off:off + length]
+        if off < end or len(part) != length:
+            shards.append(_bad(p, f"{p}{where}: truncated (the file ends before this rank's shard)"))
+        elif zlib.crc32(part) != crc:
+            shards.append(_bad(p, f"{p}{where}: damaged (CRC mismatch); its records are not read"))
+        else:
+            shards.append(parse_shard(part, p, where))
+    return shards
+
+
+def read_trace_file(path: str | Path) -> list[Shard]:
+    """The shards of one trace file: a shard, or a merged job trace."""
+    return read_job(path) if Path(path).name.endswith(JOB_SUFFIX) else [read_shard(path)]
 
 
 def shard_files(directory: str | Path) -> list[Path]:
+    """The trace files of a directory: shards and merged job traces."""
     d = Path(directory)
     if not d.is_dir():
         raise IezError(f"{d}: no such trace directory")
-    return sorted(d.glob(f"*{SUFFIX}"))
+    return sorted([*d.glob(f"*{SUFFIX}"), *d.glob(f"iez.*{JOB_SUFFIX}")])
 
 
 def load_trace(directory: str | Path) -> Trace:
-    return Trace([read_shard(f) for f in shard_files(directory)])
+    return Trace([s for f in shard_files(directory) for s in read_trace_file(f)])
 
 
 def read_shards(directory: str | Path) -> list[FileRecord]:

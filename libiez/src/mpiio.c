@@ -1,0 +1,329 @@
+/* The MPI-IO layer (libiez-mpi.so), as Darshan's MPI-IO module wraps it: MPI_File_open places
+ * a file it creates (rank 0 of the communicator creates it with the planned layout before
+ * anyone opens it) and traces every open file as an MPI-IO record with its communicator size
+ * (1: file per process on MPI_COMM_SELF; more: a shared file); the MPI_File_write* and
+ * MPI_File_read* families, blocking and not, independent and collective, at an explicit
+ * offset, the individual or the shared file pointer, count their bytes per rank and file.
+ *
+ * libiez's own work is guarded as everywhere, but the real MPI calls are not: the POSIX calls
+ * ROMIO makes beneath them are traced (and logged to IEZ_IOLOG) by posix.c as well, so a trace
+ * holds both layers of a file, as Darshan's does, and iez.trace.ingest counts its bytes once. */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "core.h"
+#include "hdf5_mpi.h"
+#include "log.h"
+#include "open.h"
+#include "pmpi.h"
+#include "trace.h"
+
+/* ---- placement over a communicator ------------------------------------------------------- */
+
+int iez_mpi_placing(void)
+{
+    iez_init();
+    return iez_cfg.place || (iez_cfg.trace && iez_cfg.emu_fs_len);
+}
+
+void iez_mpi_place(MPI_Comm comm, const char *path, const char *abs, int len, int place, struct iez_mpi_create *out)
+{
+    memset(out, 0, sizeof *out);
+    out->size = 1;
+    iez_pmpi.PMPI_Comm_rank(comm, &out->rank);
+    iez_pmpi.PMPI_Comm_size(comm, &out->size);
+    int outcome[2] = {0, 0};
+    if (out->rank == 0 && len >= 0 && iez_enter()) {
+        int saved = errno;
+        if (place && !iez_system_path(abs, (size_t)len))
+            iez_place(AT_FDCWD, path, abs, (size_t)len, 0666, iez_cfg.place, &out->pl);
+        outcome[0] = out->pl.created;
+        if (out->pl.known)
+            outcome[1] = out->pl.exists;
+        else if (iez_tracing) /* whether this open creates the file, for the trace */
+            outcome[1] = syscall(SYS_faccessat, AT_FDCWD, path, F_OK) == 0;
+        errno = saved;
+        iez_leave();
+    }
+    /* no rank leaves the broadcast before rank 0 has created the file: it is the barrier */
+    if (place && out->size > 1)
+        iez_pmpi.PMPI_Bcast(outcome, 2, MPI_INT, 0, comm);
+    out->created = outcome[0];
+    out->existed = outcome[1];
+}
+
+/* For hdf5.c: placement of a file parallel HDF5 creates through its MPI-IO driver, over the
+ * communicator of its file access property list (HDF5's H5Pget_fapl_mpio gives a copy). */
+int iez_h5_mpi_place(void *get_fapl_mpio, int64_t fapl, const char *path, const char *abs, int len,
+                     struct iez_h5_collective *out)
+{
+    int (*get)(int64_t, MPI_Comm *, MPI_Info *) = (int (*)(int64_t, MPI_Comm *, MPI_Info *))get_fapl_mpio;
+    MPI_Comm comm;
+    MPI_Info info = MPI_INFO_NULL;
+    if (!get || iez_pmpi_ready(get_fapl_mpio) || get(fapl, &comm, &info) < 0)
+        return -1;
+    struct iez_mpi_create mc;
+    iez_mpi_place(comm, path, abs, len, iez_mpi_placing(), &mc);
+    *out = (struct iez_h5_collective){mc.rank, mc.size, mc.created, mc.existed, mc.pl.plan, mc.pl.set};
+    iez_pmpi.PMPI_Comm_free(&comm);
+    if (info != MPI_INFO_NULL)
+        iez_pmpi.PMPI_Info_free(&info);
+    return 0;
+}
+
+/* ---- the open files ------------------------------------------------------------------------ */
+
+struct mfile {
+    MPI_File fh;                     /* NULL: a free slot */
+    struct iez_rec *rec;
+    MPI_Offset disp;                 /* the view's displacement */
+    MPI_Count etype;                 /* the etype's size in bytes */
+    int bytes;                       /* the view is bytes (etype and filetype MPI_BYTE) */
+};
+
+static pthread_mutex_t files_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct mfile *files;
+static size_t nfiles, files_cap;
+
+static struct mfile *find(MPI_File fh)
+{
+    for (size_t i = 0; i < nfiles; i++)
+        if (files[i].fh == fh)
+            return &files[i];
+    return NULL;
+}
+
+static void remember(MPI_File fh, struct iez_rec *rec)
+{
+    pthread_mutex_lock(&files_lock);
+    struct mfile *f = find(fh);
+    if (!f && nfiles == files_cap) {
+        size_t cap = files_cap ? 2 * files_cap : 16;
+        struct mfile *a = realloc(files, cap * sizeof *a);
+        if (a) {
+            files = a;
+            files_cap = cap;
+        }
+    }
+    if (!f && nfiles < files_cap)
+        f = &files[nfiles++];
+    if (f)
+        *f = (struct mfile){fh, rec, 0, 1, 1};
+    pthread_mutex_unlock(&files_lock);
+}
+
+/* A copy of what is known of fh (0: not traced). */
+static int lookup(MPI_File fh, struct mfile *out)
+{
+    pthread_mutex_lock(&files_lock);
+    struct mfile *f = find(fh);
+    if (f)
+        *out = *f;
+    pthread_mutex_unlock(&files_lock);
+    return f != NULL;
+}
+
+static struct iez_rec *forget(MPI_File fh)
+{
+    pthread_mutex_lock(&files_lock);
+    struct mfile *f = find(fh);
+    struct iez_rec *rec = f ? f->rec : NULL;
+    if (f)
+        *f = files[--nfiles];
+    pthread_mutex_unlock(&files_lock);
+    return rec;
+}
+
+/* ROMIO takes a file-system prefix before the name ("ufs:", "lustre:", ...): the file's own
+ * name is after it (romio adio/common/ad_fstype.c). */
+static const char *strip_prefix(const char *name)
+{
+    static const char *const fs[] = {"ufs:", "nfs:", "lustre:", "gpfs:", "pvfs2:", "panfs:", "xfs:",
+                                     "testfs:", "daos:", "ime:", "quobyte:", "pfs:", "piofs:"};
+    for (size_t i = 0; i < sizeof fs / sizeof *fs; i++)
+        if (!strncmp(name, fs[i], strlen(fs[i])))
+            return name + strlen(fs[i]);
+    return name;
+}
+
+/* The amodes MPI allows (MPI 4.0 §14.2.1); placement is not tried on anything else. */
+static int valid_amode(int amode)
+{
+    int acc = amode & (MPI_MODE_RDONLY | MPI_MODE_RDWR | MPI_MODE_WRONLY);
+    if (acc != MPI_MODE_RDONLY && acc != MPI_MODE_RDWR && acc != MPI_MODE_WRONLY)
+        return 0;
+    if ((amode & MPI_MODE_RDONLY) && (amode & (MPI_MODE_CREATE | MPI_MODE_EXCL)))
+        return 0;
+    return !((amode & MPI_MODE_RDWR) && (amode & MPI_MODE_SEQUENTIAL));
+}
+
+IEZ_EXPORT int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info, MPI_File *fh)
+{
+    if (iez_pmpi_ready(__builtin_return_address(0)))
+        return MPI_ERR_INTERN;
+    iez_init();
+    if ((!iez_cfg.trace && !iez_cfg.place) || !filename || !iez_owner())
+        return iez_pmpi.PMPI_File_open(comm, filename, amode, info, fh);
+    const char *path = strip_prefix(filename);
+    char abs[PATH_MAX];
+    int len = -1;
+    if (iez_enter()) {
+        len = iez_absolute(AT_FDCWD, path, abs, sizeof abs);
+        iez_leave();
+    }
+    struct iez_mpi_create mc = {0};
+    int creating = (amode & MPI_MODE_CREATE) && valid_amode(amode);
+    if (creating) {
+        iez_mpi_place(comm, path, abs, len, iez_mpi_placing(), &mc);
+    } else {
+        iez_pmpi.PMPI_Comm_rank(comm, &mc.rank);
+        iez_pmpi.PMPI_Comm_size(comm, &mc.size);
+    }
+    /* libiez's create was the exclusive one (every rank knows: same amode everywhere) */
+    int rc = iez_pmpi.PMPI_File_open(comm, filename, mc.created ? amode & ~MPI_MODE_EXCL : amode, info, fh);
+    if (iez_enter()) {
+        int saved = errno;
+        if (rc != MPI_SUCCESS && mc.pl.created) /* as if libiez had not been there */
+            syscall(SYS_unlinkat, AT_FDCWD, path, 0);
+        if (rc == MPI_SUCCESS && len >= 0 && iez_tracing) {
+            int created = mc.rank == 0 && creating && !mc.existed;
+            struct iez_rec *rec = iez_open_record(IEZ_API_MPIIO, abs, (size_t)len, created,
+                                                  mc.rank == 0 ? mc.pl.plan : IEZ_PLAN_NONE, mc.size,
+                                                  mc.pl.created ? &mc.pl.set : NULL);
+            if (rec)
+                remember(*fh, rec);
+        }
+        free(mc.pl.set.data);
+        errno = saved;
+        iez_leave();
+    }
+    return rc;
+}
+
+IEZ_EXPORT int MPI_File_close(MPI_File *fh)
+{
+    if (iez_pmpi_ready(__builtin_return_address(0)))
+        return MPI_ERR_INTERN;
+    struct iez_rec *rec = fh && iez_tracing ? forget(*fh) : NULL;
+    int rc = iez_pmpi.PMPI_File_close(fh);
+    if (rec)
+        iez_trace_file_closed(rec);
+    return rc;
+}
+
+IEZ_EXPORT int MPI_File_set_view(MPI_File fh, MPI_Offset disp, MPI_Datatype etype, MPI_Datatype filetype,
+                                 const char *datarep, MPI_Info info)
+{
+    if (iez_pmpi_ready(__builtin_return_address(0)))
+        return MPI_ERR_INTERN;
+    int rc = iez_pmpi.PMPI_File_set_view(fh, disp, etype, filetype, datarep, info);
+    MPI_Count size = 0;
+    if (rc == MPI_SUCCESS && iez_tracing && iez_pmpi.PMPI_Type_size_x(etype, &size) == MPI_SUCCESS) {
+        pthread_mutex_lock(&files_lock);
+        struct mfile *f = find(fh);
+        if (f) {
+            f->disp = disp;
+            f->etype = size > 0 ? size : 1;
+            f->bytes = etype == MPI_BYTE && filetype == MPI_BYTE;
+        }
+        pthread_mutex_unlock(&files_lock);
+    }
+    return rc;
+}
+
+/* ---- byte accounting ----------------------------------------------------------------------- */
+
+enum where { IND, AT, SHR };         /* the individual pointer, an explicit offset, the shared pointer */
+
+/* The byte just past an access of n bytes that starts at etype offset `off` of the view (the
+ * individual pointer's position after it, for IND), or 0 when unknown. */
+static uint64_t end_of(const struct mfile *f, MPI_File fh, enum where w, MPI_Offset off, MPI_Count n)
+{
+    if (w == IND && iez_pmpi.PMPI_File_get_position(fh, &off) != MPI_SUCCESS)
+        return 0;
+    else if (w == AT)
+        off += n / f->etype;
+    if (w == SHR || off <= 0)
+        return 0;
+    if (f->bytes)
+        return (uint64_t)(f->disp + off);
+    MPI_Offset last;
+    if (iez_pmpi.PMPI_File_get_byte_offset(fh, off - 1, &last) != MPI_SUCCESS)
+        return 0;
+    return (uint64_t)(last + f->etype);
+}
+
+/* After a successful call moving count items of type (the bytes of a nonblocking or split
+ * call count when it starts, as Darshan counts them). */
+static void account(MPI_File fh, int write, enum where w, MPI_Offset off, MPI_Count count, MPI_Datatype type)
+{
+    struct mfile f;
+    MPI_Count size;
+    if (IEZ_LIKELY(!iez_tracing) || count <= 0 || !lookup(fh, &f) ||
+        iez_pmpi.PMPI_Type_size_x(type, &size) != MPI_SUCCESS || size <= 0)
+        return;
+    MPI_Count n = count * size;
+    if (write)
+        iez_trace_rec_wrote(f.rec, (uint64_t)n, end_of(&f, fh, w, off, n));
+    else
+        iez_trace_rec_read(f.rec, (uint64_t)n);
+}
+
+/* The wrapper of one data call: PARAMS and ARGS its parameters and the real call's arguments,
+ * OFF its explicit offset (0 if none). Each finds its PMPI function at its first call. */
+#define IEZ_WRAP(NAME, PARAMS, ARGS, OFF, W, WH)                                                   \
+    IEZ_EXPORT int MPI_File_##NAME PARAMS                                                          \
+    {                                                                                              \
+        static __typeof__(int(*) PARAMS) real;                                                     \
+        if (IEZ_UNLIKELY(!__atomic_load_n(&real, __ATOMIC_ACQUIRE))) {                             \
+            __typeof__(real) p = (__typeof__(real))iez_pmpi_sym("PMPI_File_" #NAME, __builtin_return_address(0)); \
+            if (!p)                                                                                \
+                return MPI_ERR_INTERN;                                                             \
+            __atomic_store_n(&real, p, __ATOMIC_RELEASE);                                          \
+        }                                                                                          \
+        int rc = real ARGS;                                                                        \
+        if (rc == MPI_SUCCESS)                                                                     \
+            account(fh, W, WH, OFF, (MPI_Count)count, type);                                       \
+        return rc;                                                                                 \
+    }
+
+/* The call shapes: S with a status, R with a request, B a split collective's begin; O with an
+ * explicit offset. Q: the buffer's qualifier (const for writes); C: the count's type. */
+#define IEZ_S(Q, C) (MPI_File fh, Q void *buf, C count, MPI_Datatype type, MPI_Status *st), (fh, buf, count, type, st), 0
+#define IEZ_SO(Q, C) (MPI_File fh, MPI_Offset off, Q void *buf, C count, MPI_Datatype type, MPI_Status *st), \
+    (fh, off, buf, count, type, st), off
+#define IEZ_R(Q, C) (MPI_File fh, Q void *buf, C count, MPI_Datatype type, MPI_Request *rq), (fh, buf, count, type, rq), 0
+#define IEZ_RO(Q, C) (MPI_File fh, MPI_Offset off, Q void *buf, C count, MPI_Datatype type, MPI_Request *rq), \
+    (fh, off, buf, count, type, rq), off
+#define IEZ_B(Q, C) (MPI_File fh, Q void *buf, C count, MPI_Datatype type), (fh, buf, count, type), 0
+#define IEZ_BO(Q, C) (MPI_File fh, MPI_Offset off, Q void *buf, C count, MPI_Datatype type), \
+    (fh, off, buf, count, type), off
+#define IEZ_WRAP_SHAPED(NAME, SHAPE, W, WH) IEZ_WRAP(NAME, SHAPE, W, WH) /* SHAPE: 3 arguments once expanded */
+
+/* Every data call of MPI-IO: (name, shape, write?, which file position). */
+#define IEZ_MPIIO_CALLS(X)                                                                         \
+    X(write, S, 1, IND) X(write_all, S, 1, IND) X(read, S, 0, IND) X(read_all, S, 0, IND)          \
+    X(write_shared, S, 1, SHR) X(write_ordered, S, 1, SHR)                                         \
+    X(read_shared, S, 0, SHR) X(read_ordered, S, 0, SHR)                                           \
+    X(write_at, SO, 1, AT) X(write_at_all, SO, 1, AT) X(read_at, SO, 0, AT) X(read_at_all, SO, 0, AT) \
+    X(iwrite, R, 1, IND) X(iwrite_all, R, 1, IND) X(iread, R, 0, IND) X(iread_all, R, 0, IND)      \
+    X(iwrite_shared, R, 1, SHR) X(iread_shared, R, 0, SHR)                                         \
+    X(iwrite_at, RO, 1, AT) X(iwrite_at_all, RO, 1, AT) X(iread_at, RO, 0, AT) X(iread_at_all, RO, 0, AT) \
+    X(write_all_begin, B, 1, IND) X(read_all_begin, B, 0, IND)                                     \
+    X(write_ordered_begin, B, 1, SHR) X(read_ordered_begin, B, 0, SHR)                             \
+    X(write_at_all_begin, BO, 1, AT) X(read_at_all_begin, BO, 0, AT)
+
+#define IEZ_Q1 const
+#define IEZ_Q0
+#define IEZ_WRAP_INT(NAME, SHAPE, W, WH) IEZ_WRAP_SHAPED(NAME, IEZ_##SHAPE(IEZ_Q##W, int), W, WH)
+IEZ_MPIIO_CALLS(IEZ_WRAP_INT)
+
+#if MPI_VERSION >= 4 /* the large-count forms */
+#define IEZ_WRAP_LARGE(NAME, SHAPE, W, WH) IEZ_WRAP_SHAPED(NAME##_c, IEZ_##SHAPE(IEZ_Q##W, MPI_Count), W, WH)
+IEZ_MPIIO_CALLS(IEZ_WRAP_LARGE)
+#endif
