@@ -1,3 +1,4 @@
+#include <ctype.h>
 /* The plan grammar's layouts (docs/plan-format.md): parse with every rule iez.layout.layout
  * applies, and format canonically. Pure: no I/O, no global state. */
 #include "layout.h"
@@ -135,6 +136,9 @@ static int parse_plain(const char *p, const char *end, struct iez_stripe *s, uin
         if (*k == 'p') {
             if (vlen > IEZ_MAXPOOLNAME)
                 return fail(err, errlen, "pool name is longer than %d bytes", IEZ_MAXPOOLNAME);
+            for (size_t i = 0; i < vlen; i++) /* as iez.plan: no separator or blank in a pool name */
+                if (!isalnum((unsigned char)v[i]) && v[i] != '_' && v[i] != '.' && v[i] != '-')
+                    return fail(err, errlen, "bad pool name (letters, digits, '_', '.', '-')");
             memcpy(s->pool, v, vlen);
             s->pool[vlen] = 0;
             s->pool_len = (uint32_t)vlen;

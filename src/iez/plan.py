@@ -19,7 +19,8 @@ from iez.errors import ConfigError, LayoutError
 from iez.layout.layout import LUSTRE_EOF, Component, FileLayout, Layout
 
 MAGIC = "#iez-plan"
-_INT = re.compile(r"-?[0-9]+")  # the grammar's int: no sign but '-', no spaces, no '_' (int() takes all three)
+_INT = re.compile(r"-?[0-9]+")
+_POOL = re.compile(r"[A-Za-z0-9_.-]*")  # no separator, blank or control byte can hide in a pool name  # the grammar's int: no sign but '-', no spaces, no '_' (int() takes all three)
 VERSION = 1
 _KEYS = {"S": "stripe_size", "c": "stripe_count", "i": "stripe_offset", "p": "pool", "o": "osts"}
 
@@ -90,6 +91,8 @@ def parse_plain(spec: str) -> Layout:
         if name in kw:
             raise LayoutError(f"layout field {key} given twice")
         if key == "p":
+            if not _POOL.fullmatch(val):
+                raise LayoutError(f"bad pool name {val!r} (letters, digits, '_', '.', '-')")
             kw[name] = val
         elif key == "o":
             kw[name] = tuple(_int(x, item) for x in val.split(":"))

@@ -62,8 +62,8 @@ ok("leading_zeros_and_minus_zero", "an int may have leading zeros, and -0 is 0",
    H + "/a\tS=0065536,c=-0,o=007:010\n", {"/a": "S=65536,c=2,o=7:10"})
 ok("specific_2000", "the largest explicit OST list: 2000 OSTs (LOV_MAX_STRIPE_COUNT)",
    H + f"/wide\tS=1048576,o={OSTS_2000}\n", {"/wide": f"S=1048576,c=2000,o={OSTS_2000}"})
-ok("pool_15_bytes", "a 15-byte pool name (LOV_MAXPOOLNAME), and a pool with '=' and '-' in it",
-   H + "/a\tp=fast_nvme_tier0\n/b\tp=a=b-c\n", {"/a": "p=fast_nvme_tier0", "/b": "p=a=b-c"})
+ok("pool_15_bytes", "a 15-byte pool name (LOV_MAXPOOLNAME), and one with '.' and '-' in it",
+   H + "/a\tp=fast_nvme_tier0\n/b\tp=a.b-c\n", {"/a": "p=fast_nvme_tier0", "/b": "p=a.b-c"})
 ok("pfl", "PFL layouts: one component, a numeric end at LUSTRE_EOF, ends on stripe-size multiples",
    H + "/one\t0-EOF/c=1\n"
        "/num\t0-18446744073709551615/S=1048576\n"
@@ -81,6 +81,8 @@ ok("odd_paths", "a path is any bytes but TAB, LF, CR and NUL: spaces, '#', UTF-8
 # --- invalid ------------------------------------------------------------------------------------
 
 bad("empty_file", "an empty file has no header", "", 0)
+bad("pool_with_equals", "a pool name is letters, digits, '_', '.', '-': no '='", H + "/a\tp=a=b\n", 2)
+bad("pool_with_tab", "no blank or control byte in a pool name", H + "/a\tp=\tssd\n", 2)
 bad("no_header", "the first line must be the header", "/a\tc=1\n", 0)
 bad("bom", "a UTF-8 byte-order mark is not whitespace: the header is wrong", "\ufeff" + H, 0)
 bad("header_extra", "the header has exactly two tokens", "#iez-plan 1 extra\n", 0)
