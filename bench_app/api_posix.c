@@ -34,10 +34,16 @@ static struct bench_file *posix_open_flags(const char *path, int flags)
     return f;
 }
 
-static struct bench_file *posix_create(const char *path) { return posix_open_flags(path, O_WRONLY | O_CREAT); }
-
-static struct bench_file *posix_open(const char *path, enum bench_access access)
+/* Each process opens on its own: `shared` changes nothing, and the size comes from the writes. */
+static struct bench_file *posix_create(const char *path, int shared, uint64_t size)
 {
+    (void)shared, (void)size;
+    return posix_open_flags(path, O_WRONLY | O_CREAT);
+}
+
+static struct bench_file *posix_open(const char *path, enum bench_access access, int shared)
+{
+    (void)shared;
     return posix_open_flags(path, access == BENCH_WRITE ? O_WRONLY : O_RDONLY);
 }
 
@@ -100,8 +106,9 @@ static int posix_close(struct bench_file *f)
     return rc < 0 ? -1 : 0;
 }
 
-/* Only a regular file or a symlink: a typo must not unlink a device node or a socket. */
-static int posix_remove(const char *path)
+/* Only a regular file or a symlink: a typo must not unlink a device node or a socket. The
+ * other backends remove files this way too. */
+int bench_posix_remove(const char *path)
 {
     struct stat st;
     if (lstat(path, &st) < 0 || !(S_ISREG(st.st_mode) || S_ISLNK(st.st_mode)))
@@ -121,5 +128,5 @@ const struct bench_api bench_posix_api = {
     .set_size = posix_set_size,
     .fsync = posix_fsync,
     .close = posix_close,
-    .remove = posix_remove,
+    .remove = bench_posix_remove,
 };

@@ -1,6 +1,6 @@
 /* iez-bench: the workload program (docs/iez-bench.md). Shared types of the workloads (IOR-like,
- * HACC-IO-like), the I/O backends (struct bench_api, after IOR's aiori table) and the launcher
- * that runs the ranks (struct bench_comm: fork now, MPI later). */
+ * HACC-IO-like), the I/O backends (struct bench_api, after IOR's aiori table) and the launchers
+ * that run the ranks (struct bench_comm: forked processes, or MPI's ranks under mpiexec). */
 #ifndef IEZ_BENCH_H
 #define IEZ_BENCH_H
 
@@ -31,6 +31,8 @@ struct bench_params {
     int fsync;                  /* fsync before close in the write phase (-e) */
     int use_existing;           /* IOR: do not remove an existing file before writing (-E) */
     int json;                   /* one JSON line instead of the text report */
+    int collective;             /* IOR: collective data calls (-c; MPI-IO and HDF5) */
+    const char *launcher;       /* "fork" or "mpi": who started the ranks */
     uint64_t block, transfer, segments; /* IOR */
     uint64_t signature;         /* IOR: mixed into the data pattern (-G) */
     const char *test_file;      /* IOR testFile, HACC-IO path prefix (-o) */
@@ -38,13 +40,18 @@ struct bench_params {
     uint64_t header;            /* HACC-IO: header bytes at the start of each file */
 };
 
-/* The I/O interface (IOR's aiori): one table per backend (api_posix.c; MPI-IO and HDF5 later).
- * Every call returns 0, or -1 with the error set by bench_fail (op, file and errno). */
+/* The I/O interface (IOR's aiori): one table per backend (api_posix.c, api_mpiio.c, api_hdf5.c).
+ * Every call returns 0, or -1 with the error set by bench_fail (op, file and errno). `shared`:
+ * the file is every rank's (opened on MPI_COMM_WORLD), else this rank's alone (MPI_COMM_SELF). */
 struct bench_file;
 struct bench_api {
-    const char *name;           /* as -a takes it: POSIX */
-    struct bench_file *(*create)(const char *path);  /* create (or open an existing file) for writing */
-    struct bench_file *(*open)(const char *path, enum bench_access access);
+    const char *name;           /* as -a takes it: POSIX, MPIIO, HDF5 */
+    int mpi;                    /* needs MPI's ranks (an MPI launcher) */
+    int collective_open;        /* a shared file is created and opened by all its ranks at once */
+    void (*configure)(const struct bench_params *p);  /* once, before any call (NULL: nothing) */
+    /* create (or open an existing file) for writing; size: the bytes the job will put in it */
+    struct bench_file *(*create)(const char *path, int shared, uint64_t size);
+    struct bench_file *(*open)(const char *path, enum bench_access access, int shared);
     int (*xfer)(enum bench_access access, struct bench_file *f, void *buf, uint64_t len, uint64_t offset);
     int (*set_size)(struct bench_file *f, uint64_t size);  /* HACC-IO's preallocation */
     int (*fsync)(struct bench_file *f);
@@ -52,8 +59,10 @@ struct bench_api {
     int (*remove)(const char *path);  /* files only; a missing file is not an error */
 };
 
-extern const struct bench_api bench_posix_api;
+extern const struct bench_api bench_posix_api, bench_mpiio_api, bench_hdf5_api;
 const struct bench_api *bench_api_find(const char *name);  /* by -a name, case-insensitive */
+const char *bench_api_names(void);                          /* "POSIX, MPIIO, HDF5": this build's */
+int bench_posix_remove(const char *path);                   /* a regular file or symlink, if there */
 
 /* One phase of one rank, in IOR's terms: start and end of open, transfer and close. */
 struct bench_times {
@@ -72,7 +81,7 @@ struct bench_result {
     char bad_file[1024];
 };
 
-/* How ranks run and meet (launch.c: forked processes; later MPI). */
+/* How ranks run and meet (launch.c: forked processes; launch_mpi.c: MPI's ranks). */
 struct bench_comm {
     int rank, size;
     int (*barrier)(void);       /* 0, or -1 when the job is being torn down */
@@ -105,8 +114,10 @@ void bench_fail_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 const char *bench_error(void);
 int bench_failed(void);
 
-/* Options (options.c) and small helpers (util.c). */
-int bench_parse(int argc, char **argv, struct bench_params *p, int *child_rank, int *up_fd, int *down_fd);
+/* Options (options.c) and small helpers (util.c). mpi_size: the ranks MPI started (0: not
+ * under MPI); quiet: say nothing on errors (MPI ranks other than 0). */
+int bench_parse(int argc, char **argv, struct bench_params *p, int *child_rank, int *up_fd, int *down_fd,
+                int mpi_size, int quiet);
 int bench_parse_size(const char *s, uint64_t *out);
 double bench_now(void);
 void *bench_alloc(size_t n);
@@ -114,5 +125,11 @@ void *bench_alloc(size_t n);
 /* The fork launcher (launch.c). */
 int bench_launch(const struct bench_params *p, char **argv);
 int bench_child(const struct bench_params *p, int rank, int up_fd, int down_fd);
+/* Started by an MPI launcher (a PMI or PMIx connection, Open MPI's variables): the variable
+ * that says so, or NULL. */
+const char *bench_mpi_launched(void);
+/* Under MPI (launch_mpi.c, built with MPI): MPI_Init, parse, run this rank, gather the results
+ * to rank 0, which reports; the exit status. */
+int bench_mpi_main(int argc, char **argv);
 
 #endif

@@ -123,10 +123,11 @@ static int header_io(const struct bench_params *p, struct bench_result *r, enum 
     return 0;
 }
 
-/* The file's first rank creates it at its full size (HACC-IO preallocates). */
+/* The file's first rank creates it at its full size (HACC-IO preallocates); with MPI-IO or
+ * HDF5 all the file's ranks do it at once. */
 static int preallocate(const struct bench_params *p, const struct hacc_file *h)
 {
-    struct bench_file *f = p->api->create(h->name);
+    struct bench_file *f = p->api->create(h->name, !p->fpp, p->header + h->particles * HACC_RECORD);
     if (!f)
         return -1;
     int rc = p->api->set_size(f, p->header + h->particles * HACC_RECORD);
@@ -135,7 +136,7 @@ static int preallocate(const struct bench_params *p, const struct hacc_file *h)
 
 static int read_header(const struct bench_params *p, struct bench_result *r, const struct hacc_file *h)
 {
-    struct bench_file *f = p->api->open(h->name, BENCH_READ);
+    struct bench_file *f = p->api->open(h->name, BENCH_READ, 0); /* the first rank alone */
     void *hdr = f ? calloc(1, p->header) : NULL;
     if (f && !hdr)
         bench_fail_msg("cannot allocate the %llu-byte header", (unsigned long long)p->header);
@@ -162,13 +163,14 @@ static int phase(const struct bench_params *p, const struct bench_comm *c, struc
 {
     struct bench_times *t = &r->phase[access];
     int leader = c->rank == h->first, writing = access == BENCH_WRITE;
+    int together = p->api->collective_open && !p->fpp; /* the file's ranks create it at once */
     if (c->barrier())
         return -1;
     t->open_start = bench_now();
-    if (leader && (writing ? preallocate(p, h) : p->header && read_header(p, r, h)))
+    if (writing ? (leader || together) && preallocate(p, h) : leader && p->header && read_header(p, r, h))
         return -1;
     struct bench_file *f = NULL;
-    if (sync_file(p, c) || !(f = p->api->open(h->name, access)) || sync_file(p, c))
+    if (sync_file(p, c) || !(f = p->api->open(h->name, access, !p->fpp)) || sync_file(p, c))
         goto fail;
     t->open_end = t->xfer_start = bench_now();
     if (variables(p, c, r, access, f, h, buf, want))

@@ -4,8 +4,9 @@
  * s*block. Shared file: every rank uses <testFile>, and block (s, r) sits at
  * (s*ranks + r)*block, as IOR lays it out (segment-major). The creating rank (rank 0 of a shared
  * file, each rank of its own) removes an existing file first, as IOR does unless -E, so the file
- * is created anew and gets a new layout; the others open it after a barrier. Files are removed
- * at the end unless -k. */
+ * is created anew and gets a new layout; the others open it after a barrier (with MPI-IO and
+ * HDF5 every rank opens the shared file at once, creating it, as IOR's MPIIO backend does).
+ * Files are removed at the end unless -k. */
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,17 +28,21 @@ static uint64_t offset_of(const struct bench_params *p, int rank, uint64_t seg, 
 static struct bench_file *open_phase(const struct bench_params *p, const struct bench_comm *c,
                                      enum bench_access access, const char *file, int creator)
 {
+    int shared = !p->fpp;
+    uint64_t size = p->block * p->segments * (uint64_t)(shared ? p->ranks : 1);
     if (access == BENCH_READ)
-        return p->api->open(file, BENCH_READ);
+        return p->api->open(file, BENCH_READ, shared);
+    if (shared && p->api->collective_open) /* MPI-IO, HDF5: every rank creates the shared file at once */
+        return p->api->create(file, 1, size);
     struct bench_file *f = NULL;
-    if (creator && !(f = p->api->create(file)))
+    if (creator && !(f = p->api->create(file, shared, size)))
         return NULL;
-    if (!p->fpp && c->barrier()) {
+    if (shared && c->barrier()) {
         if (f)
             p->api->close(f);
         return NULL;
     }
-    return creator ? f : p->api->open(file, BENCH_WRITE);
+    return creator ? f : p->api->open(file, BENCH_WRITE, shared);
 }
 
 static int phase(const struct bench_params *p, const struct bench_comm *c, struct bench_result *r,

@@ -1,6 +1,6 @@
-/* Command-line options, close to IOR's (-a -b -t -s -F -w -r -o -k -e -E -G), plus -n for the
- * number of ranks, -p for HACC-IO particles and the long options of docs/iez-bench.md. Every
- * bad option is one line on stderr and exit status 2. */
+/* Command-line options, close to IOR's (-a -b -t -s -F -c -w -r -o -k -e -E -G), plus -n for
+ * the number of ranks, -p for HACC-IO particles and the long options of docs/iez-bench.md.
+ * Every bad option is one line on stderr (from rank 0 under MPI) and exit status 2. */
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
@@ -18,12 +18,13 @@
 static const char usage[] =
     "usage: iez-bench [--workload ior|hacc-io] [options]\n"
     "\n"
-    "Runs an IOR-like or HACC-IO-like job as -n forked ranks (PMI_RANK set in each) and reports\n"
-    "bandwidth and open/close times as IOR does. Sizes take IOR's suffixes: 64k, 1m, 2g (powers of 1024).\n"
+    "Runs an IOR-like or HACC-IO-like job as -n forked ranks (PMI_RANK set in each), or as the ranks\n"
+    "mpiexec starts, and reports bandwidth and open/close times as IOR does. Sizes take IOR's\n"
+    "suffixes: 64k, 1m, 2g (powers of 1024).\n"
     "\n"
     "common:\n"
-    "  -a, --api NAME           I/O interface: POSIX (default)\n"
-    "  -n, -N, --ranks N        number of ranks (default 1)\n"
+    "  -a, --api NAME           I/O interface: POSIX (default), MPIIO, HDF5 (these two under mpiexec)\n"
+    "  -n, -N, --ranks N        number of ranks (default 1; under mpiexec: its ranks)\n"
     "  -F, --file-per-proc      one file per rank (default: one shared file)\n"
     "  -w, --write              write phase    } both when neither is given\n"
     "  -r, --read               read phase     }\n"
@@ -38,6 +39,7 @@ static const char usage[] =
     "  -k, --keep               keep the files (IOR removes them at the end)\n"
     "  -E, --use-existing       do not remove an existing file before writing\n"
     "  -G, --signature N        mixed into the data pattern (default 0)\n"
+    "  -c, --collective         collective data calls (MPIIO, HDF5)\n"
     "HACC-IO-like (--workload hacc-io):\n"
     "  -p, --particles N[,N...] particles per rank: one count for all, or one per rank\n"
     "      --header-size SIZE   header at the start of each file (default 25165824, HACC-IO's; 0 = none)\n"
@@ -62,6 +64,7 @@ static const struct option longopts[] = {
     {"keep", no_argument, NULL, 'k'},
     {"use-existing", no_argument, NULL, 'E'},
     {"signature", required_argument, NULL, 'G'},
+    {"collective", no_argument, NULL, 'c'},
     {"particles", required_argument, NULL, 'p'},
     {"header-size", required_argument, NULL, OPT_HEADER},
     {"workload", required_argument, NULL, OPT_WORKLOAD},
@@ -70,9 +73,13 @@ static const struct option longopts[] = {
     {NULL, 0, NULL, 0},
 };
 
+static int quiet;
+
 static int bad(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static int bad(const char *fmt, ...)
 {
+    if (quiet)
+        return -1;
     va_list ap;
     va_start(ap, fmt);
     fputs("iez-bench: error: ", stderr);
@@ -189,11 +196,14 @@ static int file_names_fit(const struct bench_params *p)
     return rc ? bad("-o %s: the file names would be longer than PATH_MAX", p->test_file) : 0;
 }
 
-int bench_parse(int argc, char **argv, struct bench_params *p, int *child_rank, int *up_fd, int *down_fd)
+int bench_parse(int argc, char **argv, struct bench_params *p, int *child_rank, int *up_fd, int *down_fd,
+                int mpi_size, int quiet_errors)
 {
     memset(p, 0, sizeof *p);
+    quiet = quiet_errors;
     p->api = &bench_posix_api;
-    p->ranks = 1;
+    p->ranks = mpi_size ? mpi_size : 1;
+    p->launcher = mpi_size ? "mpi" : "fork";
     p->block = 1 << 20;     /* IOR's defaults */
     p->transfer = 256 << 10;
     p->segments = 1;
@@ -203,17 +213,24 @@ int bench_parse(int argc, char **argv, struct bench_params *p, int *child_rank, 
     uint64_t v;
     opterr = 0;
     int c;
-    while ((c = getopt_long(argc, argv, ":a:n:N:Fwro:eRb:t:s:kEG:p:h", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":a:n:N:Fcwro:eRb:t:s:kEG:p:h", longopts, NULL)) != -1) {
         switch (c) {
         case 'a':
-            if (!(p->api = bench_api_find(optarg)))
-                return bad("-a %s: this iez-bench has the POSIX interface only (MPIIO and HDF5 come later)", optarg);
+            if (!(p->api = bench_api_find(optarg))) {
+                const char *names = bench_api_names();
+                return strchr(names, ',') ? bad("-a %s: this iez-bench has the interfaces %s", optarg, names)
+                                          : bad("-a %s: this iez-bench has the POSIX interface only (built without "
+                                                "MPI)", optarg);
+            }
             break;
         case 'n': case 'N':
             if (number(optarg, &v) || v < 1 || v > MAX_RANKS)
                 return bad("-%c %s: the number of ranks is 1 to %d", c, optarg, MAX_RANKS);
+            if (mpi_size && (int)v != mpi_size)
+                return bad("-%c %s: the MPI launcher started %d rank%s", c, optarg, mpi_size, mpi_size == 1 ? "" : "s");
             p->ranks = (int)v;
             break;
+        case 'c': p->collective = 1; break;
         case 'F': p->fpp = 1; break;
         case 'w': p->write = 1; break;
         case 'r': p->read = 1; break;
@@ -276,6 +293,13 @@ int bench_parse(int argc, char **argv, struct bench_params *p, int *child_rank, 
         p->write = p->read = 1;
     if (p->verify && !p->read)
         return bad("--verify checks what is read: add -r");
+    if (p->api->mpi && !mpi_size)
+        return bad("-a %s: not started by an MPI launcher, this iez-bench has the POSIX interface only: run "
+                   "mpiexec -n RANKS iez-bench -a %s ...", p->api->name, p->api->name);
+    if (p->collective && !p->api->mpi)
+        return bad("-c: collective I/O is MPI's: add -a MPIIO or -a HDF5");
+    if (p->collective && p->workload == BENCH_HACC)
+        return bad("-c is an option of the IOR-like workload (HACC-IO's ranks make different numbers of calls)");
     if (p->workload == BENCH_IOR) {
         if (counts || header_set)
             return bad("%s is an option of --workload hacc-io", counts ? "-p" : "--header-size");

@@ -109,8 +109,9 @@ static const struct bench_result *first_mismatch(const struct bench_result *res,
 static void report_json(const struct bench_params *p, const struct bench_result *res, int n)
 {
     char file[PATH_MAX];
-    printf("{\"workload\":\"%s\",\"api\":\"%s\",\"launcher\":\"fork\",\"ranks\":%d,\"mode\":\"%s\",\"test_file\":",
-           p->workload == BENCH_IOR ? "ior" : "hacc-io", p->api->name, p->ranks, p->fpp ? "fpp" : "ssf");
+    printf("{\"workload\":\"%s\",\"api\":\"%s\",\"launcher\":\"%s\",\"ranks\":%d,\"mode\":\"%s\","
+           "\"collective\":%s,\"test_file\":", p->workload == BENCH_IOR ? "ior" : "hacc-io", p->api->name, p->launcher,
+           p->ranks, p->fpp ? "fpp" : "ssf", p->collective ? "true" : "false");
     json_string(p->test_file);
     printf(",\"files\":[");
     for (int i = 0; i < bench_files(p); i++) {
@@ -163,8 +164,9 @@ static void report_text(const struct bench_params *p, const struct bench_result 
 {
     char a[64], b[64], file[PATH_MAX];
     int ior = p->workload == BENCH_IOR;
-    printf("iez-bench: %s workload, api %s, %d rank%s (forked), %s\n", ior ? "IOR-like" : "HACC-IO-like",
-           p->api->name, p->ranks, p->ranks == 1 ? "" : "s", p->fpp ? "file per process" : "single shared file");
+    printf("iez-bench: %s workload, api %s%s, %d rank%s (%s), %s\n", ior ? "IOR-like" : "HACC-IO-like",
+           p->api->name, p->collective ? " (collective)" : "", p->ranks, p->ranks == 1 ? "" : "s",
+           strcmp(p->launcher, "mpi") ? "forked" : "MPI", p->fpp ? "file per process" : "single shared file");
     name_of(p, 0, file, sizeof file);
     printf("%-19s: %s%s (%d file%s)\n", "files", file, bench_files(p) > 1 ? " ..." : "", bench_files(p),
            bench_files(p) == 1 ? "" : "s");

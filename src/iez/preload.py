@@ -1,10 +1,14 @@
-"""Running a command under libiez: where the library is, the environment it reads
-(docs/libiez.md), and a child process that behaves like the command itself (signals passed on,
-its exit status returned). Used by `iez run` and the demo."""
+"""Running a command under libiez: where the library is, which one (libiez-mpi.so for an MPI
+job, libiez.so otherwise), the environment it reads (docs/libiez.md), and a child process that
+behaves like the command itself (signals passed on, its exit status returned). Used by `iez run`
+and the demo."""
 
 from __future__ import annotations
 
+import os
+import shutil
 import signal
+import struct
 import subprocess
 from pathlib import Path
 from typing import Mapping, Sequence
@@ -13,6 +17,13 @@ from iez.artifacts import find_built
 from iez.errors import IezError
 
 LIBS = {"posix": "libiez.so", "mpi": "libiez-mpi.so"}
+# Launchers that start MPI ranks: with them every rank is an MPI process (srun and flux start
+# other programs too, for which libiez-mpi.so works as libiez.so: its MPI wrappers are never
+# called and it loads no libmpi).
+MPI_LAUNCHERS = frozenset({"mpiexec", "mpirun", "mpiexec.hydra", "mpiexec.mpich", "mpirun.mpich", "mpiexec.openmpi",
+                           "mpirun.openmpi", "orterun", "prterun", "srun", "aprun", "jsrun", "flux"})
+# Open MPI's launchers pass no environment to remote ranks unless told (-x NAME).
+OPENMPI_LAUNCHERS = frozenset({"orterun", "prterun", "mpirun.openmpi", "mpiexec.openmpi"})
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
 
 
@@ -21,6 +32,78 @@ def libiez_path(kind: str = "posix") -> Path:
     env = "IEZ_LIBIEZ_MPI" if kind == "mpi" else "IEZ_LIBIEZ"
     return Path(find_built("libiez", env, f"libiez/{LIBS[kind]}", program=False,
                            installed=("/usr/local/lib/iez", "/usr/lib/iez")))
+
+
+def _resolve(prog: str, env: Mapping[str, str]) -> Path | None:
+    found = shutil.which(prog, path=env.get("PATH", os.defpath)) if "/" not in prog else prog
+    return Path(found).resolve() if found else None
+
+
+def elf_needed(path: str | Path) -> list[str]:
+    """The shared libraries an ELF executable names (DT_NEEDED), or [] for anything else (a
+    script, a 32-bit or big-endian binary, an unreadable file)."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read(64 << 20)
+    except OSError:
+        return []
+    if len(data) < 64 or data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
+        return []
+    phoff, = struct.unpack_from("<Q", data, 0x20)
+    phentsize, phnum = struct.unpack_from("<HH", data, 0x36)
+    loads, dynamic = [], None
+    for i in range(phnum):
+        at = phoff + i * phentsize
+        if at + 56 > len(data):
+            return []
+        ptype, _flags, off, vaddr, _paddr, filesz = struct.unpack_from("<IIQQQQ", data, at)
+        if ptype == 1:  # PT_LOAD
+            loads.append((vaddr, off, filesz))
+        elif ptype == 2:  # PT_DYNAMIC
+            dynamic = (off, filesz)
+    if dynamic is None:
+        return []
+
+    def file_offset(vaddr: int) -> int | None:
+        return next((off + vaddr - va for va, off, size in loads if va <= vaddr < va + size), None)
+
+    needed, strtab = [], None
+    for at in range(dynamic[0], min(dynamic[0] + dynamic[1], len(data) - 15), 16):
+        tag, val = struct.unpack_from("<qQ", data, at)
+        if tag == 0:  # DT_NULL
+            break
+        if tag == 1:  # DT_NEEDED
+            needed.append(val)
+        elif tag == 5:  # DT_STRTAB
+            strtab = file_offset(val)
+    if strtab is None:
+        return []
+    names = []
+    for off in needed:
+        end = data.find(b"\0", strtab + off)
+        if end > 0:
+            names.append(data[strtab + off:end].decode("utf-8", "replace"))
+    return names
+
+
+def uses_mpi(argv: Sequence[str], env: Mapping[str, str] = os.environ) -> bool:
+    """Whether a command runs MPI ranks: it is an MPI launcher (mpiexec, mpirun, srun, ...), or
+    a program that links an MPI library (libmpi*, libmpich*: an MPI singleton)."""
+    if not argv:
+        return False
+    if Path(argv[0]).name in MPI_LAUNCHERS:
+        return True
+    prog = _resolve(argv[0], env)
+    return prog is not None and any(n.startswith(("libmpi", "libmpich")) for n in elf_needed(prog))
+
+
+def launcher_args(argv: Sequence[str], names: Sequence[str], env: Mapping[str, str] = os.environ) -> list[str]:
+    """`argv` with what its launcher needs to give the ranks these environment variables: `-x
+    NAME` for Open MPI's mpirun (MPICH's mpiexec and srun pass the whole environment)."""
+    prog = _resolve(argv[0], env) if argv else None
+    if prog is None or (prog.name not in OPENMPI_LAUNCHERS and Path(argv[0]).name not in OPENMPI_LAUNCHERS):
+        return list(argv)
+    return [argv[0], *(a for n in names for a in ("-x", n)), *argv[1:]]
 
 
 def preload_env(base: Mapping[str, str], lib: Path, settings: Mapping[str, str | None]) -> dict[str, str]:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 from iez.errors import IezError
-from iez.preload import libiez_path, preload_env, run_command
+from iez.preload import launcher_args, libiez_path, preload_env, run_command, uses_mpi
 
 
 @dataclass(frozen=True)
@@ -63,7 +63,7 @@ def run(opts: RunOptions, warn: Callable[[str], None], env: Mapping[str, str] = 
         note(f"{e}; running the command unchanged")
         return RunReport(run_command(opts.command, env), "unchanged", warnings=warnings)
     try:
-        lib = libiez_path()
+        lib = _library(opts.command, env, note)
     except IezError as e:
         note(f"{e}; running the command unchanged")
         client.close()
@@ -87,7 +87,8 @@ def run(opts: RunOptions, warn: Callable[[str], None], env: Mapping[str, str] = 
         settings["IEZ_LOG"] = opts.log
     report = RunReport(0, settings["IEZ_MODE"] or "trace", reply.run, warnings=warnings)
     try:
-        report.rc = run_command(opts.command, preload_env(env, lib, settings))
+        command = launcher_args(opts.command, ["LD_PRELOAD", *settings], env)
+        report.rc = run_command(command, preload_env(env, lib, settings))
         try:
             report.uploaded = client.upload_trace(opts.app, trace, run=reply.run if reply.status == "ready" else None)
         except IezError as e:
@@ -100,6 +101,17 @@ def run(opts: RunOptions, warn: Callable[[str], None], env: Mapping[str, str] = 
         client.close()
         shutil.rmtree(work, ignore_errors=True)
     return report
+
+
+def _library(command: Sequence[str], env: Mapping[str, str], note: Callable[[str], None]) -> Path:
+    """libiez-mpi.so for an MPI job (an MPI launcher, or a program linking libmpi), else
+    libiez.so; an MPI job without libiez-mpi.so is still traced at the POSIX layer."""
+    if uses_mpi(command, env):
+        try:
+            return libiez_path("mpi")
+        except IezError as e:
+            note(f"{e}; MPI-IO and HDF5 are not traced or placed, POSIX I/O is")
+    return libiez_path()
 
 
 def command_of(argv: Sequence[str]) -> tuple[str, ...]:

@@ -3,12 +3,15 @@
 The program is C (bench_app/, built into build/bench_app/iez-bench); it is found through
 $IEZ_BENCH, then this checkout's build directory, then PATH. `IorJob` and `HaccJob` describe a
 job, give its command line and the files it writes with their sizes; `run` runs it and returns
-the JSON report. The binary checks the options; its one-line error comes back as a BenchError.
+the JSON report. A job through MPI-IO or HDF5 (`api=`) runs under `mpiexec -n RANKS`, whose
+ranks are the job's; a POSIX job forks its own. The binary checks the options; its one-line
+error comes back as a BenchError.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +25,7 @@ ENV = "IEZ_BENCH"
 BUILD_HINT = "build it with `cmake -S . -B build && cmake --build build`"
 HACC_RECORD = 38  # bytes a particle: xx yy zz vx vy vz phi (float32), pid (int64), mask (uint16)
 HACC_HEADER = 25165824  # HACC-IO's FILE_HEADER_SIZE_MAX, at the start of every file
+APIS = ("POSIX", "MPIIO", "HDF5")  # -a; MPIIO and HDF5 run under mpiexec
 
 
 class BenchError(IezError):
@@ -38,6 +42,15 @@ def _ranks(ranks: int) -> int:
     return ranks
 
 
+def _api(api: str, collective: bool = False) -> list[str]:
+    name = api.upper() if isinstance(api, str) else api
+    if name not in APIS:
+        raise ConfigError(f"api: one of {', '.join(APIS)}, got {api!r}")
+    if collective and name == "POSIX":
+        raise ConfigError("collective: collective I/O needs api MPIIO or HDF5")
+    return ["-a", name] + ["-c"] * collective
+
+
 def _phases(write: bool, read: bool, verify: bool) -> list[str]:
     if not (write or read):
         raise ConfigError("a job writes, reads, or both")
@@ -48,7 +61,7 @@ def _phases(write: bool, read: bool, verify: bool) -> list[str]:
 
 @dataclass(frozen=True)
 class IorJob:
-    """IOR -a POSIX [-F] -b BLOCK -t TRANSFER -s SEGMENTS -o TEST_FILE, on `ranks` processes.
+    """IOR -a API [-F] [-c] -b BLOCK -t TRANSFER -s SEGMENTS -o TEST_FILE, on `ranks` processes.
     Unlike IOR, the files are kept by default (keep=False removes them at the end)."""
 
     test_file: str
@@ -63,19 +76,22 @@ class IorJob:
     keep: bool = True
     fsync: bool = False
     signature: int = 0
+    api: str = "POSIX"  # POSIX, MPIIO or HDF5 (IOR's -a)
+    collective: bool = False  # IOR's -c: collective data calls (MPIIO, HDF5)
 
     def args(self) -> list[str]:
         block, transfer = parse_size(self.block, "block"), parse_size(self.transfer, "transfer")
         if isinstance(self.segments, bool) or not isinstance(self.segments, int) or self.segments < 1:
             raise ConfigError(f"segments: expected a positive count, got {self.segments!r}")
-        out = ["--workload", "ior", "-a", "POSIX", "-n", str(_ranks(self.ranks)), "-b", str(block),
+        out = ["--workload", "ior", *_api(self.api, self.collective), "-n", str(_ranks(self.ranks)), "-b", str(block),
                "-t", str(transfer), "-s", str(self.segments), "-o", str(self.test_file)]
         out += ["-F"] * self.fpp + _phases(self.write, self.read, self.verify)
         out += ["-k"] * self.keep + ["-e"] * self.fsync
         return out + (["-G", str(self.signature)] if self.signature else [])
 
     def files(self) -> dict[str, int]:
-        """Each file the job writes (rank order) and its size in bytes."""
+        """Each file the job writes (rank order) and the bytes the job puts in it (an HDF5 file
+        is larger by HDF5's metadata)."""
         per_rank = parse_size(self.block, "block") * self.segments
         if self.fpp:
             return {f"{self.test_file}.{r:08d}": per_rank for r in range(_ranks(self.ranks))}
@@ -85,7 +101,8 @@ class IorJob:
 @dataclass(frozen=True)
 class HaccJob:
     """HACC-IO on `ranks` processes: `particles` for every rank, or one count per rank; files
-    PATH-Part%08d-of-%08d.data, each a `header` then 38 bytes a particle."""
+    PATH-Part%08d-of-%08d.data, each a `header` then 38 bytes a particle. Through MPI-IO, a
+    file per process is opened on MPI_COMM_SELF, as HACC-IO does."""
 
     path: str
     particles: int | Sequence[int]
@@ -96,6 +113,7 @@ class HaccJob:
     read: bool = True
     verify: bool = False
     fsync: bool = False
+    api: str = "POSIX"  # POSIX, MPIIO or HDF5
 
     def counts(self) -> list[int]:
         n = _ranks(self.ranks)
@@ -110,12 +128,12 @@ class HaccJob:
     def args(self) -> list[str]:
         counts = self.counts()
         spec = str(counts[0]) if len(set(counts)) == 1 else ",".join(map(str, counts))
-        out = ["--workload", "hacc-io", "-a", "POSIX", "-n", str(len(counts)), "-p", spec,
+        out = ["--workload", "hacc-io", *_api(self.api), "-n", str(len(counts)), "-p", spec,
                "--header-size", str(parse_size(self.header, "header")), "-o", str(self.path)]
         return out + ["-F"] * self.fpp + _phases(self.write, self.read, self.verify) + ["-e"] * self.fsync
 
     def files(self) -> dict[str, int]:
-        """Each file the job writes (rank order) and its size in bytes."""
+        """Each file the job writes (rank order) and the bytes the job puts in it."""
         counts, header = self.counts(), parse_size(self.header, "header")
         if self.fpp:
             n = len(counts)
@@ -123,9 +141,21 @@ class HaccJob:
         return {f"{self.path}-Part{0:08d}-of-{1:08d}.data": header + sum(counts) * HACC_RECORD}
 
 
+def uses_mpi(job: IorJob | HaccJob) -> bool:
+    """The job's ranks are MPI's (api MPIIO or HDF5)."""
+    return job.api.upper() != "POSIX"
+
+
 def command(job: IorJob | HaccJob, json_report: bool = True) -> list[str]:
-    """The iez-bench command line of `job` (with --json unless asked not to)."""
-    return [bench_path(), *job.args(), *(["--json"] if json_report else [])]
+    """The iez-bench command line of `job` (with --json unless asked not to); `mpiexec -n
+    RANKS` before it when the job goes through MPI-IO or HDF5."""
+    args = [bench_path(), *job.args(), *(["--json"] if json_report else [])]
+    if not uses_mpi(job):
+        return args
+    mpiexec = shutil.which("mpiexec")
+    if not mpiexec:
+        raise BenchError(f"api {job.api} runs under mpiexec, which is not installed (apt-get install mpich)")
+    return [mpiexec, "-n", str(job.ranks), *args]
 
 
 def run(job: IorJob | HaccJob, env: Mapping[str, str] | None = None, cwd: str | Path | None = None,
