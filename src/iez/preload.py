@@ -88,13 +88,19 @@ def elf_needed(path: str | Path) -> list[str]:
 
 def uses_mpi(argv: Sequence[str], env: Mapping[str, str] = os.environ) -> bool:
     """Whether a command runs MPI ranks: it is an MPI launcher (mpiexec, mpirun, srun, ...), or
-    a program that links an MPI library (libmpi*, libmpich*: an MPI singleton)."""
+    a program that links an MPI library, or parallel HDF5, directly (an MPI singleton). A
+    script, or a program that reaches MPI only through other libraries, counts as no MPI."""
     if not argv:
         return False
     if Path(argv[0]).name in MPI_LAUNCHERS:
         return True
     prog = _resolve(argv[0], env)
-    return prog is not None and any(n.startswith(("libmpi", "libmpich")) for n in elf_needed(prog))
+    return prog is not None and any(_mpi_library(n) for n in elf_needed(prog))
+
+
+def _mpi_library(name: str) -> bool:
+    """libmpi.so.40, libmpich.so.12, or a library built on one (libhdf5_mpich, libhdf5_openmpi)."""
+    return name.startswith("libmpi") or "mpich" in name or "openmpi" in name
 
 
 def launcher_args(argv: Sequence[str], names: Sequence[str], env: Mapping[str, str] = os.environ) -> list[str]:
