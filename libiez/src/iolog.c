@@ -56,7 +56,7 @@ void iez_iolog_init(void)
     if (!iez_cfg.iolog[0])
         return;
     if (!iez_tracing) {
-        iez_log_once(IEZ_LOG_CONFIG, "IEZ_IOLOG needs tracing (IEZ_TRACE_DIR, IEZ_MODE with trace): no I/O event log");
+        iez_log_once(IEZ_LOG_TRACE, "IEZ_IOLOG needs tracing (IEZ_TRACE_DIR, IEZ_MODE with trace): no I/O event log");
         return;
     }
     iez_iolog_on = 1;

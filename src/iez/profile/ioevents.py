@@ -9,8 +9,10 @@ O_APPEND, one event per line written with a single write(2):
 time: seconds since the epoch with a fraction; op: `r` (read) or `w` (write); offset and length
 in bytes; nid: the client's LNet NID (`192.168.1.10@tcp`); pid: the process; jobid: the job id
 a Lustre client would send (`-` for none); path: the rest of the line, absolute. A line that
-does not parse is reported, never fatal. libiez can write the same lines from its read/write
-wrappers; the test workload (`iez.profile.workload`) writes them today.
+does not parse is reported, never fatal. libiez writes these lines from its read and write
+wrappers (`IEZ_IOLOG`, docs/libiez.md), one mapped file per thread: a file whose process was
+killed ends in zero bytes, which are not lines. The test workload (`iez.profile.workload`)
+writes them too.
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ def format_event(e: IoEvent) -> str:
 def parse_events(text: str, source: str = "") -> tuple[list[IoEvent], list[Skipped]]:
     events: list[IoEvent] = []
     skipped: list[Skipped] = []
-    for i, line in enumerate(text.splitlines(), 1):
+    for i, line in enumerate(text.rstrip("\0").splitlines(), 1):
         if not line.strip() or line.startswith("#"):
             continue
         f = line.split(" ", 7)
