@@ -24,6 +24,9 @@ static void fail(const char *op, const char *path, uint64_t offset, int rc)
     if (MPI_Error_string(rc, why, &n) != MPI_SUCCESS)
         n = 0;
     why[n] = 0;
+    for (char *c = why; *c; c++) /* MPICH's strings carry an error stack, one frame a line */
+        if (*c == '\n')
+            *c = c[1] ? ';' : 0;
     if (offset == UINT64_MAX)
         bench_fail_msg("%s %s: %s (MPI error %d)", op, path, n ? why : "unknown", rc);
     else
