@@ -26,7 +26,7 @@ static void fail(const char *op, const char *path, uint64_t offset, int rc)
     why[n] = 0;
     for (char *c = why; *c; c++) /* MPICH's strings carry an error stack, one frame a line */
         if (*c == '\n')
-            *c = c[1] ? ';' : 0;
+            *c = c[1] ? ' ' : 0;
     if (offset == UINT64_MAX)
         bench_fail_msg("%s %s: %s (MPI error %d)", op, path, n ? why : "unknown", rc);
     else
