@@ -18,6 +18,7 @@
 #include "core.h"
 #include "dynsym.h"
 #include "log.h"
+#include "open.h"
 #include "pmpi.h"
 #include "sysio.h"
 #include "trace.h"
@@ -90,6 +91,7 @@ IEZ_EXPORT int MPI_Init(int *argc, char ***argv)
 {
     if (iez_pmpi_ready(__builtin_return_address(0)))
         return MPI_ERR_INTERN;
+    iez_mpi_process = 1;
     int rc = iez_pmpi.PMPI_Init(argc, argv);
     if (rc == MPI_SUCCESS)
         started();
@@ -100,6 +102,7 @@ IEZ_EXPORT int MPI_Init_thread(int *argc, char ***argv, int required, int *provi
 {
     if (iez_pmpi_ready(__builtin_return_address(0)))
         return MPI_ERR_INTERN;
+    iez_mpi_process = 1;
     int rc = iez_pmpi.PMPI_Init_thread(argc, argv, required, provided);
     if (rc == MPI_SUCCESS)
         started();

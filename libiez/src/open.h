@@ -38,12 +38,15 @@ void iez_open_inherited(void);
 /* The absolute, lexically normalised name of (dirfd, path), as plan keys are written: its
  * length, or -1. */
 int iez_absolute(int dirfd, const char *path, char *out, size_t cap);
-/* Shared memory objects (shm_open: MPI's and UCX's segments in /dev/shm) and /proc's links to
- * other processes' descriptors (which UCX opens to share them) are not the application's
- * files: neither placed nor traced. */
+/* In an MPI process (set by libiez-mpi's MPI_Init before MPI starts), MPI's and UCX's shared
+ * memory segments in /dev/shm and /proc's links to other processes' descriptors (which UCX
+ * opens to share them) are not the application's files: neither placed nor traced, as
+ * Darshan excludes /dev/ and /proc/. Elsewhere they are files like any other. */
+extern int iez_mpi_process;
 static inline int iez_system_path(const char *abs, size_t len)
 {
-    return (len > 9 && !__builtin_memcmp(abs, "/dev/shm/", 9)) || (len > 6 && !__builtin_memcmp(abs, "/proc/", 6));
+    return iez_mpi_process && ((len > 9 && !__builtin_memcmp(abs, "/dev/shm/", 9)) ||
+                               (len > 6 && !__builtin_memcmp(abs, "/proc/", 6)));
 }
 /* A file opened through a layer without descriptors (MPI-IO, HDF5): its trace record, with the
  * layout placement gave it (known) or, if not known, the one the file system returns for its
