@@ -47,7 +47,8 @@ def c_plan(path: Path, asan: bool = False) -> tuple[dict[str, tuple[str, str]] |
     assert out[0].startswith("OK "), out[0]
     entries = {}
     for line in out[1:int(out[0].split()[1]) + 1]:
-        path_, layout, hexbytes = line.rsplit("\t", 2)
+        path_, rest = line.split("\t", 1)  # a path holds no tab (the plan's separator); a pool name may
+        layout, hexbytes = rest.rsplit("\t", 1)
         entries[path_] = (layout, hexbytes)
     return entries, ""
 
