@@ -167,7 +167,8 @@ IEZ_EXPORT int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI
     if (iez_pmpi_ready(__builtin_return_address(0)))
         return MPI_ERR_INTERN;
     iez_init();
-    if ((!iez_cfg.trace && !iez_cfg.place) || !filename || !iez_owner())
+    /* an erroneous call gets MPI's own answer, not one from libiez's calls on its arguments */
+    if ((!iez_cfg.trace && !iez_cfg.place) || !filename || !fh || comm == MPI_COMM_NULL || !iez_owner())
         return iez_pmpi.PMPI_File_open(comm, filename, amode, info, fh);
     const char *path = strip_prefix(filename);
     char abs[PATH_MAX];

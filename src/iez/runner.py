@@ -87,7 +87,7 @@ def run(opts: RunOptions, warn: Callable[[str], None], env: Mapping[str, str] = 
         settings["IEZ_LOG"] = opts.log
     report = RunReport(0, settings["IEZ_MODE"] or "trace", reply.run, warnings=warnings)
     try:
-        command = launcher_args(opts.command, ["LD_PRELOAD", *settings], env)
+        command = launcher_args(opts.command, ["LD_PRELOAD", *(k for k, v in settings.items() if v is not None)], env)
         report.rc = run_command(command, preload_env(env, lib, settings))
         try:
             report.uploaded = client.upload_trace(opts.app, trace, run=reply.run if reply.status == "ready" else None)
