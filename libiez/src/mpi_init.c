@@ -24,6 +24,7 @@
 #include "trace.h"
 
 struct iez_pmpi_table iez_pmpi;
+int iez_mpi_thread_multiple = 1; /* until MPI_Init or MPI_Init_thread says otherwise */
 
 static pthread_mutex_t resolve_lock = PTHREAD_MUTEX_INITIALIZER;
 static int resolved; /* 1 done, -1 failed */
@@ -93,8 +94,10 @@ IEZ_EXPORT int MPI_Init(int *argc, char ***argv)
         return MPI_ERR_INTERN;
     iez_mpi_process = 1;
     int rc = iez_pmpi.PMPI_Init(argc, argv);
-    if (rc == MPI_SUCCESS)
+    if (rc == MPI_SUCCESS) {
+        iez_mpi_thread_multiple = 0; /* MPI_Init is MPI_Init_thread(MPI_THREAD_SINGLE) */
         started();
+    }
     return rc;
 }
 
@@ -104,8 +107,10 @@ IEZ_EXPORT int MPI_Init_thread(int *argc, char ***argv, int required, int *provi
         return MPI_ERR_INTERN;
     iez_mpi_process = 1;
     int rc = iez_pmpi.PMPI_Init_thread(argc, argv, required, provided);
-    if (rc == MPI_SUCCESS)
+    if (rc == MPI_SUCCESS) {
+        iez_mpi_thread_multiple = !provided || *provided >= MPI_THREAD_MULTIPLE;
         started();
+    }
     return rc;
 }
 

@@ -79,22 +79,24 @@ int iez_h5_mpi_place(void *get_fapl_mpio, int64_t fapl, const char *path, const 
 /* ---- the open files ------------------------------------------------------------------------ */
 
 struct mfile {
-    MPI_File fh;                     /* NULL: a free slot */
+    MPI_File fh;                     /* NULL: free (atomic: the lock-free lookup reads it) */
     struct iez_rec *rec;
     MPI_Offset disp;                 /* the view's displacement */
     MPI_Count etype;                 /* the etype's size in bytes */
     int bytes;                       /* the view is bytes (etype and filetype MPI_BYTE) */
+    struct mfile *next;              /* all of them, never freed: a racing lookup stays safe */
 };
 
 static pthread_mutex_t files_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct mfile *files;
-static size_t nfiles, files_cap;
+/* The last file this thread moved data of: the data calls find it without the lock. */
+static __thread struct mfile *last __attribute__((tls_model("initial-exec")));
 
 static struct mfile *find(MPI_File fh)
 {
-    for (size_t i = 0; i < nfiles; i++)
-        if (files[i].fh == fh)
-            return &files[i];
+    for (struct mfile *f = files; f; f = f->next)
+        if (__atomic_load_n(&f->fh, __ATOMIC_ACQUIRE) == fh)
+            return f;
     return NULL;
 }
 
@@ -102,30 +104,34 @@ static void remember(MPI_File fh, struct iez_rec *rec)
 {
     pthread_mutex_lock(&files_lock);
     struct mfile *f = find(fh);
-    if (!f && nfiles == files_cap) {
-        size_t cap = files_cap ? 2 * files_cap : 16;
-        struct mfile *a = realloc(files, cap * sizeof *a);
-        if (a) {
-            files = a;
-            files_cap = cap;
-        }
+    if (!f)
+        f = find(NULL); /* a closed file's */
+    if (!f && (f = calloc(1, sizeof *f))) {
+        f->next = files;
+        files = f;
     }
-    if (!f && nfiles < files_cap)
-        f = &files[nfiles++];
-    if (f)
-        *f = (struct mfile){fh, rec, 0, 1, 1};
+    if (f) {
+        f->rec = rec;
+        f->disp = 0;
+        f->etype = 1;
+        f->bytes = 1;
+        __atomic_store_n(&f->fh, fh, __ATOMIC_RELEASE);
+    }
     pthread_mutex_unlock(&files_lock);
 }
 
-/* A copy of what is known of fh (0: not traced). */
-static int lookup(MPI_File fh, struct mfile *out)
+/* What is known of fh (NULL: not traced). */
+static struct mfile *lookup(MPI_File fh)
 {
+    struct mfile *f = last;
+    if (IEZ_LIKELY(f && __atomic_load_n(&f->fh, __ATOMIC_ACQUIRE) == fh))
+        return f;
     pthread_mutex_lock(&files_lock);
-    struct mfile *f = find(fh);
-    if (f)
-        *out = *f;
+    f = find(fh);
     pthread_mutex_unlock(&files_lock);
-    return f != NULL;
+    if (f)
+        last = f;
+    return f;
 }
 
 static struct iez_rec *forget(MPI_File fh)
@@ -134,7 +140,7 @@ static struct iez_rec *forget(MPI_File fh)
     struct mfile *f = find(fh);
     struct iez_rec *rec = f ? f->rec : NULL;
     if (f)
-        *f = files[--nfiles];
+        __atomic_store_n(&f->fh, NULL, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&files_lock);
     return rec;
 }
@@ -225,14 +231,12 @@ IEZ_EXPORT int MPI_File_set_view(MPI_File fh, MPI_Offset disp, MPI_Datatype etyp
     int rc = iez_pmpi.PMPI_File_set_view(fh, disp, etype, filetype, datarep, info);
     MPI_Count size = 0;
     if (rc == MPI_SUCCESS && iez_tracing && iez_pmpi.PMPI_Type_size_x(etype, &size) == MPI_SUCCESS) {
-        pthread_mutex_lock(&files_lock);
-        struct mfile *f = find(fh);
+        struct mfile *f = lookup(fh);
         if (f) {
             f->disp = disp;
             f->etype = size > 0 ? size : 1;
             f->bytes = etype == MPI_BYTE && filetype == MPI_BYTE;
         }
-        pthread_mutex_unlock(&files_lock);
     }
     return rc;
 }
@@ -263,16 +267,18 @@ static uint64_t end_of(const struct mfile *f, MPI_File fh, enum where w, MPI_Off
  * call count when it starts, as Darshan counts them). */
 static void account(MPI_File fh, int write, enum where w, MPI_Offset off, MPI_Count count, MPI_Datatype type)
 {
-    struct mfile f;
+    struct mfile *f;
     MPI_Count size;
-    if (IEZ_LIKELY(!iez_tracing) || count <= 0 || !lookup(fh, &f) ||
+    if (IEZ_LIKELY(!iez_tracing) || count <= 0 || !(f = lookup(fh)) ||
         iez_pmpi.PMPI_Type_size_x(type, &size) != MPI_SUCCESS || size <= 0)
         return;
     MPI_Count n = count * size;
+    /* below MPI_THREAD_MULTIPLE no two threads are in MPI at once: no atomic updates needed */
+    int mt = iez_mpi_thread_multiple;
     if (write)
-        iez_trace_rec_wrote(f.rec, (uint64_t)n, end_of(&f, fh, w, off, n));
+        iez_trace_rec_wrote(f->rec, (uint64_t)n, end_of(f, fh, w, off, n), mt);
     else
-        iez_trace_rec_read(f.rec, (uint64_t)n);
+        iez_trace_rec_read(f->rec, (uint64_t)n, mt);
 }
 
 /* The wrapper of one data call: PARAMS and ARGS its parameters and the real call's arguments,

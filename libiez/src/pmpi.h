@@ -59,6 +59,9 @@ struct iez_mpi_create {
     struct iez_placement pl;         /* rank 0's placement; pl.set is malloc'd */
 };
 void iez_mpi_place(MPI_Comm comm, const char *path, const char *abs, int len, int place, struct iez_mpi_create *out);
+/* MPI_Init_thread gave MPI_THREAD_MULTIPLE: threads may be in MPI-IO calls at once. */
+extern int iez_mpi_thread_multiple;
+
 /* Whether placement applies to creates in this process (IEZ_MODE place, or the emulated
  * cluster's MDS, which sees every create). Identical in every rank that has the same
  * environment, so it may decide whether to enter a collective. */

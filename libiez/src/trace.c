@@ -392,15 +392,16 @@ void iez_trace_file_closed(struct iez_rec *r)
     pthread_mutex_unlock(&lock);
 }
 
-void iez_trace_rec_wrote(struct iez_rec *r, uint64_t n, uint64_t end)
+void iez_trace_rec_wrote(struct iez_rec *r, uint64_t n, uint64_t end, int mt)
 {
-    int mt = iez_multithreaded();
     add(&r->bytes_written, n, mt);
-    if (end)
+    if (end && mt)
         max_store(&r->max_offset, end);
+    else if (end > __atomic_load_n(&r->max_offset, __ATOMIC_RELAXED))
+        __atomic_store_n(&r->max_offset, end, __ATOMIC_RELAXED);
 }
 
-void iez_trace_rec_read(struct iez_rec *r, uint64_t n) { add(&r->bytes_read, n, iez_multithreaded()); }
+void iez_trace_rec_read(struct iez_rec *r, uint64_t n, int mt) { add(&r->bytes_read, n, mt); }
 
 void iez_trace_set_ident(int rank, const char *run)
 {

@@ -107,9 +107,10 @@ void iez_trace_opened(int fd, const struct iez_file_info *fi);
  * record is closed by iez_trace_file_closed, or at the end of the trace. */
 struct iez_rec *iez_trace_file_opened(const struct iez_file_info *fi);
 void iez_trace_file_closed(struct iez_rec *r);
-/* Accounting on such a record; end: the highest offset written + 1 (0: unknown). */
-void iez_trace_rec_wrote(struct iez_rec *r, uint64_t n, uint64_t end);
-void iez_trace_rec_read(struct iez_rec *r, uint64_t n);
+/* Accounting on such a record; end: the highest offset written + 1 (0: unknown); mt: another
+ * thread may update it at the same time. */
+void iez_trace_rec_wrote(struct iez_rec *r, uint64_t n, uint64_t end, int mt);
+void iez_trace_rec_read(struct iez_rec *r, uint64_t n, int mt);
 /* The rank and run id this process turned out to have (MPI_Init). */
 void iez_trace_set_ident(int rank, const char *run);
 /* MPI_Finalize: finish the trace as at exit; the shard's path (cap bytes) and size, or 0 when
