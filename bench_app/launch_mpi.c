@@ -6,6 +6,7 @@
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "bench.h"
 
@@ -35,6 +36,8 @@ int bench_mpi_main(int argc, char **argv)
     if ((p.workload == BENCH_IOR ? ior_run : hacc_run)(&p, &comm, &mine)) {
         fprintf(stderr, "iez-bench: error: rank %d: %s\n", rank, bench_error());
         fflush(stderr);
+        /* the launcher forwards our stderr; the abort tears that down at once, line or not */
+        nanosleep(&(struct timespec){0, 200000000}, NULL);
         MPI_Abort(MPI_COMM_WORLD, BENCH_EXIT_IO);
     }
     struct bench_result *all = rank == 0 ? calloc((size_t)size, sizeof *all) : NULL;
