@@ -9,7 +9,7 @@ APT_PACKAGES=(
   libzmq3-dev                        # emulated MDS client in libiez
   libsimgrid-dev                     # the performance simulator (iez-sim)
   mpich libmpich-dev                 # MPI-IO interception and MPI tests
-  libhdf5-dev hdf5-tools             # HDF5 interception
+  libhdf5-dev libhdf5-mpich-dev hdf5-tools  # HDF5 interception (serial and parallel)
   fio attr                           # real programs under LD_PRELOAD; getfattr for debugging
   sysstat                            # iostat, sampled by the profiler (LIOPProf)
   postgresql                         # the interaction database on PostgreSQL (tests start their own server)

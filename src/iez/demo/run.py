@@ -134,9 +134,11 @@ def jobs_for(sc: Scenario, scale: int, root: Path) -> list[AppJob]:
         d = root / slug(sc.name) / app
         first = reqs[0]
         if app.startswith("hacc"):
+            # through MPI-IO, one file per rank on MPI_COMM_SELF, as HACC-IO does (seed 000 §II-C)
             job: IorJob | HaccJob = HaccJob(path=str(d / "FPP1"), particles=[r.write_bytes // HACC_RECORD // scale
                                                                               for r in reqs],
-                                            ranks=len(reqs), fpp=True, header=HACC_HEADER // scale, read=False)
+                                            ranks=len(reqs), fpp=True, header=HACC_HEADER // scale, read=False,
+                                            api="MPIIO")
         elif first.comm_size > 1:  # one shared file (SSF)
             block = first.write_bytes // first.comm_size // scale
             job = IorJob(test_file=str(d / "testFile"), ranks=first.comm_size, block=block,
