@@ -6,6 +6,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "access.h"
 #include "config.h"
 #include "iolog.h"
 #include "log.h"
@@ -35,6 +36,7 @@ static void fork_child(void)
     iez_gen++;
     iez_fork_single = 1;
     iez_log_forget();
+    iez_access_forked();
     iez_trace_forked();
     iez_trace_fork_child();
 }
@@ -48,6 +50,7 @@ static void init_once(void)
     if (iez_cfg.trace && !iez_cfg.trace_dir[0])
         iez_log_once(IEZ_LOG_CONFIG, "tracing asked for but IEZ_TRACE_DIR is not set: no trace");
     iez_iolog_init();
+    iez_access_init();
     pthread_atfork(fork_prepare, fork_parent, fork_child);
     __atomic_store_n(&inited, 1, __ATOMIC_RELEASE);
     if (entered)
@@ -74,6 +77,7 @@ void iez_fini(void)
     if (!__atomic_load_n(&inited, __ATOMIC_ACQUIRE) || !iez_owner())
         return;
     int entered = iez_enter();
+    iez_access_fini();
     iez_trace_fini();
     iez_iolog_fini();
     if (entered)

@@ -15,6 +15,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "access.h"
 #include "core.h"
 #include "dynsym.h"
 #include "log.h"
@@ -67,12 +68,30 @@ static int job_comm_ready(void)
     return 0;
 }
 
+/* IO-Cop (access.c): rank 0 of MPI_COMM_WORLD is the job's coordinator (seed 004). */
+static int coord_bcast(long *token) { return iez_pmpi.PMPI_Bcast(token, 1, MPI_LONG, 0, job_comm) != MPI_SUCCESS; }
+static int coord_barrier(void) { return iez_pmpi.PMPI_Barrier(job_comm) != MPI_SUCCESS; }
+static struct iez_access_coord coord = {0, coord_bcast, coord_barrier};
+
+/* coarse: the token from MPI_Init to MPI_Finalize. Collective, as below. */
+static void access_started(void)
+{
+    if (job_comm_ready() || iez_pmpi.PMPI_Comm_rank(job_comm, &coord.rank) != MPI_SUCCESS) {
+        iez_log_once(IEZ_LOG_ACCESS, "cannot duplicate MPI_COMM_WORLD: every rank is its own IO-Cop coordinator");
+        return;
+    }
+    iez_access_set_coord(&coord);
+    iez_access_enter(IEZ_ACCESS_JOB, "job");
+}
+
 /* After a successful MPI_Init: the real rank, rank 0's run id for every rank. Collective over
  * MPI_COMM_WORLD, entered by every rank that runs libiez (all of a job's, as they share its
  * environment). */
 static void started(void)
 {
     iez_init();
+    if (iez_access_level)
+        access_started();
     if (!iez_cfg.trace && !iez_cfg.place)
         return;
     int rank = 0;
@@ -233,6 +252,10 @@ IEZ_EXPORT int MPI_Finalize(void)
 {
     if (iez_pmpi_ready(__builtin_return_address(0)))
         return MPI_ERR_INTERN;
+    if (iez_access_level && job_comm != MPI_COMM_NULL) {
+        iez_access_exit(IEZ_ACCESS_JOB);
+        iez_access_set_coord(NULL);
+    }
     /* shards exist in place mode too (plan hits and misses): the same environment everywhere,
      * so every rank enters the collective merge or none does */
     if (iez_cfg.trace_dir[0] && (iez_cfg.trace || iez_cfg.place) && iez_owner() && !job_comm_ready() &&

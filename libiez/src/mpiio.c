@@ -16,6 +16,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "access.h"
 #include "core.h"
 #include "hdf5_mpi.h"
 #include "log.h"
@@ -293,7 +294,14 @@ static void account(MPI_File fh, int write, enum where w, MPI_Offset off, MPI_Co
                 return MPI_ERR_INTERN;                                                             \
             __atomic_store_n(&real, p, __ATOMIC_RELEASE);                                          \
         }                                                                                          \
+        /* IEZ_ACCESS=fine: a token for each MPI_File_write_at (seed 004's fine grain) */          \
+        int fine = IEZ_UNLIKELY(iez_access_level == IEZ_ACCESS_CALL) &&                            \
+                   (!__builtin_strcmp(#NAME, "write_at") || !__builtin_strcmp(#NAME, "write_at_c")); \
+        if (fine)                                                                                  \
+            iez_access_enter(IEZ_ACCESS_CALL, "call");                                             \
         int rc = real ARGS;                                                                        \
+        if (fine)                                                                                  \
+            iez_access_exit(IEZ_ACCESS_CALL);                                                      \
         if (rc == MPI_SUCCESS)                                                                     \
             account(fh, W, WH, OFF, (MPI_Count)count, type);                                       \
         return rc;                                                                                 \

@@ -10,6 +10,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "access.h"
 #include "core.h"
 #include "log.h"
 #include "path.h"
@@ -45,6 +46,8 @@ void iez_open_begin(struct iez_open *op, int dirfd, const char *path, int flags,
     if (!path || !iez_enter())
         return;
     op->entered = 1;
+    op->dirfd = dirfd;
+    op->path = path;
     int saved = errno;
     iez_init();
     op->creating = (flags & O_CREAT) && (flags & __O_TMPFILE) != __O_TMPFILE && !(flags & (O_DIRECTORY | O_PATH));
@@ -62,8 +65,6 @@ void iez_open_begin(struct iez_open *op, int dirfd, const char *path, int flags,
         goto out;
     op->active = 1;
     op->abslen = (size_t)n;
-    op->dirfd = dirfd;
-    op->path = path;
     op->mode = mode;
     op->api = api;
     memset(&op->pl, 0, sizeof op->pl);
@@ -152,6 +153,18 @@ struct iez_rec *iez_open_record(int api, const char *abs, size_t len, int create
     return r;
 }
 
+/* IEZ_ACCESS file and coarse: whether fd is one of the job's files (emulated cluster, Lustre). */
+static void access_open(struct iez_open *op, int fd)
+{
+    char abs[PATH_MAX];
+    int n = op->active ? (int)op->abslen : iez_absolute(op->dirfd, op->path, abs, sizeof abs);
+    struct stat st;
+    if (n < 0 || iez_sys_fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+        return;
+    if (iez_backend_of_fd(fd, st.st_dev, op->active ? op->abs : abs, (size_t)n) != &iez_backend_none)
+        iez_access_opened(fd);
+}
+
 void iez_open_end(struct iez_open *op, int fd)
 {
     if (!op->entered)
@@ -168,6 +181,8 @@ void iez_open_end(struct iez_open *op, int fd)
             trace_fd(fd, op->api, op->abs, op->abslen, op->flags, 0, 0, op->pl.created || (op->creating && !op->existed),
                      op->pl.plan, op->pl.be, op->pl.set.data && op->pl.created ? &op->pl.set : NULL);
     }
+    if (IEZ_UNLIKELY(iez_access_files) && fd >= 0 && !(op->orig_flags & O_PATH))
+        access_open(op, fd);
     if (op->active)
         free(op->pl.set.data);
     errno = saved;

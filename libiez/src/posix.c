@@ -2,12 +2,14 @@
  * (close, dup, fcntl), and byte accounting for the write and read families. Each wrapper calls
  * the real function first and does its own work only for a traced descriptor; errno is the
  * real call's. */
+#include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <sys/sendfile.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "access.h"
 #include "core.h"
 #include "open.h"
 #include "real.h"
@@ -120,13 +122,22 @@ IEZ_EXPORT int close(int fd)
 {
     if (IEZ_UNLIKELY(iez_tracing))
         iez_trace_closed(fd); /* before: the number may be reused as soon as it is closed */
-    return iez_real.close(fd);
+    if (IEZ_LIKELY(!iez_access_files))
+        return iez_real.close(fd);
+    int r = iez_real.close(fd); /* the token is given back after the file's last bytes */
+    int saved = errno;
+    iez_access_closed(fd);
+    errno = saved;
+    return r;
 }
 
 IEZ_EXPORT int close_range(unsigned first, unsigned last, int flags)
 {
     if (IEZ_UNLIKELY(iez_tracing) && !(flags & CLOSE_RANGE_CLOEXEC))
         iez_trace_close_range(first, last);
+    if (IEZ_UNLIKELY(iez_access_files) && !(flags & CLOSE_RANGE_CLOEXEC))
+        for (unsigned fd = first; fd <= last && fd < 65536; fd++)
+            iez_access_closed((int)fd);
     return iez_real.close_range(first, last, flags);
 }
 
@@ -134,12 +145,17 @@ IEZ_EXPORT void closefrom(int lowfd)
 {
     if (IEZ_UNLIKELY(iez_tracing) && lowfd >= 0)
         iez_trace_close_range((unsigned)lowfd, ~0u);
+    if (IEZ_UNLIKELY(iez_access_files))
+        for (int fd = lowfd < 0 ? 0 : lowfd; fd < 65536; fd++)
+            iez_access_closed(fd);
     iez_real.closefrom(lowfd);
 }
 
 IEZ_EXPORT int dup(int fd)
 {
     int r = iez_real.dup(fd);
+    if (IEZ_UNLIKELY(iez_access_files) && r >= 0)
+        iez_access_dup(fd, r);
     if (IEZ_UNLIKELY(iez_tracing) && r >= 0)
         iez_trace_dup(fd, r);
     return r;
@@ -148,6 +164,8 @@ IEZ_EXPORT int dup(int fd)
 IEZ_EXPORT int dup2(int fd, int to)
 {
     int r = iez_real.dup2(fd, to);
+    if (IEZ_UNLIKELY(iez_access_files) && r >= 0)
+        iez_access_dup(fd, r);
     if (IEZ_UNLIKELY(iez_tracing) && r >= 0)
         iez_trace_dup(fd, r);
     return r;
@@ -156,6 +174,8 @@ IEZ_EXPORT int dup2(int fd, int to)
 IEZ_EXPORT int dup3(int fd, int to, int flags)
 {
     int r = iez_real.dup3(fd, to, flags);
+    if (IEZ_UNLIKELY(iez_access_files) && r >= 0)
+        iez_access_dup(fd, r);
     if (IEZ_UNLIKELY(iez_tracing) && r >= 0)
         iez_trace_dup(fd, r);
     return r;
@@ -163,6 +183,8 @@ IEZ_EXPORT int dup3(int fd, int to, int flags)
 
 static int after_fcntl(int fd, int cmd, void *arg, int r)
 {
+    if (IEZ_UNLIKELY(iez_access_files) && r >= 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC))
+        iez_access_dup(fd, r);
     if (IEZ_LIKELY(!iez_tracing) || r < 0)
         return r;
     if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC)

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "access.h"
 #include "core.h"
 #include "open.h"
 #include "real.h"
@@ -125,7 +126,15 @@ IEZ_EXPORT int fclose(FILE *fp)
     int fd;
     if (stream_ofd(fp, &fd))
         iez_trace_closed(fd);
-    return IEZ_REAL(fclose)(fp);
+    if (IEZ_LIKELY(!iez_access_files) || !fp)
+        return IEZ_REAL(fclose)(fp);
+    int saved = errno, ofd = fileno_unlocked(fp);
+    errno = saved;
+    int r = IEZ_REAL(fclose)(fp); /* the token is given back after the stream's buffered bytes */
+    saved = errno;
+    iez_access_closed(ofd);
+    errno = saved;
+    return r;
 }
 
 IEZ_EXPORT size_t fwrite(const void *buf, size_t size, size_t n, FILE *fp)
