@@ -162,3 +162,14 @@ def test_coarse_under_mpiexec_one_grant_per_job(controllers, tmp_path):
             t_init = next(t for e, rk, _, t in ev if e == "init" and rk == rank)
             t_fin = next(t for e, rk, _, t in ev if e == "finalize" and rk == rank)
             assert g <= t_init + 0.05 and t_fin <= r + 0.05, (app, rank, g, t_init, t_fin, r)
+
+
+def test_fine_under_mpiexec_one_grant_per_write_at_call(controllers, tmp_path):
+    built(MPILIB, MPIJOB)
+    c = controllers("--policy", "exclusive", *HEARTBEAT)
+    out, err = finish(subprocess.Popen([mpiexec(), "-n", "2", MPIJOB, "fine", str(tmp_path / "f"), "4"],
+                                       env=job_env(c, "fine", "1:fine", lib=MPILIB), text=True,
+                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE), 120)
+    h = holds(read_events(tmp_path / "events.jsonl"))
+    assert [x[2] for x in h] == ["1:fine"] * 4, (h, err)  # 4 calls on each of 2 ranks: 4 job-wide grants
+    assert (tmp_path / "f").stat().st_size == (3 * 64 + 1 + 1) * 4096
