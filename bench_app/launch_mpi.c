@@ -43,6 +43,7 @@ int bench_mpi_main(int argc, char **argv)
     struct bench_result *all = rank == 0 ? calloc((size_t)size, sizeof *all) : NULL;
     if (rank == 0 && !all) {
         fprintf(stderr, "iez-bench: error: cannot allocate the results of %d ranks\n", size);
+        fflush(stderr);
         MPI_Abort(MPI_COMM_WORLD, BENCH_EXIT_IO);
     }
     MPI_Gather(&mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine, MPI_BYTE, 0, MPI_COMM_WORLD);

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #ifdef H5_HAVE_PARALLEL
 #include <mpi.h>
 #endif
@@ -21,6 +22,8 @@ static void fail(const char *what)
 {
     fprintf(stderr, "rank %d: %s failed\n", rank, what);
 #ifdef H5_HAVE_PARALLEL
+    fflush(stderr); /* the launcher forwards stderr; an abort tears that down at once */
+    nanosleep(&(struct timespec){0, 200000000}, NULL);
     MPI_Abort(MPI_COMM_WORLD, 1);
 #endif
     exit(1);

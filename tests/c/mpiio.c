@@ -15,8 +15,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static int rank, size;
+
+/* The launcher forwards our stderr; an abort tears that down at once, line or not. */
+static void die(int code)
+{
+    fflush(stderr);
+    nanosleep(&(struct timespec){0, 200000000}, NULL);
+    MPI_Abort(MPI_COMM_WORLD, code);
+}
 
 static void check(int rc, const char *what)
 {
@@ -26,7 +35,7 @@ static void check(int rc, const char *what)
     int n;
     MPI_Error_string(rc, msg, &n);
     fprintf(stderr, "rank %d: %s: %s\n", rank, what, msg);
-    MPI_Abort(MPI_COMM_WORLD, 1);
+    die(1);
 }
 
 int main(int argc, char **argv)
@@ -108,7 +117,7 @@ int main(int argc, char **argv)
         else {
             if (rank == 0)
                 fprintf(stderr, "unknown --calls %s\n", calls);
-            MPI_Abort(MPI_COMM_WORLD, 2);
+            die(2);
         }
     }
     if (readback && strcmp(calls, "shared") && strcmp(calls, "ordered")) {
@@ -118,7 +127,7 @@ int main(int argc, char **argv)
             check(MPI_File_read_at_all(fh, base, got, (int)bytes, MPI_BYTE, MPI_STATUS_IGNORE), "read_at_all");
         if (memcmp(buf, got, (size_t)bytes)) {
             fprintf(stderr, "rank %d: %s: what was read differs from what was written\n", rank, file);
-            MPI_Abort(MPI_COMM_WORLD, 1);
+            die(1);
         }
     }
     check(MPI_File_close(&fh), "MPI_File_close");
