@@ -13,7 +13,8 @@ import pytest
 
 from conftest import BUILD, need_tool
 from iez.access.server import Spawned
-from test_access import controllers, events as read_events, holds  # noqa: F401 (controllers: a fixture)
+from iez.cli.access import fetch_status
+from test_access import controllers, events as read_events, holds, wait_until  # noqa: F401 (controllers: a fixture)
 
 HEARTBEAT = ("--heartbeat", "0.25s")
 
@@ -138,6 +139,43 @@ def test_coarse_posix_process_holds_from_first_open_to_exit(controllers, tmp_pat
     assert app == "1:job" and g <= ev[0][3] + 0.05 and r >= ev[-2][3] - 0.05, (g, r, ev, err)
 
 
+def test_a_job_holding_through_a_controller_restart_keeps_its_token_and_the_queue(controllers, tmp_path):
+    built(LIB, JOB)
+    c = controllers("--policy", "exclusive", *HEARTBEAT)
+    holder = subprocess.Popen([JOB, "phase", "1", "2500"], env=job_env(c, "phase", "1:ckpt"), text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    wait_until(lambda: [h["app"] for h in fetch_status(c.zmq, 5)["holders"]] == ["1:ckpt"], what="the holder")
+    waiter = subprocess.Popen([JOB, "phase", "1", "10"], env=job_env(c, "phase", "2:ckpt"), text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    wait_until(lambda: [w["app"] for w in fetch_status(c.zmq, 5)["waiting"]] == ["2:ckpt"], what="the waiter")
+    token = fetch_status(c.zmq, 5)["holders"][0]["token"]
+    c.proc.kill()  # kill -9 mid-hold, mid-queue: the jobs' heartbeat thread and long poll lose their connection
+    c.proc.wait()
+    time.sleep(0.6)  # longer than a lease: the restart, not the clock, decides
+    c2 = controllers("--policy", "exclusive", *HEARTBEAT, zmq_bind=c.zmq, line_bind=c.line, events="events2.jsonl")
+    (out1, err1), (out2, err2) = finish(holder), finish(waiter)
+    assert [v for e, _, v, _ in lines(out1) if e == "begin"] == [1], err1
+    assert [v for e, _, v, _ in lines(out2) if e == "begin"] == [1], err2
+    assert "lost" not in err1 and "revoked" not in err1 and "without a token" not in err1 + err2, (err1, err2)
+    ev = read_events(tmp_path / "events2.jsonl")
+    # the holder released the token it had before the restart; the waiter was granted after it
+    assert [(e["ev"], e["app"]) for e in ev if e["ev"] in ("grant", "release", "expire")] == [
+        ("release", "1:ckpt"), ("grant", "2:ckpt"), ("release", "2:ckpt")], ev
+    assert next(e for e in ev if e["ev"] == "release")["token"] == token
+    assert c2.proc.poll() is None
+
+
+def test_a_revoked_token_is_logged_and_the_job_runs_on(controllers, tmp_path):
+    built(LIB, JOB)
+    c = controllers("--policy", "exclusive", *HEARTBEAT, "--max-hold", "0.5s")
+    out, err = finish(subprocess.Popen([JOB, "phase", "2", "1200"], env=job_env(c, "phase", "1:long"), text=True,
+                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE))
+    assert [v for e, _, v, _ in lines(out) if e == "begin"] == [1, 1]  # the next phase gets a new token
+    assert err.count("of 1:long lost") == 2, err  # the heartbeat thread learns it at once, each time
+    evs = read_events(tmp_path / "events.jsonl")
+    assert [e["ev"] for e in evs if e["ev"] in ("grant", "max_hold", "release")] == ["grant", "max_hold"] * 2, evs
+
+
 def mpiexec() -> str:
     return need_tool("mpiexec", "apt-get install mpich")
 
@@ -173,3 +211,31 @@ def test_fine_under_mpiexec_one_grant_per_write_at_call(controllers, tmp_path):
     h = holds(read_events(tmp_path / "events.jsonl"))
     assert [x[2] for x in h] == ["1:fine"] * 4, (h, err)  # 4 calls on each of 2 ranks: 4 job-wide grants
     assert (tmp_path / "f").stat().st_size == (3 * 64 + 1 + 1) * 4096
+
+
+def test_file_mode_under_mpiexec_holds_from_each_world_open_to_its_close(controllers, tmp_path):
+    built(MPILIB, MPIJOB)
+    c = controllers("--policy", "exclusive", *HEARTBEAT)
+    jobs = [subprocess.Popen([mpiexec(), "-n", "2", MPIJOB, "mpifiles", str(tmp_path / f"j{i}"), "2", "300", "300"],
+                             env=job_env(c, "file", f"{i}:files", lib=MPILIB), text=True, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE) for i in (1, 2)]
+    outs = [finish(p, 120) for p in jobs]
+    evs = read_events(tmp_path / "events.jsonl")
+    h = sorted(holds(evs))
+    # one grant per file opened on MPI_COMM_WORLD, not per rank; none for the MPI_COMM_SELF files
+    assert sorted(x[2] for x in h) == ["1:files"] * 2 + ["2:files"] * 2, h
+    assert all(a[1] <= b[0] for a, b in zip(h, h[1:])), h  # exclusive: never two holders
+    assert sorted(e["app"] for e in evs if e["ev"] == "register") == ["1:files", "2:files"]  # rank 0 only
+    for i, (out, err) in zip((1, 2), outs):
+        mine = [x for x in h if x[2] == f"{i}:files"]
+        ev = lines(out)
+        for rank in (0, 1):
+            opens = [t for e, rk, _, t in ev if e == "open" and rk == rank]
+            closes = [t for e, rk, _, t in ev if e == "close" and rk == rank]
+            assert len(opens) == len(closes) == 2, out
+            # each rank's open..close of file k lies inside the job's k-th hold: the compute between is not held
+            for (g, r, *_), o, cl in zip(mine, opens, closes):
+                assert g <= o + 0.05 and cl <= r + 0.05, (i, rank, g, o, cl, r)
+        assert "is not coordinated: no token for it" in err, err
+        for k in (0, 1):
+            assert (tmp_path / f"j{i}.{k}").stat().st_size == 2 * 4096

@@ -307,8 +307,9 @@ static int posix_triggers(void)
 {
     if (!mpi_rank_env)
         return 1;
-    iez_log_once(IEZ_LOG_ACCESS, "IEZ_ACCESS=%s in an MPI rank: only libiez-mpi's MPI_Init coordinates the ranks "
-                 "(file mode is not coordinated): no token at the open of a file", mode_names[iez_access_level]);
+    iez_log_once(IEZ_LOG_ACCESS, "IEZ_ACCESS=%s in an MPI rank: POSIX opens take no token; libiez-mpi coordinates "
+                 "the ranks at MPI_Init (coarse) and MPI_File_open on MPI_COMM_WORLD (file)",
+                 mode_names[iez_access_level]);
     return 0;
 }
 

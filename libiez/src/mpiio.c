@@ -169,11 +169,85 @@ static int valid_amode(int amode)
     return !((amode & MPI_MODE_RDWR) && (amode & MPI_MODE_SEQUENTIAL));
 }
 
+/* ---- IEZ_ACCESS=file in an MPI job --------------------------------------------------------- */
+
+/* The token is held from the first MPI_File_open to the last MPI_File_close of the files opened
+ * on MPI_COMM_WORLD's group. Both calls are collective over it, so every rank counts the same
+ * files and enters rank 0's broadcast (access.c) at the same call. A file of another
+ * communicator is opened by its ranks at their own time: it is not counted. */
+struct held {
+    MPI_File fh;
+    struct held *next;
+};
+static pthread_mutex_t held_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct held *held;            /* the counted open files */
+
+static int access_counts(MPI_Comm comm, MPI_File *fh)
+{
+    if (IEZ_LIKELY(iez_access_level != IEZ_ACCESS_FILE) || comm == MPI_COMM_NULL || !fh)
+        return 0;
+    int same = MPI_UNEQUAL;
+    if (iez_pmpi.PMPI_Comm_compare(comm, MPI_COMM_WORLD, &same) != MPI_SUCCESS ||
+        (same != MPI_IDENT && same != MPI_CONGRUENT)) {
+        iez_log_once(IEZ_LOG_ACCESS, "IEZ_ACCESS=file: a file opened on a communicator other than MPI_COMM_WORLD's "
+                     "ranks is not coordinated: no token for it");
+        return 0;
+    }
+    return 1;
+}
+
+/* After the open: every rank agrees whether the file counts (only if it opened, with memory to
+ * count it, everywhere), so the counts, and the collectives at the last close, stay the same. */
+static void access_opened(MPI_Comm comm, int rc, MPI_File fh)
+{
+    struct held *h = rc == MPI_SUCCESS ? malloc(sizeof *h) : NULL;
+    int ok = h != NULL;
+    if (iez_pmpi.PMPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, comm) != MPI_SUCCESS)
+        ok = 0; /* a collective on one communicator fails on every rank alike */
+    if (!ok) {
+        free(h);
+        iez_access_exit(IEZ_ACCESS_FILE);
+        return;
+    }
+    pthread_mutex_lock(&held_lock);
+    *h = (struct held){fh, held};
+    held = h;
+    pthread_mutex_unlock(&held_lock);
+}
+
+static int access_closing(MPI_File fh)
+{
+    struct held *found = NULL;
+    pthread_mutex_lock(&held_lock);
+    for (struct held **p = &held; *p; p = &(*p)->next)
+        if ((*p)->fh == fh) {
+            found = *p;
+            *p = found->next;
+            break;
+        }
+    pthread_mutex_unlock(&held_lock);
+    free(found);
+    return found != NULL;
+}
+
+static int open_file(MPI_Comm comm, const char *filename, int amode, MPI_Info info, MPI_File *fh);
+
 IEZ_EXPORT int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info, MPI_File *fh)
 {
     if (iez_pmpi_ready(__builtin_return_address(0)))
         return MPI_ERR_INTERN;
     iez_init();
+    int counts = access_counts(comm, fh);
+    if (counts)
+        iez_access_enter(IEZ_ACCESS_FILE, "files");
+    int rc = open_file(comm, filename, amode, info, fh);
+    if (counts)
+        access_opened(comm, rc, rc == MPI_SUCCESS ? *fh : MPI_FILE_NULL);
+    return rc;
+}
+
+static int open_file(MPI_Comm comm, const char *filename, int amode, MPI_Info info, MPI_File *fh)
+{
     /* an erroneous call gets MPI's own answer, not one from libiez's calls on its arguments */
     if ((!iez_cfg.trace && !iez_cfg.place) || !filename || !fh || comm == MPI_COMM_NULL || !iez_owner())
         return iez_pmpi.PMPI_File_open(comm, filename, amode, info, fh);
@@ -218,9 +292,12 @@ IEZ_EXPORT int MPI_File_close(MPI_File *fh)
     if (iez_pmpi_ready(__builtin_return_address(0)))
         return MPI_ERR_INTERN;
     struct iez_rec *rec = fh && iez_tracing ? forget(*fh) : NULL;
+    int counted = IEZ_UNLIKELY(iez_access_level == IEZ_ACCESS_FILE) && fh && access_closing(*fh);
     int rc = iez_pmpi.PMPI_File_close(fh);
     if (rec)
         iez_trace_file_closed(rec);
+    if (counted)
+        iez_access_exit(IEZ_ACCESS_FILE);
     return rc;
 }
 

@@ -18,6 +18,7 @@
     X(PMPI_Comm_size, int, (MPI_Comm, int *))                                             \
     X(PMPI_Comm_dup, int, (MPI_Comm, MPI_Comm *))                                         \
     X(PMPI_Comm_free, int, (MPI_Comm *))                                                  \
+    X(PMPI_Comm_compare, int, (MPI_Comm, MPI_Comm, int *))                                \
     X(PMPI_Comm_set_errhandler, int, (MPI_Comm, MPI_Errhandler))                          \
     X(PMPI_Barrier, int, (MPI_Comm))                                                      \
     X(PMPI_Bcast, int, (void *, int, MPI_Datatype, int, MPI_Comm))                        \

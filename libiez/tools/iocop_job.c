@@ -5,6 +5,10 @@
  *   iez-test-iocop files FILE N HOLD_MS      N times: open FILE, write, hold, close
  *   iez-test-iocop-mpi run HOLD_MS           MPI_Init, hold, MPI_Finalize (coarse)
  *   iez-test-iocop-mpi fine FILE N           N MPI_File_write_at calls of 4 KiB per rank
+ *   iez-test-iocop-mpi mpifiles FILE N HOLD_MS COMPUTE_MS
+ *                                            N times: MPI_File_open FILE.I on MPI_COMM_WORLD, write,
+ *                                            hold, close; then "compute", writing FILE.self.RANK
+ *                                            on MPI_COMM_SELF (file mode: no token for that one)
  * Prints one line per event: EVENT <TAB> RANK <TAB> VALUE <TAB> WALL-CLOCK SECONDS. */
 #include <errno.h>
 #include <fcntl.h>
@@ -46,7 +50,8 @@ int main(int argc, char **argv)
         return 1;
     }
     if (argc < 3) {
-        fprintf(stderr, "iez-test-iocop: error: usage: phase N HOLD_MS | files FILE N HOLD_MS | run HOLD_MS | fine FILE N\n");
+        fprintf(stderr, "iez-test-iocop: error: usage: phase N HOLD_MS | files FILE N HOLD_MS | run HOLD_MS | "
+                        "fine FILE N | mpifiles FILE N HOLD_MS COMPUTE_MS\n");
         return 2;
     }
 #ifdef IEZ_JOB_MPI
@@ -90,6 +95,25 @@ int main(int argc, char **argv)
                               MPI_STATUS_IGNORE);
         MPI_File_close(&fh);
         event("written", n);
+    } else if (!strcmp(cmd, "mpifiles") && argc == 6) {
+        char buf[4096], name[4096];
+        memset(buf, 'x', sizeof buf);
+        for (int i = 0; i < atoi(argv[3]); i++) {
+            MPI_File fh;
+            snprintf(name, sizeof name, "%s.%d", argv[2], i);
+            if (MPI_File_open(MPI_COMM_WORLD, name, MPI_MODE_CREATE | MPI_MODE_WRONLY, MPI_INFO_NULL, &fh) ||
+                MPI_File_write_at(fh, (MPI_Offset)rank * (MPI_Offset)sizeof buf, buf, sizeof buf, MPI_BYTE,
+                                  MPI_STATUS_IGNORE))
+                return 1;
+            event("open", i);
+            hold(atol(argv[4]));
+            event("close", MPI_File_close(&fh));
+            snprintf(name, sizeof name, "%s.self.%d", argv[2], rank);
+            if (MPI_File_open(MPI_COMM_SELF, name, MPI_MODE_CREATE | MPI_MODE_WRONLY, MPI_INFO_NULL, &fh) ||
+                MPI_File_write_at(fh, 0, buf, sizeof buf, MPI_BYTE, MPI_STATUS_IGNORE) || MPI_File_close(&fh))
+                return 1;
+            hold(atol(argv[5]));
+        }
 #endif
     } else {
         fprintf(stderr, "iez-test-iocop: error: unknown command %s\n", cmd);
