@@ -419,15 +419,17 @@ def test_files_of_different_sizes_are_weighed_by_bytes():
 
 
 def test_one_big_shared_file():
-    """SSF: 64 GiB over 8 stripes needs stripes below Lustre's 4 GiB limit: the fewest rounds
-    that fit (3, of 2.67 GiB stripes), each split evenly."""
+    """SSF: 56 GiB over 8 stripes needs stripes below Lustre's 4 GiB limit: the fewest rounds
+    that fit (2, of 3.5 GiB stripes), each split evenly; every round of a stripe lands on its
+    OST, so only OSTs with room for 7 GiB take one (12 of the 15 here)."""
     cluster = uneven_fill(TESTBED, seed=2)
-    (ssf,) = ior(32, 2 * GiB, 8, mode="ssf")
-    assert ssf.comm_size == 32 and ssf.write_bytes == 64 * GiB
+    (ssf,) = ior(28, 2 * GiB, 8, mode="ssf")
+    assert ssf.comm_size == 28 and ssf.write_bytes == 56 * GiB
     (p,) = place("balanced", [ssf], cluster, capacity_weight=1.0)
     lay = p.layout.plain
     assert lay.stripe_size < 4 * GiB and lay.stripe_size % (128 << 10) == 0 and len(set(lay.osts)) == 8
-    assert -(-ssf.write_bytes // (8 * lay.stripe_size)) == 3
+    assert -(-ssf.write_bytes // (8 * lay.stripe_size)) == 2
+    assert rr_fits(cluster, Snapshot.from_cluster(cluster), [p])
     per = bytes_per_ost(lay, ssf.write_bytes).values()
     assert max(per) - min(per) < 4 * MiB
     rr = job_bytes(place("rr", [ssf], cluster))
@@ -531,3 +533,17 @@ def test_uneven_fill():
     assert len({o.used for o in a.osts}) == 15
     with pytest.raises(ConfigError, match="fill range"):
         uneven_fill(TESTBED, 0.5, 0.2)
+
+
+@pytest.mark.parametrize("policy", ["balanced", "iez-paper"])
+def test_room_counts_every_round_of_a_capped_stripe(policy):
+    # 20 GiB on one stripe: the stripe size is capped below 4 GiB, so the file is several rounds
+    # of one stripe and its OST takes all 20 GiB; no 16 GiB OST can.
+    cluster = make_cluster(3, 5, 16 * GiB)
+    with pytest.raises(AllocationError) as e:
+        place(policy, [Request("/mnt/t/big", 20 * GiB, 1)], cluster)
+    assert e.value.errno == "ENOSPC" and str(20 * GiB) in str(e.value)
+    (p,) = place(policy, [Request("/mnt/t/big", 40 * GiB, 4)], cluster)  # 10 GiB a stripe fits
+    assert p.layout.plain.stripe_size < 4 * GiB and len(set(p.layout.plain.osts)) == 4
+    t = ost_table(cluster, Snapshot.from_cluster(cluster), AllocOptions())
+    assert all(b <= t.room[t.position[o]] for o, b in job_bytes([p]).items())

@@ -215,7 +215,9 @@ def _place_all(table: RequestTable, osts: OstTable, orders: Sequence[np.ndarray]
     job = np.zeros(osts.n)
     for g in groups:
         idx = g.members
-        size = int(table.size[idx].max())  # room is counted in the group's largest stripes
+        # Room is counted in the group's heaviest stripe: a stripe size capped below Lustre's
+        # 4 GiB gives a big file several rounds, and every round lands on the same OSTs.
+        size = int(max(table.size[idx].max(), stripe_bytes(table.write_bytes[idx], table.size[idx], g.count, 0).max()))
         mat, bound = _place_group(len(idx), g.count, size, g.unit, table.allowed[g.pool], orders[g.pool], osts,
                                   job, bound, scale, table.pools[g.pool])
         real = stripe_bytes(table.write_bytes[idx, None], table.size[idx, None], g.count, np.arange(g.count)[None, :])
