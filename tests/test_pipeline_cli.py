@@ -258,7 +258,7 @@ def test_allocate_on_an_emulated_cluster_sees_its_usage(iez, iez_cmd, subenv, db
 @sqlite_only
 def test_planned_runs_of_other_apps_hold_their_space(iez, db_url, tmp_path):
     # app a is planned and has not run yet: its bytes count as used when app b is placed
-    reqs = [Request(f"/mnt/a/f{i}", 5 << 30, 1, rank=i) for i in range(15)]
+    reqs = [Request(f"/mnt/a/f{i}", 4 << 30, 1, rank=i) for i in range(15)]
     with Database(db_url) as db, db.begin() as tx:
         for app in ("a", "b"):
             tx.add_trace(app, reqs[:1])
@@ -268,7 +268,7 @@ def test_planned_runs_of_other_apps_hold_their_space(iez, db_url, tmp_path):
     with Database(db_url) as db, db.begin() as tx:
         [s] = tx.placement_sets("b", 2)
         _, snap = tx.snapshot(s.snapshot_id)
-    assert {o.kbytesavail for o in snap.osts.values()} == {5 << 20}  # 10 GiB OSTs, 5 GiB promised to a
+    assert {o.kbytesavail for o in snap.osts.values()} == {6 << 20}  # 10 GiB OSTs, 4 GiB promised to a
 
 
 def replace_path(q: Request, prefix: str) -> Request:
