@@ -325,6 +325,36 @@ def test_work_held_for_stale_osts_does_not_block_other_applications(tmp_path):
         ctl.close()
 
 
+def test_a_plan_reserves_its_space_until_the_reservation_ttl(tmp_path):
+    from sqlalchemy import text
+
+    from iez.collect.message import encode
+    from iez.controller.service import Controller, Settings
+
+    cluster = make_cluster(n_oss=2, osts_per_oss=2, ost_size=GiB)
+    ctl = Controller(Settings(cluster, f"sqlite:///{tmp_path / 'db'}", gate=None, site_key=SITE, reservation_ttl=60))
+    try:
+        now = time.time()
+        for oss, osts in (("oss0", (0, 1)), ("oss1", (2, 3))):
+            ctl.on_message(encode(oss_msg(oss, {i: 1 << 20 for i in osts}, now), SITE), now)
+
+        def planned(app: str) -> dict[int, int]:
+            """Plan 4 files of 256 MiB for app; the KiB available its allocation saw per OST."""
+            ctl.upload_requests(app, [Request(f"/fs/{app}{i}", 256 * MiB, 1) for i in range(4)])
+            assert ctl.step() and ctl.plan(app).status == "ready"
+            with ctl.db.begin() as tx:
+                [s] = tx.placement_sets(app, 1)
+                return {i: o.kbytesavail for i, o in tx.snapshot(s.snapshot_id)[1].osts.items()}
+
+        assert planned("a") == dict.fromkeys(range(4), 1 << 20)
+        assert planned("b") == dict.fromkeys(range(4), 3 << 18)  # a's 256 MiB a OST are promised
+        with ctl.db.begin() as tx:  # a and b planned two minutes ago, and neither ran
+            tx.conn.execute(text("UPDATE runs SET planned_at = planned_at - 120"))
+        assert planned("c") == dict.fromkeys(range(4), 1 << 20)  # older than the TTL: nothing reserved
+    finally:
+        ctl.close()
+
+
 def test_client_uploads_a_real_darshan_log_and_the_next_run_is_planned(tmp_path, iez_cmd, subenv):
     from darshan.log_utils import get_log_path
 

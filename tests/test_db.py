@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+import time
 from dataclasses import replace
 
 import pytest
@@ -256,24 +257,49 @@ def test_pending_placements_are_other_apps_planned_but_untraced_runs(db):
         assert tx.release_plans("b") == []  # already released
 
 
-def test_a_version_1_database_is_brought_to_version_2(db):
-    """The real step: a database made before runs.released_at gains it and keeps its rows."""
+def test_a_plan_older_than_the_ttl_reserves_nothing(db):
+    from sqlalchemy import text
+
+    placed = table2_placements()
+    with db.begin() as tx:
+        sid = tx.add_snapshot(make_cluster(), Snapshot.from_cluster(make_cluster()), "default")
+        tx.add_trace("b", hacc(2))
+        tx.set_placements("b", 2, "balanced", placed, sid, {})
+        tx.mark_planned("b", 2, "balanced")
+        assert len(tx.pending_placements("a", ttl=3600)) == len(placed)
+        tx.conn.execute(text("UPDATE runs SET planned_at = planned_at - 7200"))  # planned two hours ago
+        assert tx.pending_placements("a", ttl=3600) == []
+        assert len(tx.pending_placements("a", ttl=3 * 3600)) == len(placed)
+        assert len(tx.pending_placements("a")) == len(placed)  # no TTL: until it runs
+
+
+def test_a_version_1_database_is_brought_to_the_current_version(db):
+    """The real steps: a database made before runs.released_at and runs.planned_at gains them and
+    keeps its rows; a plan made before the upgrade reserves for a full TTL from the upgrade."""
     from sqlalchemy import inspect, text
 
     from iez.db.migrations import MIGRATIONS, current_version, migrate
     from iez.db.schema import schema_version
 
+    placed = table2_placements()
     with db.begin() as tx:
         tx.add_trace("a", hacc(2))
-        tx.conn.execute(text("ALTER TABLE runs DROP COLUMN released_at"))  # as version 1 made it
+        sid = tx.add_snapshot(make_cluster(), Snapshot.from_cluster(make_cluster()), "default")
+        tx.set_placements("a", 2, "balanced", placed, sid, {})
+        tx.mark_planned("a", 2, "balanced")
+        for column in ("released_at", "planned_at"):  # as version 1 made it
+            tx.conn.execute(text(f"ALTER TABLE runs DROP COLUMN {column}"))
         tx.conn.execute(schema_version.update().values(version=1))
         assert current_version(tx.conn) == 1
+    t0 = time.time()
     with db.begin() as tx:
         assert migrate(tx.conn, MIGRATIONS) == 1
-        assert current_version(tx.conn) == SCHEMA_VERSION == 2
-        assert "released_at" in {c["name"] for c in inspect(tx.conn).get_columns("runs")}
+        assert current_version(tx.conn) == SCHEMA_VERSION == 3
+        assert {"released_at", "planned_at"} <= {c["name"] for c in inspect(tx.conn).get_columns("runs")}
         ((number, requests),) = tx.traced_runs("a")
         assert number == 1 and len(requests) == 2
+        (planned_at,) = tx.conn.execute(text("SELECT planned_at FROM runs WHERE number = 2")).one()
+        assert planned_at >= t0 and len(tx.pending_placements("b", ttl=60)) == len(placed)
 
 
 def test_bad_urls_and_files_are_one_line_errors(tmp_path):

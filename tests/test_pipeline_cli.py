@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Callable
 
 import pytest
 from conftest import BUILD
@@ -255,20 +256,45 @@ def test_allocate_on_an_emulated_cluster_sees_its_usage(iez, iez_cmd, subenv, db
     assert total["ost_util"]["2"] == pytest.approx((6 + on2) / 8)
 
 
-@sqlite_only
-def test_planned_runs_of_other_apps_hold_their_space(iez, db_url, tmp_path):
-    # app a is planned and has not run yet: its bytes count as used when app b is placed
+def plan_a_then_b(iez, db_url: str) -> Callable[..., set[int]]:
+    """Apps a and b each predict 15 files of 4 GiB on the 10 GiB OSTs of the testbed; a's run is
+    planned (-o) and has not run. Returns: allocate b (with options) and give the kbytesavail
+    its snapshot saw on each OST."""
     reqs = [Request(f"/mnt/a/f{i}", 4 << 30, 1, rank=i) for i in range(15)]
     with Database(db_url) as db, db.begin() as tx:
         for app in ("a", "b"):
             tx.add_trace(app, reqs[:1])
             tx.add_prediction(app, 2, [q if app == "a" else replace_path(q, "/mnt/b") for q in reqs], {}, [1])
     iez("allocate", "a", "-o", "a.plan", *NO_GATE)
-    iez("allocate", "b", *NO_GATE)
-    with Database(db_url) as db, db.begin() as tx:
-        [s] = tx.placement_sets("b", 2)
-        _, snap = tx.snapshot(s.snapshot_id)
-    assert {o.kbytesavail for o in snap.osts.values()} == {6 << 20}  # 10 GiB OSTs, 4 GiB promised to a
+
+    def avail(*opts: str) -> set[int]:
+        iez("allocate", "b", *opts, *NO_GATE)
+        with Database(db_url) as db, db.begin() as tx:
+            [s] = tx.placement_sets("b", 2)
+            return {o.kbytesavail for o in tx.snapshot(s.snapshot_id)[1].osts.values()}
+
+    return avail
+
+
+@sqlite_only
+def test_planned_runs_of_other_apps_hold_their_space(iez, db_url, tmp_path):
+    # app a is planned and has not run yet: its bytes count as used when app b is placed
+    assert plan_a_then_b(iez, db_url)() == {6 << 20}  # 10 GiB OSTs, 4 GiB promised to a
+
+
+@sqlite_only
+def test_a_plan_older_than_the_reservation_ttl_holds_no_space(iez, db_url, tmp_path):
+    from sqlalchemy import text
+
+    avail = plan_a_then_b(iez, db_url)
+    with Database(db_url) as db, db.begin() as tx:  # a's plan was made 8 days ago and a never ran
+        assert tx.conn.execute(text("UPDATE runs SET planned_at = planned_at - 8 * 86400 "
+                                    "WHERE planned_at IS NOT NULL")).rowcount == 1
+    assert avail() == {10 << 20}  # the default TTL, 7 days, has passed: a holds nothing
+    assert avail("--reservation-ttl", "9d") == {6 << 20}
+    assert avail("--reservation-ttl", "0") == {6 << 20}  # 0: until it runs
+    r = iez("allocate", "b", "--reservation-ttl", "soon", *NO_GATE, ok=False)
+    assert r.returncode == 2 and "--reservation-ttl: cannot read 'soon' as a duration" in r.stderr
 
 
 def replace_path(q: Request, prefix: str) -> Request:

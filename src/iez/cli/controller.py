@@ -17,6 +17,7 @@ from iez.errors import ConfigError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    from iez.cli.pipeline import reservation_ttl_option
     from iez.cli.trace_import import db_option
 
     p = sub.add_parser("controller", help="run the controller: global view, allocation, plans over HTTP",
@@ -35,6 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="which token may upload traces and requests (default site: jobs upload their own)")
     p.add_argument("--policy", default="balanced", help="allocation policy (default balanced)")
     p.add_argument("--capacity-weight", type=float, metavar="W", help="balanced's trade-off, 0..1 (default 0.5)")
+    reservation_ttl_option(p)
     p.add_argument("--stale-after", type=float, default=0.0, metavar="S",
                    help="statistics older than S seconds are stale (default: 3 collector intervals)")
     gate = p.add_argument_group("host gate (seed 000 §III-B2)")
@@ -62,6 +64,7 @@ def cmd_controller(args: argparse.Namespace) -> int:
     from iez.cluster import load_cluster, make_cluster
     from iez.controller.auth import Tokens, read_token
     from iez.controller.server import serve
+    from iez.cli.pipeline import reservation_ttl
     from iez.controller.service import Controller, Settings
 
     host, port = parse_listen(args.listen)
@@ -81,7 +84,8 @@ def cmd_controller(args: argparse.Namespace) -> int:
         cluster = make_cluster()
     settings = Settings(cluster=cluster, db_url=args.db, policy=args.policy, capacity_weight=args.capacity_weight,
                         stale_after=args.stale_after, gate=None if args.no_gate else GateLimits(args.max_cpu, args.max_mem),
-                        gate_proc=args.gate_proc, site_key=tokens.site)
+                        gate_proc=args.gate_proc, site_key=tokens.site,
+                        reservation_ttl=reservation_ttl(args))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     controller = Controller(settings)
     serve(controller, tokens, host, port, args.stats, uploads=args.uploads, max_body=args.max_body,

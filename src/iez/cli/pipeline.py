@@ -38,6 +38,21 @@ DEFAULT_POLICY = "balanced"
 COST_NOTE = "OSTCost = max / mean OST utilization (seed 000 eq. 7); 1.000 is perfect balance."
 
 
+def reservation_ttl_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--reservation-ttl", metavar="DURATION",
+                   help="other applications' planned runs not run within this long reserve no space "
+                        "(default 7d; 0: until they run)")
+
+
+def reservation_ttl(args: argparse.Namespace) -> float:
+    from iez.db.database import RESERVATION_TTL
+    from iez.sim.scenario import parse_duration
+
+    if args.reservation_ttl is None:
+        return RESERVATION_TTL
+    return parse_duration(args.reservation_ttl, "--reservation-ttl")
+
+
 def _command(sub: argparse._SubParsersAction, name: str, help: str, description: str, func: Any,
              run_help: str | None = None) -> argparse.ArgumentParser:
     """A pipeline subcommand: APP, an optional --run N, and --db."""
@@ -69,6 +84,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--stripe-method", choices=("method2", "method1", "fixed"),
                    help="stripe size by seed 000 Method II (default) or I, or the file system default")
     p.add_argument("-o", "--output", metavar="PLAN", help="also write the plan file (one policy only)")
+    reservation_ttl_option(p)
     gate = p.add_argument_group("controller-host gate (seed 000 §III-B2)")
     gate.add_argument("--max-cpu", type=float, metavar="F",
                       help="allocate only while load average / cores is below F (default 0.7)")
@@ -231,7 +247,7 @@ def cmd_allocate(args: argparse.Namespace) -> int:
     with open_db(args) as db:
         with db.begin() as tx:
             pred = tx.prediction(args.app, args.run)
-            pending = tx.pending_placements(args.app)
+            pending = tx.pending_placements(args.app, reservation_ttl(args))
         policies = {n: get_policy(n) for n in names}
         cluster, snap, source = cluster_snapshot(args)
         if not args.no_gate:

@@ -23,6 +23,7 @@ from iez.collect.message import MessageError, decode
 from iez.controller import store
 from iez.controller.metrics import Family, Histogram, render
 from iez.controller.view import GlobalView
+from iez.db.database import RESERVATION_TTL
 from iez.db.errors import DatabaseError
 from iez.errors import AllocationError, IezError
 from iez.metrics import ost_cost
@@ -59,6 +60,7 @@ class Settings:
     gate: GateLimits | None = GateLimits()  # None: allocate however busy the host is
     gate_proc: str = "/proc"  # where the gate reads loadavg and meminfo
     site_key: str = ""  # the site token: collectors' messages are signed with it
+    reservation_ttl: float = RESERVATION_TTL  # seconds a planned, unrun run reserves its space; 0: until it runs
 
 
 @dataclass(frozen=True)
@@ -331,7 +333,7 @@ class Controller:
                     pred = tx.prediction(app, run)
                 except DatabaseError as e:
                     raise NotFound(str(e)) from None
-                pending = tx.pending_placements(app)
+                pending = tx.pending_placements(app, self.settings.reservation_ttl)
             with self.lock:
                 view = self.view.snapshot(time.time())
             if not view.snapshot.osts:

@@ -38,6 +38,10 @@ from iez.layout.layout import FileLayout
 from iez.plan import format_layout, parse_layout
 from iez.request import Placement, Request
 
+# A planned run not traced within this long stops reserving its space (docs/controller.md):
+# a job that never comes back must not hold it for ever.
+RESERVATION_TTL = 7 * 86400.0
+
 # Application names end up in plan metadata (`#app=NAME`) and file names of reports.
 APP_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,127}")
 _REQUEST_FIELDS = ("path", "write_bytes", "stripe_count", "rank", "comm_size", "create_time", "api", "pool")
@@ -357,7 +361,7 @@ class Txn:
     def mark_planned(self, app: str, number: int, policy: str) -> None:
         """Record that run `number`'s plan file carries `policy`'s placements."""
         rid = self._run_id(self.app_id(app), number)
-        self.conn.execute(update(runs).where(runs.c.id == rid).values(planned_policy=policy))
+        self.conn.execute(update(runs).where(runs.c.id == rid).values(planned_policy=policy, planned_at=time.time()))
 
     def release_plans(self, app: str) -> list[int]:
         """Release the app's planned runs that have not run: they stop reserving space (the
@@ -371,10 +375,12 @@ class Txn:
                               .values(released_at=time.time()))
         return numbers
 
-    def pending_placements(self, exclude_app: str) -> list[Placement]:
+    def pending_placements(self, exclude_app: str, ttl: float = 0.0) -> list[Placement]:
         """Placements of other applications' planned runs that have not been traced yet: bytes the
         file system has been promised but does not hold yet (the global view of seed 000). Only
-        each application's newest planned run counts: its plan file replaced the older ones."""
+        each application's newest planned run counts: its plan file replaced the older ones; and
+        with a `ttl` (seconds; 0: none), only if that plan was made within it (a job that never
+        came back does not hold its space for ever)."""
         newest = (select(runs.c.app_id, func.max(runs.c.number).label("number"))
                   .where(runs.c.planned_policy.is_not(None)).group_by(runs.c.app_id).subquery())
         q = (select(placements, applications.c.name, runs.c.number)
@@ -383,6 +389,8 @@ class Txn:
              .join(applications, runs.c.app_id == applications.c.id)
              .where(applications.c.name != exclude_app, runs.c.traced_at.is_(None),
                     runs.c.released_at.is_(None), runs.c.planned_policy == placements.c.policy))
+        if ttl > 0:
+            q = q.where(runs.c.planned_at >= time.time() - ttl)
         return [Placement(path=r.path, layout=parse_layout(r.layout), write_bytes=r.write_bytes,
                           app=r.name, run=str(r.number), policy=r.policy)
                 for r in self.conn.execute(q)]

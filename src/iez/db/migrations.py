@@ -31,9 +31,16 @@ def _released_at(conn: Connection) -> None:
     conn.execute(text("ALTER TABLE runs ADD COLUMN released_at FLOAT"))
 
 
+def _planned_at(conn: Connection) -> None:
+    conn.execute(text("ALTER TABLE runs ADD COLUMN planned_at FLOAT"))
+    # plans made before the step: their TTL runs from now, none lapses at the upgrade
+    conn.execute(text("UPDATE runs SET planned_at = :now WHERE planned_policy IS NOT NULL"), {"now": time.time()})
+
+
 # Version 1 is the baseline: no step leads to it. Steps for versions 2, 3, ... go here, in order.
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(2, "runs.released_at: a planned run an admin released reserves no space", _released_at),
+    Migration(3, "runs.planned_at: a plan older than the reservation TTL reserves no space", _planned_at),
 )
 
 

@@ -28,7 +28,7 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 metadata = MetaData()
 
@@ -61,6 +61,7 @@ runs = Table(
     Column("meta", Text, nullable=False, default="{}"),  # JSON: executable, warnings
     Column("planned_policy", String(32)),  # whose placements the run's plan file carries
     Column("released_at", Float),  # an admin said the planned run will not happen: it reserves nothing
+    Column("planned_at", Float),  # when its plan was made: older than the reservation TTL, it reserves nothing
     UniqueConstraint("app_id", "number", name="uq_runs_app_number"),
 )
 

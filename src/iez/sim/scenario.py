@@ -26,8 +26,8 @@ GRANULARITIES = ("none", "job", "phase", "call")
 METRICS = ("write_bw", "read_bw", "end_to_end", "makespan", "token_wait")
 
 _RATE = re.compile(r"^\s*(\d+(?:\.\d+)?(?:e[+-]?\d+)?)\s*([kmgt]?)(i?)(b|bit)?(?:/s|ps)?\s*$", re.IGNORECASE)
-_TIME = re.compile(r"^\s*(\d+(?:\.\d+)?(?:e[+-]?\d+)?)\s*(ns|us|µs|ms|s|min|h)?\s*$")
-_TIME_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "min": 60.0, "h": 3600.0, None: 1.0}
+_TIME = re.compile(r"^\s*(\d+(?:\.\d+)?(?:e[+-]?\d+)?)\s*(ns|us|µs|ms|s|min|h|d)?\s*$")
+_TIME_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "min": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
 
 
 def parse_rate(v: Any, what: str) -> float:
