@@ -347,7 +347,8 @@ def test_mds_down(tmp_path):
 
 
 def test_mds_that_never_answers(tmp_path):
-    """An MDS that accepts and hangs costs each create at most the 500 ms timeout."""
+    """An MDS that accepts and hangs costs the first create the 5 s timeout, and the later ones
+    0.5 s each until it answers again."""
     d = tmp_path / "hung"
     (tmp_path / "hung.toml").write_text(CLUSTER_TOML)
     assert run([iez_exe(), "emulate", "init", str(d), "--cluster", str(tmp_path / "hung.toml")]).returncode == 0
@@ -375,9 +376,9 @@ def test_mds_that_never_answers(tmp_path):
         stop.set()
         t.join()
         srv.close()
-    assert len(held) == 3 and 1.4 < elapsed < 6, elapsed
+    assert len(held) == 3 and 5 + 2 * 0.5 - 0.1 < elapsed < 9, elapsed
     assert all(job.path(n).read_text() == "data" for n in "abc")
-    assert sum("no answer from the emulated MDS within 500 ms" in x for x in job.log_lines()) == 1
+    assert sum("no answer from the emulated MDS within 5000 ms" in x for x in job.log_lines()) == 1
 
 
 def test_existing_files_are_never_relaid_out(job):

@@ -114,27 +114,36 @@ int iez_mds_alloc(const char *rundir, const char *abs, const char *spec, size_t 
     memcpy(req + n, spec, speclen);
     req[(size_t)n + speclen] = '\n';
 
+    static int slow; /* the last request timed out: a short wait until the MDS answers again */
+    int wait_ms = __atomic_load_n(&slow, __ATOMIC_RELAXED) ? IEZ_MDS_RETRY_MS : IEZ_MDS_TIMEOUT_MS;
     int saved = errno;
     struct timespec deadline;
     clock_gettime(CLOCK_MONOTONIC, &deadline);
-    deadline.tv_nsec += (long)IEZ_MDS_TIMEOUT_MS * 1000000L;
+    deadline.tv_nsec += (long)wait_ms * 1000000L;
     deadline.tv_sec += deadline.tv_nsec / 1000000000L;
     deadline.tv_nsec %= 1000000000L;
     int rc = -1;
     int s = dial(rundir, &deadline);
     if (s < 0) {
+        if (errno == ETIMEDOUT) /* its listen backlog stayed full */
+            __atomic_store_n(&slow, 1, __ATOMIC_RELAXED);
         snprintf(why, whylen, "cannot reach the emulated MDS at %s/mds.sock: %s", rundir, strerror(errno));
     } else if (exchange(s, req, (size_t)n + speclen + 1, out, cap, &deadline)) {
-        snprintf(why, whylen, "no answer from the emulated MDS within %d ms: %s", IEZ_MDS_TIMEOUT_MS, strerror(errno));
-    } else if (!strncmp(out, "OK\t", 3)) {
-        memmove(out, out + 3, strlen(out + 3) + 1);
-        rc = 0;
+        if (errno == ETIMEDOUT)
+            __atomic_store_n(&slow, 1, __ATOMIC_RELAXED);
+        snprintf(why, whylen, "no answer from the emulated MDS within %d ms: %s", wait_ms, strerror(errno));
     } else {
-        /* ERR<TAB>ENOSPC<TAB>message */
-        char *tab = strchr(out, '\t');
-        snprintf(why, whylen, "the emulated MDS says %s", tab ? tab + 1 : out);
-        for (char *t = why; (t = strchr(t, '\t'));)
-            *t = ' ';
+        __atomic_store_n(&slow, 0, __ATOMIC_RELAXED); /* it answers again */
+        if (!strncmp(out, "OK\t", 3)) {
+            memmove(out, out + 3, strlen(out + 3) + 1);
+            rc = 0;
+        } else {
+            /* ERR<TAB>ENOSPC<TAB>message */
+            char *tab = strchr(out, '\t');
+            snprintf(why, whylen, "the emulated MDS says %s", tab ? tab + 1 : out);
+            for (char *t = why; (t = strchr(t, '\t'));)
+                *t = ' ';
+        }
     }
     if (s >= 0)
         iez_sys_close(s);

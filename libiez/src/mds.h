@@ -4,7 +4,12 @@
 
 #include <stddef.h>
 
-#define IEZ_MDS_TIMEOUT_MS 500
+/* How long a create waits for the emulated MDS. A Lustre client's create waits for its MDS far
+ * longer (obd_timeout, 100 s by default), and on a loaded node (dozens of ranks creating at once
+ * on 2 cores) the emulated MDS can take over 0.5 s; but a hung MDS must not stall every create:
+ * after one timeout the process waits only IEZ_MDS_RETRY_MS until the MDS answers again. */
+#define IEZ_MDS_TIMEOUT_MS 5000
+#define IEZ_MDS_RETRY_MS 500
 
 /* ALLOC: the layout the MDS of the cluster whose run directory is rundir (DIR/run) gives the
  * new file abs for the request spec ("": the default). 0 with the resolved layout in out (plan
