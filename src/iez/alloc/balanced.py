@@ -84,7 +84,7 @@ from typing import Sequence
 import numpy as np
 
 from iez.alloc.lustre_rr import calc_rr, server_order
-from iez.alloc.policy import AllocOptions, OstTable, RequestTable, make_placements, stripe_bytes, tables
+from iez.alloc.policy import AllocOptions, OstTable, RequestTable, make_placements, room_bytes, stripe_bytes, tables
 from iez.cluster import Cluster, Snapshot
 from iez.errors import AllocationError
 from iez.layout.layout import LOV_MAX_STRIPE_COUNT
@@ -215,9 +215,7 @@ def _place_all(table: RequestTable, osts: OstTable, orders: Sequence[np.ndarray]
     job = np.zeros(osts.n)
     for g in groups:
         idx = g.members
-        # Room is counted in the group's heaviest stripe: a stripe size capped below Lustre's
-        # 4 GiB gives a big file several rounds, and every round lands on the same OSTs.
-        size = int(max(table.size[idx].max(), stripe_bytes(table.write_bytes[idx], table.size[idx], g.count, 0).max()))
+        size = int(room_bytes(table.write_bytes[idx], table.size[idx], g.count).max())  # room, per stripe
         mat, bound = _place_group(len(idx), g.count, size, g.unit, table.allowed[g.pool], orders[g.pool], osts,
                                   job, bound, scale, table.pools[g.pool])
         real = stripe_bytes(table.write_bytes[idx, None], table.size[idx, None], g.count, np.arange(g.count)[None, :])

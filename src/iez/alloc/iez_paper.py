@@ -31,7 +31,7 @@ from typing import Sequence
 import networkx as nx
 import numpy as np
 
-from iez.alloc.policy import AllocOptions, make_placements, stripe_bytes, tables
+from iez.alloc.policy import AllocOptions, make_placements, room_bytes, tables
 from iez.cluster import Cluster, Snapshot
 from iez.errors import AllocationError
 from iez.request import Placement, Request
@@ -47,8 +47,7 @@ class IezPaper:
         if not requests:
             return []
         osts, table = tables(requests, cluster, snapshot, options)
-        # bytes an OST takes for a stripe: several rounds of it when the stripe size is capped
-        stripe = int(max(table.size.max(), stripe_bytes(table.write_bytes, table.size, table.count, 0).max()))
+        stripe = int(room_bytes(table.write_bytes, table.size, table.count).max())
         capacity = np.floor(osts.room / stripe).astype(np.int64)
         ost_cost = np.rint(osts.used / osts.capacity * COST_SCALE).astype(np.int64)
         to_reach = np.rint(osts.oss_load[osts.oss] * COST_SCALE).astype(np.int64)

@@ -140,6 +140,13 @@ def stripe_size(write_bytes: int, count: int, method: str = "method2", fixed: in
     return size
 
 
+def room_bytes(write_bytes: np.ndarray, size: np.ndarray, count: np.ndarray | int) -> np.ndarray:
+    """What one stripe of each file needs on its OST: its stripe size, or more when a stripe size
+    capped below 4 GiB gives the file several rounds, all on the same OSTs (the first stripe is
+    the heaviest)."""
+    return np.maximum(size, stripe_bytes(write_bytes, size, count, 0))
+
+
 def stripe_bytes(write_bytes: np.ndarray, size: np.ndarray, count: np.ndarray, k: np.ndarray | int) -> np.ndarray:
     """Bytes of stripe k of each file, vectorised (the RAID-0 map of iez.layout.raid0 from
     offset 0: whole rounds give every stripe `size`, the last partial round fills in order)."""
