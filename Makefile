@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 PYTEST := $(VENV)/bin/pytest
 
-.PHONY: setup build demo test bench clean
+.PHONY: setup build demo test bench fuzz clean
 
 setup:
 	bash scripts/setup.sh
@@ -19,6 +19,10 @@ test: setup
 
 bench: setup
 	$(PY) -m bench
+
+# The fuzz targets of every parser that reads untrusted bytes, 100x longer than in `make test`.
+fuzz: setup
+	IEZ_FUZZ_SCALE=$${IEZ_FUZZ_SCALE:-100} $(PYTEST) -q -p no:cacheprovider -m fuzz tests
 
 clean:
 	rm -rf build $(VENV) demo-out

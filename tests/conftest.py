@@ -49,3 +49,16 @@ def subenv() -> dict[str, str]:
     env = dict(os.environ)
     env.pop("IEZ_MODE", None)
     return env
+
+
+def fuzz_settings(examples: int, **kw):
+    """Hypothesis settings for a fuzz target of a parser that reads untrusted bytes.
+
+    `make test` runs `examples` cases (a bounded time); `make fuzz` multiplies them by
+    $IEZ_FUZZ_SCALE (default 100 there), so the same targets run far longer."""
+    from hypothesis import HealthCheck, settings
+
+    scale = int(os.environ.get("IEZ_FUZZ_SCALE", "1") or 1)
+    return settings(max_examples=examples * max(scale, 1), deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                           HealthCheck.function_scoped_fixture], **kw)
