@@ -13,7 +13,6 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <ifaddrs.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -37,7 +36,7 @@ struct iolog {
     size_t used, chunk_no;
     unsigned gen;                    /* iez_gen when made: a fork child makes its own */
     int broken;
-    char path[PATH_MAX];
+    struct iez_own file;             /* written only through descriptors checked to be it */
 };
 
 static __thread struct iolog *mine __attribute__((tls_model("initial-exec")));
@@ -135,7 +134,7 @@ void iez_iolog_ident_changed(void)
 static void seal(struct iolog *l)
 {
     if (!l->broken && l->map)
-        syscall(SYS_truncate, l->path, (off_t)(l->chunk_no * CHUNK + l->used));
+        iez_own_truncate(&l->file, (off_t)(l->chunk_no * CHUNK + l->used));
     if (l->map)
         munmap(l->map, CHUNK);
     l->map = NULL;
@@ -172,21 +171,23 @@ static struct iolog *open_log(void)
     mine = l;
     pthread_once(&key_once, make_key);
     pthread_setspecific(key, l);
-    if (syscall(SYS_mkdirat, AT_FDCWD, iez_cfg.iolog, 0777) < 0 && errno != EEXIST) {
-        iez_log_once(IEZ_LOG_TRACE, "cannot make the I/O event log directory %s: %s", iez_cfg.iolog, strerror(errno));
+    char why[PATH_MAX + 200];
+    if (iez_trusted_dir("the I/O event log directory", iez_cfg.iolog, why, sizeof why)) {
+        iez_log_once(IEZ_LOG_TRACE, "no I/O event log: %s", why);
         return NULL;
     }
     int fd = -1;
     long tid = syscall(SYS_gettid);
     for (int seq = 0; fd < 0 && seq < 1000; seq++) {
-        snprintf(l->path, sizeof l->path, "%s/%s.%d.%ld.%d.ioev", iez_cfg.iolog, iez_cfg.host, (int)iez_pid, tid, seq);
-        fd = iez_sys_openat(AT_FDCWD, l->path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        snprintf(l->file.path, sizeof l->file.path, "%s/%s.%d.%ld.%d.ioev", iez_cfg.iolog, iez_cfg.host, (int)iez_pid,
+                 tid, seq);
+        fd = iez_own_create(&l->file, 0600);
         if (fd < 0 && errno != EEXIST)
             break;
     }
     l->map = fd < 0 ? NULL : iez_map_reserved(fd, 0, CHUNK);
     if (!l->map)
-        iez_log_once(IEZ_LOG_TRACE, "cannot write the I/O event log %s: %s", l->path, strerror(errno));
+        iez_log_once(IEZ_LOG_TRACE, "cannot write the I/O event log %s: %s", l->file.path, strerror(errno));
     if (fd >= 0)
         iez_sys_close(fd);
     if (!l->map)
@@ -201,12 +202,12 @@ static void append(struct iolog *l, const char *line, size_t n)
 {
     if (l->used + n > CHUNK) {
         memset(l->map + l->used, '\n', CHUNK - l->used);
-        int fd = iez_sys_openat(AT_FDCWD, l->path, O_RDWR | O_CLOEXEC, 0);
+        int fd = iez_own_open(&l->file);
         char *next = fd < 0 ? NULL : iez_map_reserved(fd, (off_t)((l->chunk_no + 1) * CHUNK), CHUNK);
         if (fd >= 0)
             iez_sys_close(fd);
         if (!next) {
-            iez_log_once(IEZ_LOG_TRACE, "the I/O event log %s cannot grow: later events are not logged", l->path);
+            iez_log_once(IEZ_LOG_TRACE, "the I/O event log %s cannot grow: later events are not logged", l->file.path);
             l->broken = 1;
             return;
         }

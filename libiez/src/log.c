@@ -22,11 +22,16 @@ static void vlog(const char *fmt, va_list ap)
     if (iez_cfg.log[0] == '-' && !iez_cfg.log[1]) {
         iez_write_all(2, line, len);
     } else {
-        int fd = iez_sys_openat(AT_FDCWD, iez_cfg.log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-        if (fd >= 0) {
+        /* appended by name: never through a symbolic link, nor to a file another user could have
+         * linked there; a FIFO without a reader cannot block */
+        int fd = iez_sys_openat(AT_FDCWD, iez_cfg.log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY,
+                                0644);
+        struct stat st;
+        if (fd >= 0 && iez_sys_fstat(fd, &st) == 0 &&
+            (S_ISREG(st.st_mode) ? st.st_uid == geteuid() && st.st_nlink == 1 : S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode)))
             iez_write_all(fd, line, len);
+        if (fd >= 0)
             iez_sys_close(fd);
-        }
     }
     errno = saved;
 }

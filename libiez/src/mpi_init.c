@@ -193,13 +193,36 @@ static int publish(const char *tmp, char *out, size_t cap)
     return -1;
 }
 
+/* Rank 0: the merged file under a temporary name, created exclusively (never through a link)
+ * in the trace directory, which only this user can change: MPI-IO then opens it by that name
+ * without creating anything. 0, or -1. */
+static int make_tmp(struct iez_own *tmp)
+{
+    char why[PATH_MAX + 200];
+    if (iez_trusted_dir("the trace directory", iez_cfg.trace_dir, why, sizeof why)) {
+        iez_log_once(IEZ_LOG_TRACE, "no merged job trace: %s", why);
+        return -1;
+    }
+    int fd = -1;
+    for (int seq = 0; fd < 0 && seq < 1000; seq++) {
+        snprintf(tmp->path, sizeof tmp->path, "%s/.iez.%s.%d.%d.job.tmp", iez_cfg.trace_dir, iez_cfg.host,
+                 (int)getpid(), seq);
+        fd = iez_own_create(tmp, 0600);
+        if (fd < 0 && errno != EEXIST)
+            break;
+    }
+    if (fd < 0)
+        return -1;
+    iez_sys_close(fd);
+    return 0;
+}
+
 /* Collective over job_comm. Returns 1 when the merged file holds this rank's shard. */
-static int merge(const char *shard, uint64_t size, int rank, int ranks)
+static int merge(const struct iez_own *shard, uint64_t size, int rank, int ranks)
 {
     char *mine = NULL;
-    size_t got = 0;
     struct job_entry me = {0, rank, 0};
-    if (size && size <= INT_MAX && !iez_read_file(shard, &mine, &got) && got == size)
+    if (size && size <= INT_MAX && !iez_own_read(shard, (size_t)size, &mine))
         me = (struct job_entry){size, rank, iez_crc32(0, mine, size)};
     struct job_entry *all = rank == 0 ? calloc((size_t)ranks, sizeof *all) : NULL;
     uint64_t counts[2] = {me.size != 0, (me.size + 7) & ~(uint64_t)7}, before[2] = {0, 0}, total[2];
@@ -209,16 +232,18 @@ static int merge(const char *shard, uint64_t size, int rank, int ranks)
              iez_pmpi.PMPI_Allreduce(counts, total, 2, MPI_UINT64_T, MPI_SUM, job_comm) == MPI_SUCCESS;
     if (rank == 0)
         before[0] = before[1] = 0; /* MPI_Exscan leaves rank 0's undefined */
-    char tmp[PATH_MAX]; /* rank 0's name for everyone */
-    snprintf(tmp, sizeof tmp, "%s/.iez.%s.%d.job.tmp", iez_cfg.trace_dir, iez_cfg.host, (int)getpid());
+    struct iez_own tmp = {0}; /* rank 0's; its name for everyone ("": none could be made) */
+    if (rank == 0 && ok && total[0] && make_tmp(&tmp))
+        tmp.path[0] = 0;
     int all_ok = 0, renamed = 0;
-    if (ok && total[0] && iez_pmpi.PMPI_Bcast(tmp, (int)sizeof tmp, MPI_CHAR, 0, job_comm) == MPI_SUCCESS) {
+    if (ok && total[0] && iez_pmpi.PMPI_Bcast(tmp.path, (int)sizeof tmp.path, MPI_CHAR, 0, job_comm) == MPI_SUCCESS &&
+        tmp.path[0]) {
         uint64_t head_len = 0;
         unsigned char *head = rank == 0 && all ? job_head(all, ranks, (uint32_t)total[0], &head_len) : NULL;
         uint64_t at = ((JOB_HEADER + JOB_ENTRY * total[0] + 7) & ~(uint64_t)7) + before[1];
         MPI_File fh;
         int mine_ok = rank != 0 || head;
-        if (iez_pmpi.PMPI_File_open(job_comm, tmp, MPI_MODE_CREATE | MPI_MODE_WRONLY, MPI_INFO_NULL, &fh) == MPI_SUCCESS) {
+        if (iez_pmpi.PMPI_File_open(job_comm, tmp.path, MPI_MODE_WRONLY, MPI_INFO_NULL, &fh) == MPI_SUCCESS) {
             mine_ok &= iez_pmpi.PMPI_File_write_at_all(fh, 0, head, head ? (int)head_len : 0, MPI_BYTE,
                                                        MPI_STATUS_IGNORE) == MPI_SUCCESS;
             mine_ok &= iez_pmpi.PMPI_File_write_at_all(fh, (MPI_Offset)at, mine, me.size ? (int)me.size : 0, MPI_BYTE,
@@ -231,9 +256,12 @@ static int merge(const char *shard, uint64_t size, int rank, int ranks)
         iez_pmpi.PMPI_Allreduce(&mine_ok, &all_ok, 1, MPI_INT, MPI_LAND, job_comm);
         char final[PATH_MAX];
         if (rank == 0) {
-            renamed = all_ok && !publish(tmp, final, sizeof final);
+            int fd = all_ok ? iez_own_open(&tmp) : -1; /* still the file rank 0 made */
+            if (fd >= 0)
+                iez_sys_close(fd);
+            renamed = fd >= 0 && !publish(tmp.path, final, sizeof final);
             if (!renamed)
-                syscall(SYS_unlinkat, AT_FDCWD, tmp, 0);
+                iez_own_unlink(&tmp);
             else
                 iez_log("the job's trace is %s (%llu shards)", final, (unsigned long long)total[0]);
         }
@@ -263,10 +291,10 @@ IEZ_EXPORT int MPI_Finalize(void)
         int rank = 0, ranks = 1;
         iez_pmpi.PMPI_Comm_rank(job_comm, &rank);
         iez_pmpi.PMPI_Comm_size(job_comm, &ranks);
-        char shard[PATH_MAX];
-        uint64_t size = iez_trace_finish(shard, sizeof shard);
-        if (merge(shard, size, rank, ranks))
-            syscall(SYS_unlinkat, AT_FDCWD, shard, 0);
+        struct iez_own shard;
+        uint64_t size = iez_trace_finish(&shard);
+        if (merge(&shard, size, rank, ranks))
+            iez_own_unlink(&shard);
         iez_leave();
     }
     if (job_comm != MPI_COMM_NULL)

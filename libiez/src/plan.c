@@ -295,11 +295,15 @@ struct iez_plan *iez_plan_load(const char *file, char *err, size_t errlen)
 {
     char *buf;
     size_t len;
-    int rc = iez_read_file(file, &buf, &len);
-    if (rc) {
+    int rc = iez_read_file(file, IEZ_PLAN_MAX_BYTES, &buf, &len);
+    if (rc == -EINVAL)
+        snprintf(err, errlen, "cannot read plan %s: not a regular file", file);
+    else if (rc == -EFBIG)
+        snprintf(err, errlen, "cannot read plan %s: larger than %zu MiB", file, IEZ_PLAN_MAX_BYTES >> 20);
+    else if (rc)
         snprintf(err, errlen, "cannot read plan %s: %s", file, strerror(-rc));
+    if (rc)
         return NULL;
-    }
     return iez_plan_parse(buf, len, file, err, errlen);
 }
 

@@ -11,7 +11,11 @@ struct iez_plan;
 /* Parse a whole plan; takes ownership of buf (malloc'd, len bytes). Any error rejects the
  * whole plan: NULL, with "SOURCE:LINE: why" in err. */
 struct iez_plan *iez_plan_parse(char *buf, size_t len, const char *source, char *err, size_t errlen);
-/* Read and parse a plan file. */
+/* The largest plan file read (about 2.5M entries): a bigger one is rejected, not loaded into
+ * every process of a job. */
+#define IEZ_PLAN_MAX_BYTES ((size_t)256 << 20)
+/* Read and parse a plan file: a regular file of at most IEZ_PLAN_MAX_BYTES (a FIFO, a device or
+ * a directory is rejected without being read, so it cannot block the application). */
 struct iez_plan *iez_plan_load(const char *file, char *err, size_t errlen);
 void iez_plan_free(struct iez_plan *plan);
 

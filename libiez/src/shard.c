@@ -1,12 +1,10 @@
 #include "shard.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "sysio.h"
@@ -50,25 +48,29 @@ static char *map_chunk(int fd, size_t no)
     return iez_map_reserved(fd, (off_t)no * IEZ_SHARD_CHUNK, IEZ_SHARD_CHUNK);
 }
 
-int iez_shard_create(struct iez_shard *sh, const char *dir, const struct iez_shard_ident *id)
+int iez_shard_create(struct iez_shard *sh, const char *dir, const struct iez_shard_ident *id, char *why, size_t cap)
 {
     memset(sh, 0, sizeof *sh);
-    if (syscall(SYS_mkdirat, AT_FDCWD, dir, 0777) < 0 && errno != EEXIST)
-        return -errno;
+    if (iez_trusted_dir("the trace directory", dir, why, cap))
+        return -1;
     int fd = -1;
     for (int seq = 0; fd < 0 && seq < 1000; seq++) {
-        snprintf(sh->path, sizeof sh->path, "%s/iez.%s.%d.%d.shard", dir, id->host, (int)getpid(), seq);
-        fd = iez_sys_openat(AT_FDCWD, sh->path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        snprintf(sh->file.path, sizeof sh->file.path, "%s/iez.%s.%d.%d.shard", dir, id->host, (int)getpid(), seq);
+        fd = iez_own_create(&sh->file, 0600);
         if (fd < 0 && errno != EEXIST)
-            return -errno;
+            break;
     }
-    if (fd < 0)
-        return -EEXIST;
+    if (fd < 0) {
+        snprintf(why, cap, "cannot create a shard in %s: %s", dir, strerror(errno));
+        return -1;
+    }
     sh->chunk = map_chunk(fd, 0);
     int e = errno;
     iez_sys_close(fd);
-    if (!sh->chunk)
-        return -e;
+    if (!sh->chunk) {
+        snprintf(why, cap, "cannot map %s: %s", sh->file.path, strerror(e));
+        return -1;
+    }
     struct iez_shard_header *h = (struct iez_shard_header *)sh->chunk;
     memcpy(h->magic, IEZ_SHARD_MAGIC, 8);
     h->version = IEZ_SHARD_VERSION;
@@ -93,7 +95,7 @@ struct iez_rec *iez_shard_alloc(struct iez_shard *sh, size_t size)
         return NULL;
     if (sh->used + size > IEZ_SHARD_CHUNK) {
         /* the tail of this chunk stays zero: readers move on to the next chunk */
-        int fd = iez_sys_openat(AT_FDCWD, sh->path, O_RDWR | O_CLOEXEC, 0);
+        int fd = iez_own_open(&sh->file);
         char *c = fd < 0 ? NULL : map_chunk(fd, sh->chunk_no + 1);
         if (fd >= 0)
             iez_sys_close(fd);
@@ -124,7 +126,7 @@ void iez_shard_seal(struct iez_shard *sh)
     if (!sh->chunk)
         return;
     sh->broken = 1; /* no record may be added past the new end of file */
-    syscall(SYS_truncate, sh->path, (off_t)(sh->chunk_no * IEZ_SHARD_CHUNK + sh->used));
+    iez_own_truncate(&sh->file, (off_t)(sh->chunk_no * IEZ_SHARD_CHUNK + sh->used));
 }
 
 void iez_shard_set_ident(struct iez_shard *sh, int rank, const char *run)

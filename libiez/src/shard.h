@@ -12,6 +12,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "sysio.h"
+
 #define IEZ_SHARD_MAGIC "IEZTRACE"
 #define IEZ_SHARD_VERSION 1
 #define IEZ_SHARD_HEADER_SIZE 512
@@ -59,7 +61,7 @@ struct iez_rec {                     /* IEZ_REC_FIXED bytes, then path, then lay
 };
 
 struct iez_shard {
-    char path[4096];
+    struct iez_own file;             /* written only through descriptors checked to be it */
     struct iez_shard_header *hdr;
     char *chunk;                     /* the chunk records are being added to */
     size_t chunk_no, used;           /* its index, and bytes used in it */
@@ -74,14 +76,15 @@ struct iez_shard_ident {
 /* zlib's CRC-32 (Python's zlib.crc32), which every CRC of the trace formats is. */
 uint32_t iez_crc32(uint32_t crc, const void *buf, size_t n);
 
-/* Create the shard file in dir: 0, or -errno. */
-int iez_shard_create(struct iez_shard *sh, const char *dir, const struct iez_shard_ident *id);
+/* Create the shard file in dir (made 0700 if missing; refused if others could swap its files):
+ * 0, or -1 with the reason in why. */
+int iez_shard_create(struct iez_shard *sh, const char *dir, const struct iez_shard_ident *id, char *why, size_t cap);
 /* Room for a record of size bytes (a multiple of 8, at most a chunk less the header), zeroed;
  * NULL when no more can be added. The caller serialises calls. */
 struct iez_rec *iez_shard_alloc(struct iez_shard *sh, size_t size);
 /* Publish a filled record: its CRC, then its magic. */
 void iez_shard_commit(struct iez_rec *r);
-/* At the end of the process: cut the file after the last record. */
+/* At the end of the process: cut the file after the last record (if it is still ours). */
 void iez_shard_seal(struct iez_shard *sh);
 /* The process's rank and run became known later (MPI_Init): rewrite them and the header CRC. */
 void iez_shard_set_ident(struct iez_shard *sh, int rank, const char *run);

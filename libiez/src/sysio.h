@@ -3,6 +3,7 @@
 #ifndef IEZ_SYSIO_H
 #define IEZ_SYSIO_H
 
+#include <limits.h>
 #include <stddef.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -21,7 +22,37 @@ char *iez_map_reserved(int fd, off_t off, size_t len);
 
 /* Write all of buf (retrying short writes and EINTR); 0 or -1. */
 int iez_write_all(int fd, const void *buf, size_t n);
-/* Read a whole regular file into a malloc'd, NUL-terminated buffer; 0, or -errno. */
-int iez_read_file(const char *path, char **buf, size_t *len);
+/* Read a whole regular file of at most max bytes into a malloc'd, NUL-terminated buffer: 0, or
+ * -errno (-EINVAL: not a regular file, -EFBIG: larger than max). A FIFO or device never blocks
+ * the caller: it is opened non-blocking and refused by fstat. */
+int iez_read_file(const char *path, size_t max, char **buf, size_t *len);
+
+/* libiez's own files (trace shards, I/O event logs, the merged job trace) live in directories
+ * that only this user (or root) can change, and are written only through a descriptor that was
+ * checked to be the very file libiez created: a name swapped for a symbolic or hard link to
+ * someone else's file is never opened for writing. */
+struct iez_own {
+    char path[PATH_MAX];
+    dev_t dev;
+    ino_t ino;
+};
+
+/* Make dir, and its missing parents, mode 0700, and check that it may hold libiez's files: a
+ * directory owned by this user or root that group and others cannot write, unless it has the
+ * sticky bit (as /tmp: others cannot remove or rename what is not theirs). 0, or -1 with the
+ * reason in why ("WHAT DIR is ..."). */
+int iez_trusted_dir(const char *what, const char *dir, char *why, size_t cap);
+/* Create f->path exclusively, never through a symbolic link, and record which file it is: an
+ * O_RDWR descriptor, or -1 (errno). */
+int iez_own_create(struct iez_own *f, mode_t mode);
+/* Open f again (O_RDWR, not following a symbolic link): a descriptor of that same file, checked
+ * by fstat, or -1 (errno ESTALE when the name now holds another file). */
+int iez_own_open(const struct iez_own *f);
+/* Cut f at size, through iez_own_open: 0 or -1. */
+int iez_own_truncate(const struct iez_own *f, off_t size);
+/* Read the first n bytes of f, through iez_own_open, into a malloc'd buffer: 0 or -1. */
+int iez_own_read(const struct iez_own *f, size_t n, char **out);
+/* Remove f's name if it still names f: 0 or -1. */
+int iez_own_unlink(const struct iez_own *f);
 
 #endif

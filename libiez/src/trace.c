@@ -60,10 +60,10 @@ static int ensure_shard(void)
     if (shard_state)
         return shard_state;
     struct iez_shard_ident id = {iez_cfg.app, iez_cfg.run, iez_cfg.host, iez_cfg.rank};
-    int rc = iez_shard_create(&shard, iez_cfg.trace_dir, &id);
-    if (rc) {
+    char why[PATH_MAX + 200];
+    if (iez_shard_create(&shard, iez_cfg.trace_dir, &id, why, sizeof why)) {
         shard_state = -1;
-        iez_log_once(IEZ_LOG_TRACE, "cannot write a trace shard in %s: %s; not tracing", iez_cfg.trace_dir, strerror(-rc));
+        iez_log_once(IEZ_LOG_TRACE, "not tracing: %s", why);
         return -1;
     }
     shard_state = 1;
@@ -114,7 +114,7 @@ static struct iez_rec *record_for(const struct iez_file_info *fi)
     size_t size = (IEZ_REC_FIXED + fi->path_len + fi->lum_len + 7) & ~(size_t)7;
     struct iez_rec *r = iez_shard_alloc(&shard, size);
     if (!r) {
-        iez_log_once(IEZ_LOG_TRACE, "the trace shard %s cannot grow: later files are not traced", shard.path);
+        iez_log_once(IEZ_LOG_TRACE, "the trace shard %s cannot grow: later files are not traced", shard.file.path);
         return NULL;
     }
     r->api = (uint8_t)fi->api;
@@ -415,12 +415,12 @@ void iez_trace_set_ident(int rank, const char *run)
     iez_iolog_ident_changed();
 }
 
-uint64_t iez_trace_finish(char *path, size_t cap)
+uint64_t iez_trace_finish(struct iez_own *file)
 {
     iez_trace_fini();
     pthread_mutex_lock(&lock);
     uint64_t size = shard_state == 1 ? (uint64_t)shard.chunk_no * IEZ_SHARD_CHUNK + shard.used : 0;
-    snprintf(path, cap, "%s", size ? shard.path : "");
+    *file = shard.file;
     pthread_mutex_unlock(&lock);
     return size;
 }

@@ -113,9 +113,9 @@ void iez_trace_rec_wrote(struct iez_rec *r, uint64_t n, uint64_t end, int mt);
 void iez_trace_rec_read(struct iez_rec *r, uint64_t n, int mt);
 /* The rank and run id this process turned out to have (MPI_Init). */
 void iez_trace_set_ident(int rank, const char *run);
-/* MPI_Finalize: finish the trace as at exit; the shard's path (cap bytes) and size, or 0 when
- * this process wrote none. Nothing is traced afterwards. */
-uint64_t iez_trace_finish(char *path, size_t cap);
+/* MPI_Finalize: finish the trace as at exit; the shard's size and which file it is (*file), or
+ * 0 when this process wrote none. Nothing is traced afterwards. */
+uint64_t iez_trace_finish(struct iez_own *file);
 
 /* fd is being closed, or replaced (dup2 target). */
 void iez_trace_closed(int fd);

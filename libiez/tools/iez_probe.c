@@ -94,7 +94,7 @@ int main(int argc, char **argv)
         double t0 = now();
         char *buf;
         size_t len;
-        int rc = iez_read_file(argv[2], &buf, &len);
+        int rc = iez_read_file(argv[2], IEZ_PLAN_MAX_BYTES, &buf, &len);
         double dt = now() - t0;
         if (rc) {
             printf("ERR %s\n", strerror(-rc));
