@@ -8,6 +8,7 @@ APT_PACKAGES=(
   build-essential cmake pkg-config   # libiez, iez-sim
   libzmq3-dev                        # emulated MDS client in libiez
   libsimgrid-dev                     # the performance simulator (iez-sim)
+  nlohmann-json3-dev                 # iez-sim reads descriptions and writes results with nlohmann-json
   mpich libmpich-dev                 # MPI-IO interception and MPI tests
   libhdf5-dev libhdf5-mpich-dev hdf5-tools  # HDF5 interception (serial and parallel)
   fio attr                           # real programs under LD_PRELOAD; getfattr for debugging

@@ -1,12 +1,128 @@
 #include "description.hpp"
 
+#include <nlohmann/json.hpp>
+
+#include <cmath>
 #include <map>
 #include <set>
 
 namespace iez::sim {
 
-using json::Error;
-using json::Value;
+namespace {
+
+using nlohmann::json;
+
+// A JSON value read through typed accessors whose errors name the field (`what`), so a bad
+// description is one line such as `platform.osts[2].read_bw: expected a number, got a string`.
+// Types are checked here, not by json::get, which would read true as 1 and 2.5 as the integer 2.
+class Value {
+public:
+  Value(const json& j) : j_(j) {}  // implicit: array elements and members are Values
+
+  double num(const std::string& what) const
+  {
+    need(j_.is_number(), "a number", what);
+    return j_.get<double>();
+  }
+
+  int64_t integer(const std::string& what) const
+  {
+    double n = num(what);
+    // Only integers a double holds exactly, so an id or count is never silently rounded.
+    if (n != std::floor(n) || std::fabs(n) > 9.007199254740992e15)
+      throw Error(what + ": expected an integer, got " + std::to_string(n));
+    return static_cast<int64_t>(n);
+  }
+
+  const std::string& str(const std::string& what) const
+  {
+    need(j_.is_string(), "a string", what);
+    return j_.get_ref<const std::string&>();
+  }
+
+  const json::array_t& arr(const std::string& what) const
+  {
+    need(j_.is_array(), "an array", what);
+    return j_.get_ref<const json::array_t&>();
+  }
+
+  // A member that is present and not null.
+  bool has(const std::string& key) const
+  {
+    if (!j_.is_object())
+      return false;
+    auto it = j_.find(key);
+    return it != j_.end() && !it->is_null();
+  }
+
+  Value at(const std::string& key, const std::string& what) const  // a required member
+  {
+    need(j_.is_object(), "an object", what);
+    auto it = j_.find(key);
+    if (it == j_.end())
+      throw Error(what + ": missing \"" + key + "\"");
+    return *it;
+  }
+
+  // Optional members with a default.
+  double num_or(const std::string& key, double dflt, const std::string& what) const
+  {
+    return has(key) ? Value(j_.at(key)).num(what + "." + key) : dflt;
+  }
+
+  int64_t int_or(const std::string& key, int64_t dflt, const std::string& what) const
+  {
+    return has(key) ? Value(j_.at(key)).integer(what + "." + key) : dflt;
+  }
+
+  std::string str_or(const std::string& key, const std::string& dflt, const std::string& what) const
+  {
+    return has(key) ? Value(j_.at(key)).str(what + "." + key) : dflt;
+  }
+
+private:
+  const json& j_;
+
+  void need(bool ok, const char* expected, const std::string& what) const
+  {
+    if (!ok)
+      throw Error(what + ": expected " + expected + ", got " + type_name());
+  }
+
+  const char* type_name() const
+  {
+    switch (j_.type()) {
+      case json::value_t::null: return "null";
+      case json::value_t::boolean: return "a boolean";
+      case json::value_t::number_integer:
+      case json::value_t::number_unsigned:
+      case json::value_t::number_float: return "a number";  // JSON has one number type
+      case json::value_t::string: return "a string";
+      case json::value_t::array: return "an array";
+      case json::value_t::object: return "an object";
+      default: return "?";
+    }
+  }
+};
+
+// The text as a JSON document; bad syntax is one line with its line and column.
+json parse_json(const std::string& text)
+{
+  try {
+    return json::parse(text);
+  } catch (const json::exception& e) {
+    // what() is "[json.exception.parse_error.101] parse error at line 1, column 2: DETAIL", or
+    // for a number beyond a double's range "[json.exception.out_of_range.406] number overflow ...".
+    std::string m = e.what();
+    auto tag      = m.find("] ");
+    if (tag != std::string::npos)
+      m.erase(0, tag + 2);
+    const std::string pe = "parse error";
+    throw Error(m.rfind(pe, 0) == 0 ? "bad JSON" + m.substr(pe.size()) : "bad JSON: " + m);
+  }
+}
+
+}  // namespace
 
 static double positive(double v, const std::string& what)
 {
@@ -31,7 +147,7 @@ static std::vector<std::pair<double, double>> pairs(const Value& v, const std::s
     const auto& a = p.arr(w);
     if (a.size() != 2)
       throw Error(w + ": expected a pair [x, y]");
-    out.emplace_back(a[0].num(w), a[1].num(w));
+    out.emplace_back(Value(a[0]).num(w), Value(a[1]).num(w));
   }
   return out;
 }
@@ -151,23 +267,25 @@ static Phase parse_phase(const Value& ph, const std::string& w, size_t n_nodes, 
     if (a.size() != 4)
       throw Error(ws + ": expected [node, ost, bytes, object]");
     Stream st;
-    st.node = static_cast<int>(a[0].integer(ws + " node"));
+    st.node = static_cast<int>(Value(a[0]).integer(ws + " node"));
     if (st.node < 0 || st.node >= static_cast<int>(n_nodes))
       throw Error(ws + ": node " + std::to_string(st.node) + " is not a position in the job's nodes");
-    int index = static_cast<int>(a[1].integer(ws + " ost"));
+    int index = static_cast<int>(Value(a[1]).integer(ws + " ost"));
     auto it   = ost_pos.find(index);
     if (it == ost_pos.end())
       throw Error(ws + ": unknown OST index " + std::to_string(index));
     st.ost    = it->second;
-    st.bytes  = non_negative(a[2].num(ws + " bytes"), ws + " bytes");
-    st.object = a[3].integer(ws + " object");
+    st.bytes  = non_negative(Value(a[2]).num(ws + " bytes"), ws + " bytes");
+    st.object = Value(a[3]).integer(ws + " object");
     p.streams.push_back(st);
   }
   return p;
 }
 
-Description parse_description(const Value& doc)
+Description parse_description(const std::string& text)
 {
+  json parsed = parse_json(text);
+  Value doc(parsed);
   Description d;
   std::string fmt = doc.at("format", "description").str("format");
   if (fmt != "iez-sim/1")

@@ -2,13 +2,18 @@
 // phases (docs/simulator.md, "Description format"). Plain data, checked when read.
 #pragma once
 
-#include "json.hpp"
-
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 namespace iez::sim {
+
+// Bad input (or a run that cannot finish): the message is one line, shown to the user as-is.
+class Error : public std::runtime_error {
+public:
+  using std::runtime_error::runtime_error;
+};
 
 struct Oss {
   std::string name;
@@ -100,6 +105,7 @@ struct Description {
   std::vector<Job> jobs;
 };
 
-Description parse_description(const json::Value& doc);
+// Parses and checks a description document (JSON text); throws Error naming the bad key.
+Description parse_description(const std::string& text);
 
 }  // namespace iez::sim

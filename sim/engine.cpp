@@ -66,7 +66,7 @@ void Engine::build_platform()
             if (s.object >= 0) {
               auto& [ost, nodes] = writers[s.object];
               if (!nodes.empty() && ost != s.ost)
-                throw json::Error("object " + std::to_string(s.object) + " is given two different OSTs");
+                throw Error("object " + std::to_string(s.object) + " is given two different OSTs");
               ost = s.ost;
               nodes.insert(j.nodes[s.node]);
             }
@@ -410,7 +410,7 @@ void Engine::run()
   engine_.run();
   for (const auto& j : jobs_)
     if (j->end < 0)
-      throw json::Error("job " + j->job->name + " did not finish (the simulation deadlocked)");
+      throw Error("job " + j->job->name + " did not finish (the simulation deadlocked)");
 }
 
 }  // namespace iez::sim

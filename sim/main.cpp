@@ -16,7 +16,7 @@ std::string read_file(const std::string& path)
 {
   std::ifstream in(path, std::ios::binary);
   if (!in)
-    throw iez::json::Error("cannot read " + path + ": " + std::strerror(errno));
+    throw iez::sim::Error("cannot read " + path + ": " + std::strerror(errno));
   std::ostringstream ss;
   ss << in.rdbuf();
   return ss.str();
@@ -31,7 +31,7 @@ void write_file(const std::string& path, const std::string& text)
   std::ofstream out(path, std::ios::binary);
   out << text;
   if (!out)
-    throw iez::json::Error("cannot write " + path + ": " + std::strerror(errno));
+    throw iez::sim::Error("cannot write " + path + ": " + std::strerror(errno));
 }
 
 }  // namespace
@@ -63,8 +63,7 @@ int main(int argc, char** argv)
   }
   try {
     auto t0  = std::chrono::steady_clock::now();
-    auto doc = iez::json::Value::parse(read_file(input));
-    auto d   = iez::sim::parse_description(doc);
+    auto d   = iez::sim::parse_description(read_file(input));
     std::string quiet = "--log=root.thresh:warning";
     sg_args.insert(sg_args.begin() + 1, quiet.data());
     int sg_argc = static_cast<int>(sg_args.size());
@@ -72,7 +71,7 @@ int main(int argc, char** argv)
     engine.run();
     double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     write_file(output, engine.results_json(wall));
-  } catch (const iez::json::Error& e) {
+  } catch (const iez::sim::Error& e) {
     std::cerr << "iez-sim: error: " << input << ": " << e.what() << "\n";
     return 2;
   } catch (const std::exception& e) {

@@ -296,6 +296,11 @@ def test_results_report_streams_and_busy_time_per_ost(eng, tmp_path):
     (json.dumps(desc(platform(), [write_job("j", [0], [[0, 9, 1, -1]])])), "unknown OST index 9"),
     (json.dumps(desc(platform(), [write_job("j", [3], [])])), "no client at position 3"),
     (json.dumps(desc(platform(), [write_job("j", [0], [[0, 0, -5, -1]])])), "must be >= 0"),
+    ('{"format": "iez-sim/1"}', 'description: missing "platform"'),
+    (json.dumps(desc(platform(client_bw=True), [write_job("j", [0], [])])),
+     "platform.clients[0].nic_bw: expected a number, got a boolean"),
+    (json.dumps(desc(platform(), [write_job("j", [0], [[0, 0.5, 1, -1]])])), "ost: expected an integer"),
+    ('{"format": 1e400}', "bad JSON"),
 ])
 def test_bad_descriptions_are_one_line_errors(eng, tmp_path, doc, needle):
     p = tmp_path / "d.json"
