@@ -17,7 +17,7 @@ from iez.errors import IezError
 
 ENV = "IEZ_SIM_ENGINE"
 BUILD_HINT = ("build it with `cmake -S . -B build && cmake --build build` "
-              "(SimGrid comes from `apt-get install libsimgrid-dev`)")
+              "(SimGrid and nlohmann-json come from `apt-get install libsimgrid-dev nlohmann-json3-dev`)")
 
 
 class SimError(IezError):
