@@ -1,7 +1,11 @@
+import re
+from dataclasses import replace
+from pathlib import Path
+
 import pytest
 
-from iez.cluster import (Cluster, Snapshot, dump_cluster, load_cluster, make_cluster,
-                         ost_uuid, parse_cluster)
+from iez.cluster import (HOST_NAME, Cluster, Snapshot, check_host_name, dump_cluster, load_cluster,
+                         make_cluster, ost_uuid, parse_cluster)
 from iez.errors import ConfigError
 
 TESTBED = """
@@ -59,9 +63,9 @@ def test_dump_roundtrip(tmp_path):
     ("[[oss]]\nname='a'\nosts=[0]\n[[ost]]\nindex=0\nstate='weird'\n", "state"),
     ("[[oss]]\nname='a'\nosts=[0]\n[[ost]]\nindex=0\nsize='1G'\nused='2G'\n", "exceeds"),
     ("[[oss]]\nname='a'\nosts=[0]\n[pools]\np=[5]\n", "unknown OST index 5"),
-    ("[[oss]]\nname='a'\nosts=[-1]\n", "bad OST index"),
+    ("[[oss]]\nname='a'\nosts=[-1]\n", "oss[0].osts[0]: expected an integer 0..65534, got -1"),
     ("[[oss]]\nname='a'\nosts=[0]\n[ost_defaults]\nsize='ten'\n", "cannot read"),
-    ("fsname='waytoolongname'\n[[oss]]\nname='a'\nosts=[0]\n", "bad fsname"),
+    ("fsname='waytoolongname'\n[[oss]]\nname='a'\nosts=[0]\n", "fsname: expected 1-8"),
     ("[[oss]]\nname='a'\nosts=[0]\n[[ost]]\nindex=9\n", "no OSS serves"),
 ])
 def test_bad_cluster_files(text, msg):
@@ -69,6 +73,116 @@ def test_bad_cluster_files(text, msg):
         parse_cluster(text, source="t.toml")
     assert msg in str(e.value) and str(e.value).startswith("t.toml")
     assert "\n" not in str(e.value)
+
+
+OK = "[[oss]]\nname = 'oss0'\nosts = [0, 1]\n"
+
+
+@pytest.mark.parametrize("text, msg", [
+    # issue 13: every one of these was accepted (or died with another exception)
+    (OK + "[ost_defaults]\nwrite_bw = nan\n", "ost_defaults.write_bw: expected a finite number > 0, got nan"),
+    (OK + "[[ost]]\nindex = 1\nwrite_bw = nan\n", "ost[0].write_bw: expected a finite number > 0, got nan"),
+    (OK + "[[ost]]\nindex = 1\nread_bw = inf\n", "ost[0].read_bw: expected a finite number > 0, got inf"),
+    (OK + "[ost_defaults]\nread_bw = -5e6\n", "ost_defaults.read_bw: expected a finite number > 0"),
+    (OK.replace("osts", "nic_bw = -1\nosts"), "oss[0].nic_bw: expected a finite number > 0, got -1"),
+    (OK.replace("osts", "nic_bw = 'fast'\nosts"), "oss[0].nic_bw: expected a finite number > 0, got 'fast'"),
+    (OK + "[mds]\ncreate_rate = 0\n", "mds.create_rate: expected a finite number > 0, got 0"),
+    (OK + "[defaults]\nstripe_size = 'big'\n", "defaults.stripe_size: cannot read 'big'"),
+    (OK + "[defaults]\nstripe_size = [1]\n", "defaults.stripe_size: expected a size"),
+    (OK + "[defaults]\nstripe_size = 1000\n", "defaults.stripe_size: expected at least 64.0KB"),
+    (OK + "[defaults]\nstripe_size = '100K'\n", "defaults.stripe_size: expected a multiple of 64 KiB"),
+    (OK + "[defaults]\nstripe_size = '4G'\n", "below 4 GiB"),
+    (OK + "[defaults]\nstripe_count = -5\n", "defaults.stripe_count: expected an integer -1..2000, got -5"),
+    (OK + "[defaults]\nstripe_count = '4'\n", "defaults.stripe_count: expected an integer"),
+    (OK + "[defaults]\nstripe_count = true\n", "defaults.stripe_count: expected an integer"),
+    (OK + "[[oss]]\nname = 'oss0'\nosts = [2]\n", "host name 'oss0' is used twice"),
+    (OK + "[mds]\nname = 'oss0'\n", "host name 'oss0' is used twice"),
+    (OK + "[[oss]]\nname = 'oss1'\nosts = [1]\n", "OST index 1 is defined twice"),
+    (OK + "[[ost]]\nindex = 1\n[[ost]]\nindex = 1\nused = 5\n", "ost[1].index: OST 1 already has an entry (ost[0])"),
+    (OK.replace("oss0", "../../etc"), "oss[0].name: expected 1-64 letters"),
+    (OK.replace("oss0", "a/b"), "oss[0].name: expected 1-64 letters"),
+    (OK.replace("oss0", ".."), "oss[0].name"),
+    (OK.replace("oss0", "-x"), "oss[0].name"),
+    (OK.replace("oss0", "x" * 65), "oss[0].name"),
+    (OK + '[mds]\nname = "a\\nb"\n', "mds.name: expected 1-64 letters"),
+    (OK.replace("'oss0'", "5"), "oss[0].name: expected 1-64 letters, digits, '.', '_' or '-', starting with a letter "
+                                "or digit, got 5"),
+    ("colour = 'blue'\n" + OK, "colour: unknown key (known: fsname, mds"),
+    (OK.replace("osts", "speed = 1\nosts"), "oss[0].speed: unknown key (known: name, osts, nid, nic_bw)"),
+    (OK + "[mds]\nname = 'mds0'\nrate = 1\n", "mds.rate: unknown key"),
+    (OK + "[lod]\nqos_maxage = 5\n", "lod.qos_maxage: unknown key"),
+    (OK + "[[ost]]\nindex = 0\ncolor = 'x'\n", "ost[0].color: unknown key"),
+    ('"a\\nb" = 1\n' + OK, "'a\\nb': unknown key"),  # a real newline in the key
+    ("mds = 5\n" + OK, "mds: expected a table, got 5"),
+    ("oss = 5\n", "oss: expected an array of tables ([[oss]]), got 5"),
+    ("oss = [5]\n", "oss[0]: expected a table, got 5"),
+    (OK.replace("osts = [0, 1]", "osts = 3"), "oss[0].osts: expected a list of OST indices, got 3"),
+    (OK.replace("osts = [0, 1]", "osts = []"), "oss[0].osts: expected a non-empty list"),
+    (OK.replace("osts = [0, 1]\n", ""), "oss[0].osts: expected a non-empty list"),
+    (OK.replace("name = 'oss0'\n", ""), "oss[0].name: missing"),
+    (OK + "[[ost]]\nsize = 5\n", "ost[0].index: missing"),
+    (OK + "[[ost]]\nindex = 1\nsize = 100\n", "ost[0].size: expected at least 1.0MB, got 100"),
+    (OK + "[[ost]]\nindex = 1\nused = -1\n", "ost[0].used: negative size -1"),
+    (OK + "[[ost]]\nindex = 1\nstate = 3\n", "ost[0].state: expected one of active, inactive"),
+    (OK + "[ost_defaults]\nsize = '99999999999999999999999P'\n", "ost_defaults.size: '99999999999999999999999P' is "
+                                                                   "larger than 8 EiB"),
+    (OK + "[ost_defaults]\nsize = nan\n", "ost_defaults.size: expected a size, got nan"),
+    (OK.replace("osts", "nid = 'x y'\nosts"), "oss[0].nid: expected a Lustre NID"),
+    (OK + "[pools]\n'a b' = [0]\n", "pools: expected a pool name of 1-15"),
+    (OK + "[pools]\nfast = [0, 0]\n", "pool 'fast' lists an OST twice"),
+    (OK + "[pools]\nfast = 0\n", "pools.fast: expected a list of OST indices"),
+    (OK + "[lod]\nqos_prio_free = 101\n", "lod.qos_prio_free: expected an integer 0..100, got 101"),
+    ("sim = 1\n" + OK, "sim: expected a table"),
+    ("fsname = 'é'\n" + OK, "fsname: expected 1-8"),
+    ("a = " + "[" * 5000 + "]" * 5000 + "\n", "nested too deeply"),
+])
+def test_schema_refuses_with_the_key_and_the_file(text, msg):
+    with pytest.raises(ConfigError) as e:
+        parse_cluster(text, source="cluster.toml")
+    assert str(e.value).startswith("cluster.toml: ") and msg in str(e.value), str(e.value)
+    assert "\n" not in str(e.value) and len(str(e.value)) < 300
+
+
+def test_schema_accepts_units_names_and_the_simulator_table():
+    c = parse_cluster("fsname = 'fs_1-a'\n[mds]\nname = 'mds-0.example.org'\nnid = '10.0.0.1@o2ib'\n"
+                      "create_rate = 5000\n[defaults]\nstripe_count = -1\nstripe_size = '4M'\n"
+                      "[ost_defaults]\nsize = '1.5TiB'\nwrite_bw = 4e8\nread_bw = 500000000\n"
+                      "[[oss]]\nname = 'OSS_1.a'\nosts = [0, 65534]\nnid = '[fe80::1]@tcp'\n"
+                      "[[ost]]\nindex = 65534\nsize = 10737418240\nused = '1.5 GiB'\nstate = 'nocreate'\n"
+                      "[pools]\n'ssd.fast' = [65534]\nempty = []\n[sim]\nclients = 2\n")
+    assert c.ost(0).capacity == 3 << 39 and c.ost(0).write_bw == 4e8 and c.ost(0).read_bw == 5e8
+    assert c.ost(65534).used == 3 << 29 and c.default_stripe_count == -1 and c.default_stripe_size == 4 << 20
+    assert c.pools == {"ssd.fast": (65534,), "empty": ()} and c.raw["sim"] == {"clients": 2}
+    assert parse_cluster(dump_cluster(c)) == c  # names that need quoting in TOML keys round-trip
+
+
+def test_every_cluster_file_of_the_repo_loads():
+    root = Path(__file__).resolve().parent.parent
+    files = [p for p in [*root.glob("scenarios/*.toml"), *root.glob("src/iez/data/*.toml")]
+             if "[[oss]]" in p.read_text()]
+    assert len(files) >= 3
+    for p in files:
+        c = load_cluster(p)
+        assert parse_cluster(dump_cluster(c)) == c
+
+
+@pytest.mark.parametrize("args, msg", [
+    ((0, 5), "at least one OSS"),
+    ((20000, 5), "at most 65535"),
+    ((1, 1, 100), "ost_defaults.size: expected at least 1.0MB"),
+    ((1, 1, 1 << 30, "../x"), "fsname: expected 1-8"),
+])
+def test_make_cluster_goes_through_the_schema(args, msg):
+    with pytest.raises(ConfigError, match=re.escape(msg)):
+        make_cluster(*args)
+
+
+def test_a_cluster_made_in_code_keeps_its_names_safe():
+    c = make_cluster(2, 2)
+    with pytest.raises(ConfigError, match="OSS name: expected 1-64"):
+        replace(c, osses=(replace(c.osses[0], name="../etc"), c.osses[1]))
+    assert HOST_NAME.fullmatch("oss-1.a_b") and not HOST_NAME.fullmatch("../etc")
+    assert check_host_name("mds0") == "mds0"
 
 
 def test_missing_file(tmp_path):

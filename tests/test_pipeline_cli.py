@@ -403,3 +403,19 @@ def test_libiez_trace_to_plan_and_the_placed_run_back(iez, iez_cmd, subenv, db_u
     got = {q.path: (q.observed.plain.stripe_size, q.observed.plain.osts) for q in actual}
     assert got == {path: (fl.plain.stripe_size, fl.plain.osts) for path, fl in plan.entries.items()}
     assert {q.write_bytes for q in actual} == {3 << 20} and sorted(q.rank for q in actual) == [0, 1, 2, 3]
+
+
+@sqlite_only
+@pytest.mark.parametrize("bad, msg", [
+    ("[ost_defaults]\nwrite_bw = nan\n", "ost_defaults.write_bw: expected a finite number > 0, got nan"),
+    ("[[ost]]\nindex = 1\nread_bw = -1e9\n", "ost[0].read_bw: expected a finite number > 0, got -1000000000.0"),
+    ("[defaults]\nstripe_size = 'wide'\n", "defaults.stripe_size: cannot read 'wide' as a size"),
+])
+def test_allocate_refuses_a_bad_cluster_file_in_one_line(iez, tmp_path, bad, msg):
+    """Issue 13: `write_bw = nan` gave `iez allocate` a traceback (and killed the controller's worker)."""
+    toml = tmp_path / "cluster.toml"
+    toml.write_text('[[oss]]\nname = "oss0"\nosts = [0, 1]\n' + bad)
+    iez("trace", "import", str(sample("sample-goodost.darshan")), "--app", "ior")
+    iez("predict", "ior")
+    err = one_line_error(iez("allocate", "ior", "--cluster", str(toml), *NO_GATE, ok=False))
+    assert err.startswith(f"iez: error: {toml}: {msg}")

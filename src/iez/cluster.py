@@ -18,17 +18,24 @@ A cluster is described by a TOML file (see docs/cluster-toml.md):
     fast = [0, 1, 2]
 
 Pure data: loading parses text, nothing here touches a file system other than reading the TOML.
+Every cluster description goes through one schema (`SCHEMA` and the checks of `cluster_from_doc`):
+types, ranges, unique names, no unknown keys; every error is one `ConfigError` line naming the
+key, e.g. `cluster.toml: ost[1].write_bw: expected a finite number > 0, got nan`.
 """
 
 from __future__ import annotations
 
+import json
+import math
+import re
 import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
-from iez.errors import ConfigError
-from iez.units import parse_size
+from iez.errors import ConfigError, shown
+from iez.layout.layout import LOV_MAX_STRIPE_COUNT, LOV_MAXPOOLNAME, LOV_MIN_STRIPE_SIZE, STRIPE_SIZE_LIMIT
+from iez.units import format_size, parse_size
 
 # OST states as the MDS sees them through the OSP statfs flags (lustre-allocator.md §0, §2c):
 # inactive OSTs take no objects; degraded ones only when nothing else is left (speed 2);
@@ -46,6 +53,29 @@ DEFAULT_FSNAME = "iez"
 DEFAULT_OST_READ_BW = 500e6
 DEFAULT_OST_WRITE_BW = 400e6
 DEFAULT_NIC_BW = 1.25e9
+
+# Host names (the MDS's, each OSS's) name directories (an emulated cluster's params/<host>/) and
+# collectors: no '/', and no leading '.' or '-', so never '..', a hidden file or an option.
+# The one definition of a safe host name; collector messages check theirs with it too.
+HOST_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+HOST_NAME_RULE = "1-64 letters, digits, '.', '_' or '-', starting with a letter or digit"
+FSNAME = re.compile(r"[A-Za-z0-9_-]{1,8}")  # mkfs.lustre --fsname; it is part of target paths too
+POOL_NAME = re.compile(r"[A-Za-z0-9_.-]{1,%d}" % LOV_MAXPOOLNAME)  # the plan file's pool characters
+NID = re.compile(r"[A-Za-z0-9.@:,_\[\]-]{0,256}")  # 10.0.0.1@o2ib, 0@lo, [::1]@tcp, lists
+MAX_OST_INDEX = 0xFFFE  # 0xFFFF is "any OST" in a lov_user_md (layout.validate_plain)
+MIN_OST_SIZE = 1 << 20  # below 1 MiB kbytes and the OSP's MiB watermarks round to nothing
+
+# Every table and key a cluster file may hold ("oss" and "ost" are arrays of tables; [pools]
+# maps pool names to OST lists; [sim] belongs to the simulator, which checks it: docs/simulator.md).
+SCHEMA: dict[str, tuple[str, ...]] = {
+    "": ("fsname", "mds", "defaults", "lod", "oss", "ost_defaults", "ost", "pools", "sim"),
+    "mds": ("name", "nid", "create_rate"),
+    "defaults": ("stripe_count", "stripe_size"),
+    "lod": ("qos_threshold_rr", "qos_prio_free"),
+    "oss": ("name", "osts", "nid", "nic_bw"),
+    "ost_defaults": ("size", "read_bw", "write_bw"),
+    "ost": ("index", "size", "used", "state", "read_bw", "write_bw"),
+}
 
 
 @dataclass(frozen=True)
@@ -104,6 +134,15 @@ class Cluster:
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
+        """What must hold however the cluster was made: its names are used in paths and as
+        keys, its OSTs are served by exactly one OSS, its pools name its OSTs."""
+        check_fsname(self.fsname)
+        hosts: set[str] = set()
+        for h, what in [(self.mds.name, "MDS name"), *((s.name, "OSS name") for s in self.osses)]:
+            check_host_name(h, what)
+            if h in hosts:  # each host has its own parameter tree and collector
+                raise ConfigError(f"host name {h!r} is used twice")
+            hosts.add(h)
         seen: set[int] = set()
         for o in self.osts:
             if o.index in seen:
@@ -115,9 +154,12 @@ class Cluster:
                 if owners.get(i) != s.name:
                     raise ConfigError(f"OSS {s.name} lists OST {i}, which it does not own")
         for name, members in self.pools.items():
+            check_pool_name(name)
             for i in members:
                 if i not in seen:
                     raise ConfigError(f"pool {name!r} names unknown OST index {i}")
+            if len(set(members)) != len(members):
+                raise ConfigError(f"pool {name!r} lists an OST twice: {list(members)}")
 
     # -- lookups ---------------------------------------------------------------------------
     def ost(self, index: int) -> OST:
@@ -162,24 +204,37 @@ def make_cluster(
     ost_size: int = DEFAULT_OST_SIZE,
     fsname: str = DEFAULT_FSNAME,
 ) -> Cluster:
-    """A uniform cluster; OST indices are assigned OSS by OSS (oss0 has 0..k-1, ...)."""
+    """A uniform cluster; OST indices are assigned OSS by OSS (oss0 has 0..k-1, ...). It goes
+    through the same schema as a cluster file."""
     if n_oss < 1 or osts_per_oss < 1:
         raise ConfigError("a cluster needs at least one OSS with at least one OST")
-    if ost_size <= 0:
-        raise ConfigError("OST size must be positive")
-    validate_fsname(fsname)
-    osses, osts = [], []
-    for s in range(n_oss):
-        idx = tuple(range(s * osts_per_oss, (s + 1) * osts_per_oss))
-        osses.append(OSS(name=f"oss{s}", osts=idx))
-        osts.extend(OST(index=i, oss=f"oss{s}", capacity=ost_size) for i in idx)
-    return Cluster(fsname=fsname, mds=MDS(), osses=tuple(osses), osts=tuple(osts))
+    if n_oss * osts_per_oss > MAX_OST_INDEX + 1:
+        raise ConfigError(f"{n_oss} x {osts_per_oss} OSTs: a cluster has at most {MAX_OST_INDEX + 1}")
+    return cluster_from_doc({
+        "fsname": fsname, "ost_defaults": {"size": ost_size},
+        "oss": [{"name": f"oss{s}", "osts": list(range(s * osts_per_oss, (s + 1) * osts_per_oss))}
+                for s in range(n_oss)]})
 
 
-def validate_fsname(fsname: str) -> None:
-    # Lustre fsnames are at most 8 characters of [A-Za-z0-9_-] (mkfs.lustre --fsname).
-    if not (1 <= len(fsname) <= 8) or not all(c.isalnum() or c in "_-" for c in fsname):
-        raise ConfigError(f"bad fsname {fsname!r}: 1-8 characters of letters, digits, '_' or '-'")
+def check_host_name(name: Any, what: str = "host name") -> str:
+    """`name` if it is a safe host name (HOST_NAME), else a one-line ConfigError."""
+    if not isinstance(name, str) or not HOST_NAME.fullmatch(name):
+        raise ConfigError(f"{what}: expected {HOST_NAME_RULE}, got {shown(name)}")
+    return name
+
+
+def check_fsname(fsname: Any, what: str = "fsname") -> str:
+    if not isinstance(fsname, str) or not FSNAME.fullmatch(fsname):
+        raise ConfigError(f"{what}: expected 1-8 letters, digits, '_' or '-' (mkfs.lustre --fsname), "
+                          f"got {shown(fsname)}")
+    return fsname
+
+
+def check_pool_name(name: Any, what: str = "pool name") -> str:
+    if not isinstance(name, str) or not POOL_NAME.fullmatch(name):
+        raise ConfigError(f"{what}: expected a pool name of 1-{LOV_MAXPOOLNAME} letters, digits, '_', '.' "
+                          f"or '-', got {shown(name)}")
+    return name
 
 
 def load_cluster(path: str | Path) -> Cluster:
@@ -188,6 +243,8 @@ def load_cluster(path: str | Path) -> Cluster:
         text = p.read_text()
     except OSError as e:
         raise ConfigError(f"cannot read cluster file {p}: {e.strerror}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{p}: not valid TOML: not UTF-8 text") from None
     return parse_cluster(text, source=str(p))
 
 
@@ -196,105 +253,171 @@ def parse_cluster(text: str, source: str = "<cluster>") -> Cluster:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"{source}: not valid TOML: {e}") from None
+    except RecursionError:  # tomllib recurses once per nested array or inline table
+        raise ConfigError(f"{source}: not valid TOML: arrays or tables nested too deeply") from None
     try:
-        return _from_doc(doc)
+        return cluster_from_doc(doc)
     except ConfigError as e:
         raise ConfigError(f"{source}: {e}") from None
-    except (TypeError, ValueError, KeyError) as e:
-        raise ConfigError(f"{source}: malformed cluster description ({e})") from None
 
 
-def _from_doc(doc: dict[str, Any]) -> Cluster:
-    fsname = str(doc.get("fsname", DEFAULT_FSNAME))
-    validate_fsname(fsname)
-    mds_t = doc.get("mds", {})
-    mds = MDS(
-        name=str(mds_t.get("name", "mds0")),
-        nid=str(mds_t.get("nid", "")),
-        create_rate=float(mds_t.get("create_rate", MDS.create_rate)),
-    )
-    oss_list = doc.get("oss")
-    if not isinstance(oss_list, list) or not oss_list:
-        raise ConfigError("no [[oss]] entries: a cluster needs at least one OSS")
-    defaults = doc.get("ost_defaults", {})
-    d_size = parse_size(defaults.get("size", DEFAULT_OST_SIZE), "ost_defaults.size")
-    d_rbw = float(defaults.get("read_bw", DEFAULT_OST_READ_BW))
-    d_wbw = float(defaults.get("write_bw", DEFAULT_OST_WRITE_BW))
-    per_ost = {}
-    for t in doc.get("ost", []):
+def cluster_from_doc(doc: dict[str, Any]) -> Cluster:
+    """A Cluster from a parsed cluster description (SCHEMA), or a one-line ConfigError naming
+    the key at fault."""
+    _table(doc, "", SCHEMA[""])
+    fsname = check_fsname(doc.get("fsname", DEFAULT_FSNAME))
+    mds_t = _table(doc.get("mds", {}), "mds", SCHEMA["mds"])
+    mds = MDS(name=check_host_name(mds_t.get("name", "mds0"), "mds.name"),
+              nid=_text(mds_t.get("nid", ""), "mds.nid", NID, "a Lustre NID (10.0.0.1@o2ib)"),
+              create_rate=_positive(mds_t.get("create_rate", MDS.create_rate), "mds.create_rate"))
+    base = _ost_settings(_table(doc.get("ost_defaults", {}), "ost_defaults", SCHEMA["ost_defaults"]),
+                         "ost_defaults", {"size": DEFAULT_OST_SIZE, "used": 0, "state": "active",
+                                          "read_bw": DEFAULT_OST_READ_BW, "write_bw": DEFAULT_OST_WRITE_BW})
+    per_ost: dict[int, tuple[str, dict[str, Any]]] = {}
+    for k, t in enumerate(_tables(doc.get("ost", []), "ost")):
+        where = f"ost[{k}]"
         if "index" not in t:
-            raise ConfigError("an [[ost]] entry has no index")
-        per_ost[_index(t["index"])] = t
+            raise ConfigError(f"{where}.index: missing (which OST this entry sets)")
+        i = _index(t["index"], f"{where}.index")
+        if i in per_ost:
+            raise ConfigError(f"{where}.index: OST {i} already has an entry ({per_ost[i][0]})")
+        per_ost[i] = (where, _ost_settings(t, where, base))
+    oss_list = _tables(doc.get("oss", []), "oss")
+    if not oss_list:
+        raise ConfigError("oss: no [[oss]] entries: a cluster needs at least one OSS")
     osses, osts = [], []
-    for s in oss_list:
-        name = s.get("name")
-        if not name:
-            raise ConfigError("an [[oss]] entry has no name")
-        idx = tuple(_index(i) for i in s.get("osts", []))
+    for k, s in enumerate(oss_list):
+        where = f"oss[{k}]"
+        if "name" not in s:
+            raise ConfigError(f"{where}.name: missing")
+        name = check_host_name(s["name"], f"{where}.name")
+        idx = _indices(s.get("osts", []), f"{where}.osts")
         if not idx:
-            raise ConfigError(f"OSS {name} has no osts")
-        osses.append(OSS(name=str(name), osts=idx, nid=str(s.get("nid", "")),
-                         nic_bw=float(s.get("nic_bw", DEFAULT_NIC_BW))))
+            raise ConfigError(f"{where}.osts: expected a non-empty list of the OST indices it serves")
+        osses.append(OSS(name=name, osts=idx,
+                         nid=_text(s.get("nid", ""), f"{where}.nid", NID, "a Lustre NID (10.0.0.10@o2ib)"),
+                         nic_bw=_positive(s.get("nic_bw", DEFAULT_NIC_BW), f"{where}.nic_bw")))
         for i in idx:
-            t = per_ost.pop(i, {})
-            state = str(t.get("state", "active"))
-            if state not in OST_STATES:
-                raise ConfigError(f"OST {i}: state {state!r} is not one of {', '.join(OST_STATES)}")
-            cap = parse_size(t.get("size", d_size), f"OST {i} size")
-            used = parse_size(t.get("used", 0), f"OST {i} used")
-            if cap <= 0:
-                raise ConfigError(f"OST {i}: size must be positive")
-            if used > cap:
-                raise ConfigError(f"OST {i}: used ({used}) exceeds size ({cap})")
-            osts.append(OST(index=i, oss=str(name), capacity=cap, used=used, state=state,
-                            read_bw=float(t.get("read_bw", d_rbw)),
-                            write_bw=float(t.get("write_bw", d_wbw))))
+            at, o = per_ost.pop(i, (where, base))
+            if o["used"] > o["size"]:
+                raise ConfigError(f"{at}: OST {i}: used ({o['used']}) exceeds size ({o['size']})")
+            osts.append(OST(index=i, oss=name, capacity=o["size"], used=o["used"], state=o["state"],
+                            read_bw=o["read_bw"], write_bw=o["write_bw"]))
     if per_ost:
-        raise ConfigError(f"[[ost]] entries for OSTs no OSS serves: {sorted(per_ost)}")
-    pools = {str(k): tuple(_index(i) for i in v) for k, v in doc.get("pools", {}).items()}
-    for k in pools:
-        if len(k) > 15:  # LOV_MAXPOOLNAME (lustre-layout-abi.md §1)
-            raise ConfigError(f"pool name {k!r} is longer than 15 characters")
-    lod = doc.get("lod", {})
-    defaults_t = doc.get("defaults", {})
+        raise ConfigError(f"{next(iter(per_ost.values()))[0]}: [[ost]] entries for OSTs no OSS "
+                          f"serves: {sorted(per_ost)}")
+    pools_t = _table(doc.get("pools", {}), "pools", None)
+    pools = {check_pool_name(name, "pools"): _indices(v, f"pools.{name}") for name, v in pools_t.items()}
+    _table(doc.get("sim", {}), "sim", None)
+    d = _table(doc.get("defaults", {}), "defaults", SCHEMA["defaults"])
+    stripe_size = _size(d.get("stripe_size", 1 << 20), "defaults.stripe_size", LOV_MIN_STRIPE_SIZE)
+    if stripe_size >= STRIPE_SIZE_LIMIT or stripe_size % LOV_MIN_STRIPE_SIZE:
+        raise ConfigError(f"defaults.stripe_size: expected a multiple of 64 KiB below 4 GiB, got {stripe_size}")
+    lod = _table(doc.get("lod", {}), "lod", SCHEMA["lod"])
     return Cluster(
         fsname=fsname,
         mds=mds,
         osses=tuple(osses),
         osts=tuple(osts),
         pools=pools,
-        default_stripe_count=int(defaults_t.get("stripe_count", 1)),
-        default_stripe_size=parse_size(defaults_t.get("stripe_size", 1 << 20), "defaults.stripe_size"),
-        qos_threshold_rr=_percent(lod.get("qos_threshold_rr", 17), "lod.qos_threshold_rr"),
-        qos_prio_free=_percent(lod.get("qos_prio_free", 90), "lod.qos_prio_free"),
+        default_stripe_count=_int(d.get("stripe_count", 1), "defaults.stripe_count", -1, LOV_MAX_STRIPE_COUNT),
+        default_stripe_size=stripe_size,
+        qos_threshold_rr=_int(lod.get("qos_threshold_rr", 17), "lod.qos_threshold_rr", 0, 100),
+        qos_prio_free=_int(lod.get("qos_prio_free", 90), "lod.qos_prio_free", 0, 100),
         raw=doc,
     )
 
 
-def _index(v: Any) -> int:
-    if isinstance(v, bool) or not isinstance(v, int) or v < 0 or v > 0xFFFF:
-        raise ConfigError(f"bad OST index {v!r}: expected an integer 0..65535")
+# -- the checks of one value; `where` is the key's path, as the error names it ---------------
+
+
+def _table(v: Any, where: str, keys: tuple[str, ...] | None) -> dict[str, Any]:
+    """`v` if it is a table whose keys are all in `keys` (None: any key)."""
+    if not isinstance(v, dict):
+        raise ConfigError(f"{where}: expected a table, got {shown(v)}")
+    for k in v:
+        if keys is not None and k not in keys:
+            key = k if re.fullmatch(r"[A-Za-z0-9_-]{1,64}", k) else shown(k)  # keys may hold anything
+            raise ConfigError(f"{where + '.' if where else ''}{key}: unknown key (known: {', '.join(keys)})")
     return v
 
 
-def _percent(v: Any, what: str) -> int:
-    if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= 100:
-        raise ConfigError(f"{what}: expected a percentage 0..100, got {v!r}")
+def _tables(v: Any, where: str) -> list[dict[str, Any]]:
+    """An array of tables ([[oss]], [[ost]]), each checked against SCHEMA[where]."""
+    if not isinstance(v, list):
+        raise ConfigError(f"{where}: expected an array of tables ([[{where}]]), got {shown(v)}")
+    return [_table(t, f"{where}[{k}]", SCHEMA[where]) for k, t in enumerate(v)]
+
+
+def _int(v: Any, where: str, lo: int, hi: int) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+        raise ConfigError(f"{where}: expected an integer {lo}..{hi}, got {shown(v)}")
     return v
+
+
+def _index(v: Any, where: str) -> int:
+    return _int(v, where, 0, MAX_OST_INDEX)
+
+
+def _indices(v: Any, where: str) -> tuple[int, ...]:
+    if not isinstance(v, list):
+        raise ConfigError(f"{where}: expected a list of OST indices, got {shown(v)}")
+    return tuple(_index(i, f"{where}[{k}]") for k, i in enumerate(v))
+
+
+def _positive(v: Any, where: str) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+        raise ConfigError(f"{where}: expected a finite number > 0, got {shown(v)}")
+    return float(v)
+
+
+def _size(v: Any, where: str, least: int = 0) -> int:
+    if isinstance(v, bool) or not isinstance(v, (int, float, str)):
+        raise ConfigError(f"{where}: expected a size (1048576, 64K, 10GiB), got {shown(v)}")
+    n = parse_size(v, where)
+    if n < least:
+        raise ConfigError(f"{where}: expected at least {format_size(least)}B, got {shown(v)}")
+    return n
+
+
+def _text(v: Any, where: str, pattern: re.Pattern[str], rule: str) -> str:
+    if not isinstance(v, str) or not pattern.fullmatch(v):
+        raise ConfigError(f"{where}: expected {rule}, got {shown(v)}")
+    return v
+
+
+def _state(v: Any, where: str) -> str:
+    if v not in OST_STATES:
+        raise ConfigError(f"{where}: expected one of {', '.join(OST_STATES)}, got {shown(v)}")
+    return v
+
+
+# The per-OST settings an [[ost]] entry (or [ost_defaults], for size and bandwidths) may give.
+_OST_CHECKS: dict[str, Callable[[Any, str], Any]] = {
+    "size": lambda v, w: _size(v, w, MIN_OST_SIZE), "used": _size, "state": _state,
+    "read_bw": _positive, "write_bw": _positive,
+}
+
+
+def _ost_settings(t: dict[str, Any], where: str, inherited: dict[str, Any]) -> dict[str, Any]:
+    return {**inherited, **{k: _OST_CHECKS[k](v, f"{where}.{k}") for k, v in t.items() if k in _OST_CHECKS}}
 
 
 def dump_cluster(c: Cluster) -> str:
     """TOML text that load_cluster reads back to an equal Cluster."""
-    lines = [f'fsname = "{c.fsname}"', "", "[mds]", f'name = "{c.mds.name}"']
+    q = json.dumps  # a JSON string is a TOML basic string: quoting never depends on the name
+    lines = [f"fsname = {q(c.fsname)}", "", "[mds]", f"name = {q(c.mds.name)}"]
     if c.mds.nid:
-        lines.append(f'nid = "{c.mds.nid}"')
+        lines.append(f"nid = {q(c.mds.nid)}")
+    if c.mds.create_rate != MDS.create_rate:
+        lines.append(f"create_rate = {c.mds.create_rate!r}")
     lines += ["", "[defaults]", f"stripe_count = {c.default_stripe_count}",
               f"stripe_size = {c.default_stripe_size}", "", "[lod]",
               f"qos_threshold_rr = {c.qos_threshold_rr}", f"qos_prio_free = {c.qos_prio_free}"]
     for s in c.osses:
-        lines += ["", "[[oss]]", f'name = "{s.name}"', f"osts = {list(s.osts)}"]
+        lines += ["", "[[oss]]", f"name = {q(s.name)}", f"osts = {list(s.osts)}"]
         if s.nid:
-            lines.append(f'nid = "{s.nid}"')
+            lines.append(f"nid = {q(s.nid)}")
         if s.nic_bw != DEFAULT_NIC_BW:
             lines.append(f"nic_bw = {s.nic_bw!r}")
     for o in c.osts:
@@ -302,13 +425,13 @@ def dump_cluster(c: Cluster) -> str:
         if o.used:
             lines.append(f"used = {o.used}")
         if o.state != "active":
-            lines.append(f'state = "{o.state}"')
+            lines.append(f"state = {q(o.state)}")
         if o.read_bw != DEFAULT_OST_READ_BW:
             lines.append(f"read_bw = {o.read_bw!r}")
         if o.write_bw != DEFAULT_OST_WRITE_BW:
             lines.append(f"write_bw = {o.write_bw!r}")
     if c.pools:
-        lines += ["", "[pools]"] + [f"{k} = {list(v)}" for k, v in sorted(c.pools.items())]
+        lines += ["", "[pools]"] + [f"{q(k)} = {list(v)}" for k, v in sorted(c.pools.items())]
     return "\n".join(lines) + "\n"
 
 

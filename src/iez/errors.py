@@ -28,3 +28,9 @@ class AllocationError(IezError):
 
 class BackendError(IezError):
     """A file-system operation failed or is unavailable on this backend."""
+
+
+def shown(value: object, limit: int = 60) -> str:
+    """`value` as a one-line error quotes it: its repr (newlines escaped), cut to `limit`."""
+    r = repr(value)
+    return r if len(r) <= limit else r[:limit - 3] + "..."

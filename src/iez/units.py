@@ -1,29 +1,33 @@
 """Byte sizes as people write them: 1048576, "1M", "64KiB", "10 GiB" (binary, like lfs)."""
 
+import math
 import re
+from decimal import Decimal
 
-from iez.errors import ConfigError
+from iez.errors import ConfigError, shown
 
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50}
 _RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgtp]?)(?:i?b)?\s*$", re.IGNORECASE)
+MAX_SIZE = (1 << 63) - 1  # Lustre's largest file size (and what a signed 64-bit field holds)
 
 
 def parse_size(value: int | str, what: str = "size") -> int:
     """Parse a byte count; suffixes K/M/G/T/P (optionally iB or B) are powers of 1024."""
-    if isinstance(value, bool):
+    if isinstance(value, bool) or (isinstance(value, float) and not math.isfinite(value)):
         raise ConfigError(f"{what}: expected a size, got {value!r}")
-    if isinstance(value, int):
+    if isinstance(value, (int, float)):
         if value < 0:
-            raise ConfigError(f"{what}: negative size {value}")
-        return value
-    if isinstance(value, float):
-        if value < 0:
-            raise ConfigError(f"{what}: negative size {value}")
-        return int(value)
-    m = _RE.match(str(value))
-    if not m:
-        raise ConfigError(f"{what}: cannot read {value!r} as a size (examples: 1048576, 64K, 10GiB)")
-    return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+            raise ConfigError(f"{what}: negative size {shown(value)}")
+        n = int(value)
+    else:
+        m = _RE.match(str(value))
+        if not m:
+            raise ConfigError(f"{what}: cannot read {shown(value)} as a size (examples: 1048576, 64K, 10GiB)")
+        # Decimal, not float: 400 digits must be "too large", not an OverflowError
+        n = int(Decimal(m.group(1)) * _UNITS[m.group(2).lower()])
+    if n > MAX_SIZE:
+        raise ConfigError(f"{what}: {shown(value)} is larger than 8 EiB")
+    return n
 
 
 def format_size(n: float) -> str:
