@@ -13,6 +13,7 @@ measured in the same run.
 
 from __future__ import annotations
 
+import os
 import statistics
 import subprocess
 import sys
@@ -24,8 +25,12 @@ from pathlib import Path
 import zmq
 
 from iez.access import protocol as P
+from iez.access.auth import Signer
 from iez.access.client import AccessClient
 from iez.access.server import spawn
+from iez.controller.auth import new_token
+
+TOKEN = new_token()  # this run's site token; main() hands it to the clients through the environment
 
 ROOT = Path(__file__).resolve().parent.parent
 CLIENT = ROOT / "build" / "iocop" / "iocop-client"
@@ -68,9 +73,10 @@ def transport(ctl) -> None:
 
     sock = zmq.Context.instance().socket(zmq.REQ)
     sock.connect(ctl.zmq)
+    zs, ls = Signer(TOKEN), Signer(TOKEN)  # signed as every client signs
 
     def z():
-        sock.send_string("HELLO")
+        sock.send_string(zs.sign("HELLO", time.time()))
         sock.recv()
 
     host, port = ctl.line_addr.rsplit(":", 1)
@@ -79,7 +85,7 @@ def transport(ctl) -> None:
     f = conn.makefile("rb")
 
     def line():
-        conn.sendall(b"HELLO\n")
+        conn.sendall(ls.sign("HELLO", time.time()).encode() + b"\n")
         f.readline()
 
     with socket.socket() as s:
@@ -116,10 +122,11 @@ def grants(ctl) -> None:
     c._registered()
     sock = zmq.Context.instance().socket(zmq.REQ)
     sock.connect(ctl.zmq)
+    signer = Signer(TOKEN)
 
     def hello2():
         for _ in range(2):
-            sock.send_string("HELLO")
+            sock.send_string(signer.sign("HELLO", time.time()))
             sock.recv()
 
     def cycle():
@@ -140,7 +147,7 @@ def churn(tmp: Path) -> None:
     if not CLIENT.exists():
         print(f"churn: {CLIENT} missing (cmake --build build)")
         return
-    ctl = spawn(tmp / "churn.db", "--heartbeat", "1", events=tmp / "churn.jsonl")
+    ctl = spawn(tmp / "churn.db", "--heartbeat", "1", token=TOKEN, events=tmp / "churn.jsonl")
     try:
         t0 = time.perf_counter()
         r = subprocess.run([str(CLIENT), ctl.line_addr, "0:alone", "--cycles", str(N)], capture_output=True, text=True)
@@ -189,9 +196,11 @@ def estimate_cost() -> None:
 
 
 def main() -> None:
+    os.environ["IEZ_TOKEN"] = TOKEN  # AccessClient and the iocop-client processes sign with it
+    os.environ.pop("IEZ_TOKEN_FILE", None)
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
-        ctl = spawn(tmp / "state.db", "--heartbeat", "1")
+        ctl = spawn(tmp / "state.db", "--heartbeat", "1", token=TOKEN)
         try:
             transport(ctl)
             grants(ctl)

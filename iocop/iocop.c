@@ -2,6 +2,7 @@
 #include "iocop.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -9,14 +10,128 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 static const struct { const char *name; int err; } errnos[] = {
     {"EPROTO", EPROTO}, {"EINVAL", EINVAL}, {"ENOENT", ENOENT}, {"EACCES", EACCES},
-    {"EEXIST", EEXIST}, {"EPERM", EPERM}, {"ESTALE", ESTALE}, {"EBUSY", EBUSY},
+    {"EEXIST", EEXIST}, {"EPERM", EPERM}, {"ESTALE", ESTALE}, {"EBUSY", EBUSY}, {"EAGAIN", EAGAIN},
 };
+
+/* ---- SHA-256 (FIPS 180-4) and HMAC (RFC 2104) -------------------------------------------------
+ * Our own, not OpenSSL's: this file is compiled into libiez, which is LD_PRELOADed into
+ * applications that often link their own libcrypto (of another version); linking one into every
+ * process risks symbol clashes. Checked against Python's hmac and RFC 4231's vectors
+ * (tests/test_access_hardening.py). */
+struct sha256 {
+    unsigned int h[8];
+    unsigned char block[64];
+    unsigned long long bytes;
+};
+
+static const unsigned int K256[64] = {
+    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
+    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
+    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
+    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
+    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
+    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
+    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
+    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2,
+};
+
+#define ROR(x, n) (((x) >> (n)) | ((x) << (32 - (n))))
+
+static void sha256_block(struct sha256 *s, const unsigned char *p)
+{
+    unsigned int w[64], v[8];
+    for (int i = 0; i < 16; i++)
+        w[i] = (unsigned int)p[4 * i] << 24 | (unsigned int)p[4 * i + 1] << 16 | (unsigned int)p[4 * i + 2] << 8 |
+               p[4 * i + 3];
+    for (int i = 16; i < 64; i++) {
+        unsigned int s0 = ROR(w[i - 15], 7) ^ ROR(w[i - 15], 18) ^ (w[i - 15] >> 3);
+        unsigned int s1 = ROR(w[i - 2], 17) ^ ROR(w[i - 2], 19) ^ (w[i - 2] >> 10);
+        w[i] = w[i - 16] + s0 + w[i - 7] + s1;
+    }
+    memcpy(v, s->h, sizeof v);
+    for (int i = 0; i < 64; i++) {
+        unsigned int t1 = v[7] + (ROR(v[4], 6) ^ ROR(v[4], 11) ^ ROR(v[4], 25)) + ((v[4] & v[5]) ^ (~v[4] & v[6])) +
+                          K256[i] + w[i];
+        unsigned int t2 = (ROR(v[0], 2) ^ ROR(v[0], 13) ^ ROR(v[0], 22)) + ((v[0] & v[1]) ^ (v[0] & v[2]) ^ (v[1] & v[2]));
+        memmove(v + 1, v, 7 * sizeof *v);
+        v[4] += t1;
+        v[0] = t1 + t2;
+    }
+    for (int i = 0; i < 8; i++)
+        s->h[i] += v[i];
+}
+
+static void sha256_init(struct sha256 *s)
+{
+    static const unsigned int h0[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
+                                       0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
+    memcpy(s->h, h0, sizeof s->h);
+    s->bytes = 0;
+}
+
+static void sha256_update(struct sha256 *s, const void *data, size_t n)
+{
+    const unsigned char *p = data;
+    while (n) {
+        size_t at = s->bytes % 64, take = 64 - at < n ? 64 - at : n;
+        memcpy(s->block + at, p, take);
+        s->bytes += take;
+        p += take;
+        n -= take;
+        if (at + take == 64)
+            sha256_block(s, s->block);
+    }
+}
+
+static void sha256_final(struct sha256 *s, unsigned char out[32])
+{
+    unsigned long long bits = s->bytes * 8;
+    unsigned char pad[72] = {0x80}, len[8];
+    for (int i = 0; i < 8; i++)
+        len[i] = (unsigned char)(bits >> (56 - 8 * i));
+    sha256_update(s, pad, 1 + (119 - s->bytes % 64) % 64);
+    sha256_update(s, len, 8);
+    for (int i = 0; i < 8; i++)
+        for (int j = 0; j < 4; j++)
+            out[4 * i + j] = (unsigned char)(s->h[i] >> (24 - 8 * j));
+}
+
+void iocop_hmac_sha256_hex(const void *key, size_t keylen, const void *a, size_t alen, const void *b, size_t blen,
+                           char out[65])
+{
+    unsigned char k[64] = {0}, pad[64], inner[32], mac[32];
+    struct sha256 s;
+    if (keylen > 64) { /* a long key is its hash (RFC 2104) */
+        sha256_init(&s);
+        sha256_update(&s, key, keylen);
+        sha256_final(&s, k);
+    } else {
+        memcpy(k, key, keylen);
+    }
+    for (int i = 0; i < 64; i++)
+        pad[i] = k[i] ^ 0x36;
+    sha256_init(&s);
+    sha256_update(&s, pad, 64);
+    sha256_update(&s, a, alen);
+    sha256_update(&s, b, blen);
+    sha256_final(&s, inner);
+    for (int i = 0; i < 64; i++)
+        pad[i] = k[i] ^ 0x5c;
+    sha256_init(&s);
+    sha256_update(&s, pad, 64);
+    sha256_update(&s, inner, 32);
+    sha256_final(&s, mac);
+    for (int i = 0; i < 32; i++)
+        snprintf(out + 2 * i, 3, "%02x", mac[i]);
+}
 
 static int fail(struct iocop *c, int err, const char *what)
 {
@@ -44,7 +159,90 @@ int iocop_connect(struct iocop *c, const char *addr, int timeout_ms)
     if (strlen(addr) >= sizeof c->addr)
         return fail(c, EINVAL, "address too long");
     snprintf(c->addr, sizeof c->addr, "%s", addr);
+    /* The session only has to be unique among the controller's live sessions, not secret. */
+    unsigned long long r;
+    if (getrandom(&r, sizeof r, GRND_NONBLOCK) != (ssize_t)sizeof r) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        r = ((unsigned long long)ts.tv_sec * 1000000000ULL + (unsigned long long)ts.tv_nsec) ^
+            ((unsigned long long)getpid() << 40) ^ (unsigned long long)(size_t)c;
+    }
+    snprintf(c->session, sizeof c->session, "%016llx", r);
     return dial(c);
+}
+
+int iocop_set_token(struct iocop *c, const char *token)
+{
+    size_t n = strlen(token);
+    if (n < 16 || n > IOCOP_TOKEN_MAX || strpbrk(token, " \t\r\n\v\f"))
+        return fail(c, EINVAL, "the site token must be 16 to 512 characters without blanks");
+    memcpy(c->key, token, n + 1);
+    return 0;
+}
+
+/* The token in text: its first line without surrounding blanks (as iez.controller.auth reads it). */
+static int token_of(const char *text, char *out, size_t n, char *err, size_t errn, const char *where)
+{
+    while (*text == ' ' || *text == '\t' || *text == '\r')
+        text++;
+    size_t len = strcspn(text, "\n");
+    while (len && strchr(" \t\r\v\f", text[len - 1]))
+        len--;
+    if (len < 16 || len > IOCOP_TOKEN_MAX || len >= n || memchr(text, ' ', len) || memchr(text, '\t', len)) {
+        snprintf(err, errn, "the site token in %s must be 16 to %d characters without spaces", where,
+                 IOCOP_TOKEN_MAX);
+        return -EINVAL;
+    }
+    memcpy(out, text, len);
+    out[len] = '\0';
+    return 1;
+}
+
+int iocop_token_from_env(char *out, size_t n, char *err, size_t errn)
+{
+    const char *path = getenv("IEZ_TOKEN_FILE"), *tok = getenv("IEZ_TOKEN");
+    if (!path || !*path) {
+        if (!tok || !*tok)
+            return 0;
+        return token_of(tok, out, n, err, errn, "$IEZ_TOKEN");
+    }
+    /* Not through a symlink someone else planted, never a FIFO that would block, never a huge
+     * file: a regular file of at most 4 KiB, read through the descriptor we checked. */
+    char text[4097];
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    if (fd < 0) {
+        int e = errno;
+        snprintf(err, errn, "cannot open IEZ_TOKEN_FILE %s: %s", path, strerror(e));
+        return -e;
+    }
+    struct stat st;
+    int rc = 0;
+    if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_size > 4096) {
+        snprintf(err, errn, "IEZ_TOKEN_FILE %s is not a regular file of at most 4 KiB", path);
+        rc = -EINVAL;
+    }
+    size_t got = 0;
+    while (!rc && got < sizeof text - 1) {
+        ssize_t r = read(fd, text + got, sizeof text - 1 - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            rc = -errno;
+            snprintf(err, errn, "cannot read IEZ_TOKEN_FILE %s: %s", path, strerror(errno));
+        }
+        if (r <= 0)
+            break;
+        got += (size_t)r;
+    }
+    close(fd);
+    if (rc)
+        return rc;
+    text[got] = '\0';
+    if (strlen(text) != got) {
+        snprintf(err, errn, "IEZ_TOKEN_FILE %s holds a NUL byte", path);
+        return -EINVAL;
+    }
+    return token_of(text, out, n, err, errn, path);
 }
 
 static int dial(struct iocop *c)
@@ -98,7 +296,7 @@ static int send_all(struct iocop *c, const char *p, size_t n)
 }
 
 /* Read until a newline, for at most timeout_ms. */
-static int read_line(struct iocop *c, char *out, size_t n, int timeout_ms)
+int iocop_read_line(struct iocop *c, char *out, size_t n, int timeout_ms)
 {
     long deadline = now_ms() + timeout_ms;
     for (;;) {
@@ -171,23 +369,48 @@ static int redial(struct iocop *c, long deadline)
     }
 }
 
+/* The request as it goes on the wire, newline included: signed if we have a token. */
+static size_t wire(struct iocop *c, const char *line, size_t len, char *out, size_t n)
+{
+    size_t at = 0;
+    if (c->key[0]) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        char rest[IOCOP_ENVELOPE_MAX];
+        int k = snprintf(rest, sizeof rest, "%lld\t%s\t%llu\t", (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000,
+                         c->session, ++c->seq);
+        /* the MAC covers "iocop/1\n" + rest + line (auth.py's CONTEXT and envelope) */
+        char head[8 + IOCOP_ENVELOPE_MAX];
+        int h = snprintf(head, sizeof head, "iocop/1\n%s", rest);
+        iocop_hmac_sha256_hex(c->key, strlen(c->key), head, (size_t)h, line, len, out);
+        out[64] = '\t';
+        memcpy(out + 65, rest, (size_t)k);
+        at = 65 + (size_t)k;
+    }
+    if (at + len + 1 > n)
+        return 0;
+    memcpy(out + at, line, len);
+    out[at + len] = '\n';
+    return at + len + 1;
+}
+
 int iocop_request(struct iocop *c, const char *line, char *reply, size_t n, int wait_ms)
 {
     size_t len = strlen(line);
     if (len > IOCOP_LINE_MAX || memchr(line, '\n', len))
         return fail(c, EINVAL, "a request is one line of at most 4096 bytes");
-    char out[IOCOP_LINE_MAX + 1];
-    memcpy(out, line, len);
-    out[len] = '\n';
-    /* A broken connection (the controller restarting) is retried until timeout_ms has passed. */
+    char out[IOCOP_ENVELOPE_MAX + IOCOP_LINE_MAX + 1];
+    /* A broken connection (the controller restarting) is retried until timeout_ms has passed;
+     * each attempt is signed afresh, so the controller never sees a sequence number twice. */
     long deadline = now_ms() + c->timeout_ms;
     int rc;
     for (;;) {
         if (c->fd < 0 && (rc = redial(c, deadline)))
             return rc;
-        rc = send_all(c, out, len + 1);
+        size_t w = wire(c, line, len, out, sizeof out);
+        rc = send_all(c, out, w);
         if (!rc)
-            rc = read_line(c, reply, n, c->timeout_ms + (wait_ms > 0 ? wait_ms : 0));
+            rc = iocop_read_line(c, reply, n, c->timeout_ms + (wait_ms > 0 ? wait_ms : 0));
         if (!broken(rc) || now_ms() >= deadline)
             break;
         close(c->fd);

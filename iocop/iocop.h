@@ -3,8 +3,13 @@
  * LD_PRELOAD library) can embed the same code without linking ZeroMQ.
  *
  * Every call returns >= 0 on success or a negative errno: the controller's ERR replies map to
- * -EPROTO, -EINVAL, -ENOENT, -EACCES, -EEXIST, -EPERM, -ESTALE, -EBUSY; transport failures to
- * -ETIMEDOUT, -ECONNREFUSED, -ECONNRESET, ... The last error's text is in c->error.
+ * -EPROTO, -EINVAL, -ENOENT, -EACCES, -EEXIST, -EPERM, -ESTALE, -EBUSY, -EAGAIN; transport failures
+ * to -ETIMEDOUT, -ECONNREFUSED, -ECONNRESET, ... The last error's text is in c->error.
+ *
+ * With a site token (iocop_set_token) every request is signed as src/iez/access/auth.py says:
+ *   HMAC-SHA256(token, "iocop/1\n" TIME TAB SESSION TAB SEQ TAB request) TAB TIME TAB SESSION TAB SEQ TAB request
+ * with a random SESSION per connect and SEQ counting up; without one requests go unsigned (a
+ * controller on --trusted-network).
  */
 #ifndef IOCOP_H
 #define IOCOP_H
@@ -12,6 +17,8 @@
 #include <stddef.h>
 
 #define IOCOP_LINE_MAX 4096
+#define IOCOP_TOKEN_MAX 512   /* bytes of a site token */
+#define IOCOP_ENVELOPE_MAX 120 /* bytes the signature adds in front of a request */
 
 struct iocop {
     int fd;
@@ -25,6 +32,9 @@ struct iocop {
     char error[256];
     char buf[IOCOP_LINE_MAX + 2];  /* bytes received and not yet consumed */
     size_t len;
+    char key[IOCOP_TOKEN_MAX + 1]; /* the site token; "" sends requests unsigned */
+    char session[17];              /* 16 hex digits, fresh at each iocop_connect */
+    unsigned long long seq;        /* requests signed in this session */
 };
 
 /* Connect to "HOST:PORT" (or "tcp://HOST:PORT"). */
@@ -43,5 +53,19 @@ int iocop_heartbeat(struct iocop *c);
 int iocop_release(struct iocop *c);
 int iocop_unregister(struct iocop *c);
 void iocop_close(struct iocop *c);
+/* Read one more reply line (the rows after "OK status lines=N"); 0 or -errno. */
+int iocop_read_line(struct iocop *c, char *out, size_t n, int timeout_ms);
+
+/* Sign requests with this site token from now on (after iocop_connect); -EINVAL if it is not
+ * 16..512 characters without blanks. */
+int iocop_set_token(struct iocop *c, const char *token);
+/* The site token of a client: the first line of the file $IEZ_TOKEN_FILE (opened with O_NOFOLLOW,
+ * a regular file of at most 4 KiB), else $IEZ_TOKEN. 1 found (into out), 0 none set, or -errno
+ * with the reason in err. */
+int iocop_token_from_env(char *out, size_t n, char *err, size_t errn);
+
+/* HMAC-SHA256 (RFC 2104) of the concatenation of parts a and b, as 64 lowercase hex digits + NUL. */
+void iocop_hmac_sha256_hex(const void *key, size_t keylen, const void *a, size_t alen, const void *b, size_t blen,
+                           char out[65]);
 
 #endif

@@ -8,7 +8,11 @@
  *         release <TAB> APPID <TAB> TOKEN <TAB> TIME <TAB> RC
  *         done <TAB> APPID <TAB> CYCLES
  *   iocop-client ADDR --raw
- *       send each line of stdin as a request and print each reply (protocol tests).
+ *       send each line of stdin as a request and print each reply (protocol tests); a reply that
+ *       announces rows (STATUS: lines=N) is printed with its rows.
+ *   iocop-client --hmac KEYHEX
+ *       print HMAC-SHA256(key, stdin) in hex (tests of iocop.c's own SHA-256).
+ * Requests are signed with the site token of $IEZ_TOKEN_FILE or $IEZ_TOKEN, if one is set.
  * Exit 0 on success; 1 with "iocop-client: error: ..." on stderr otherwise.
  */
 #include "iocop.h"
@@ -50,8 +54,31 @@ static int raw(struct iocop *c)
         if (rc < 0 && strncmp(reply, "ERR", 3) != 0)
             return die(c, "request", rc);
         printf("%s\n", reply);
+        const char *rows = rc == 0 ? strstr(reply, "\tlines=") : NULL;
+        for (long k = rows ? strtol(rows + 7, NULL, 10) : 0; k > 0; k--) {
+            if ((rc = iocop_read_line(c, reply, sizeof reply, c->timeout_ms)))
+                return die(c, "reply row", rc);
+            printf("%s\n", reply);
+        }
         fflush(stdout);
     }
+    return 0;
+}
+
+static int hmac_hex(const char *keyhex)
+{
+    unsigned char key[1024];
+    size_t klen = strlen(keyhex) / 2;
+    if (klen > sizeof key || strlen(keyhex) % 2)
+        return 2;
+    for (size_t i = 0; i < klen; i++)
+        if (sscanf(keyhex + 2 * i, "%2hhx", &key[i]) != 1)
+            return 2;
+    static char msg[1 << 20];
+    size_t n = fread(msg, 1, sizeof msg, stdin);
+    char out[65];
+    iocop_hmac_sha256_hex(key, klen, msg, n, "", 0, out);
+    printf("%s\n", out);
     return 0;
 }
 
@@ -62,6 +89,8 @@ int main(int argc, char **argv)
                         "[--register-opts F] [--timeout-ms MS]\n       iocop-client ADDR --raw\n");
         return 2;
     }
+    if (!strcmp(argv[1], "--hmac"))
+        return hmac_hex(argv[2]);
     const char *phase = "io", *opts = NULL, *ropts = NULL;
     long cycles = 1, hold_ms = 0;
     int timeout_ms = 5000;
@@ -95,6 +124,10 @@ int main(int argc, char **argv)
     }
     if (rc)
         return die(&c, "connect", rc);
+    char token[IOCOP_TOKEN_MAX + 1];
+    rc = iocop_token_from_env(token, sizeof token, c.error, sizeof c.error);
+    if (rc < 0 || (rc == 1 && (rc = iocop_set_token(&c, token))))
+        return die(&c, "site token", rc);
     if (!strcmp(argv[2], "--raw"))
         return raw(&c);
     if ((rc = iocop_register(&c, argv[2], ropts)))

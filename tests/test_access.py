@@ -21,6 +21,7 @@ from iez.access.client import AccessClient
 from iez.access.protocol import AccessError
 from iez.access.server import Spawned, spawn
 from iez.cli.access import fetch_status
+from iez.controller.auth import new_token
 
 PY = sys.executable
 
@@ -34,11 +35,24 @@ def iocop_client() -> str:
 
 
 @pytest.fixture
-def controllers(tmp_path):
+def site_token(monkeypatch) -> str:
+    """A fresh site token, in $IEZ_TOKEN for every client of the test (in process and children)."""
+    token = new_token()
+    monkeypatch.setenv("IEZ_TOKEN", token)
+    monkeypatch.delenv("IEZ_TOKEN_FILE", raising=False)
+    monkeypatch.delenv("IEZ_SITE_TOKEN", raising=False)
+    return token
+
+
+@pytest.fixture
+def controllers(tmp_path, site_token):
+    """Start `iez access serve` processes that take requests signed with the site token."""
     started: list[Spawned] = []
 
     def start(*opts: str, state: Path | None = None, events: str = "events.jsonl", **kw) -> Spawned:
-        c = spawn(state or tmp_path / "state.db", *opts, events=tmp_path / events, log=tmp_path / "serve.log", **kw)
+        token = None if "--trusted-network" in opts else site_token
+        c = spawn(state or tmp_path / "state.db", *opts, token=token, events=tmp_path / events,
+                  log=tmp_path / "serve.log", **kw)
         started.append(c)
         return c
 

@@ -6,6 +6,8 @@
  *                       else the program
  *   IEZ_ACCESS_OSTS     the OST set declared at REGISTER
  *   IEZ_ACCESS_WAIT     seconds to wait for a controller that does not answer (default 10)
+ *   IEZ_TOKEN_FILE, IEZ_TOKEN  the site token requests are signed with (read at the first connect;
+ *                       none: unsigned, for a controller on --trusted-network)
  * Every failure is "proceed without a token", logged once (IEZ_LOG). */
 #include "access.h"
 
@@ -143,6 +145,15 @@ static int do_register(void)
             return rc;
         connected = 1;
         owner = getpid();
+        char token[IOCOP_TOKEN_MAX + 1];
+        rc = iocop_token_from_env(token, sizeof token, cl.error, sizeof cl.error);
+        if (rc == 1)
+            rc = iocop_set_token(&cl, token);
+        memset(token, 0, sizeof token);
+        if (rc < 0) {
+            disabled = 1; /* a token that cannot be read does not get better: no token, no hang */
+            return -EINVAL;
+        }
     }
     int rc = iocop_register(&cl, appid, reg_opts);
     registered = rc == 0;

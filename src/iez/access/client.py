@@ -36,6 +36,7 @@ from typing import Iterator
 import zmq
 
 from iez.access import protocol as P
+from iez.access.auth import Signer, client_token
 from iez.access.protocol import AccessError, Reply
 from iez.errors import ConfigError
 
@@ -79,7 +80,9 @@ class AccessClient:
     def __init__(self, server: str = DEFAULT_SERVER, appid: str | None = None, *, mode: str = "phase",
                  user: str | None = None, project: str | None = None, jobid: str | None = None,
                  osts: set[int] | frozenset[int] | None = None, down_wait: float = 10.0,
-                 try_timeout: float = TRY_TIMEOUT):
+                 try_timeout: float = TRY_TIMEOUT, token: str | None = None):
+        """`token`: the site token requests are signed with (default: $IEZ_TOKEN_FILE or
+        $IEZ_TOKEN; "" sends them unsigned, for a --trusted-network controller)."""
         if mode not in MODES:
             raise ConfigError(f"IEZ_ACCESS={mode!r} is not one of {', '.join(MODES)}")
         self.server = server
@@ -91,8 +94,10 @@ class AccessClient:
         self.osts = None if osts is None else frozenset(osts)
         self.down_wait = down_wait
         self.try_timeout = try_timeout
+        self.token = client_token() if token is None else token
         self.ctx = zmq.Context.instance()
         self._sock: zmq.Socket | None = None
+        self._signer = Signer(self.token)
         self._lock = threading.Lock()  # one request at a time on the REQ socket
         self._secret = ""
         self.heartbeat = 1.0
@@ -127,7 +132,7 @@ class AccessClient:
             self._sock = self.ctx.socket(zmq.REQ)
             self._sock.setsockopt(zmq.LINGER, 0)
             self._sock.connect(self.server)
-        self._sock.send_string(line)
+        self._sock.send_string(self._signer.sign(line, time.time()))
         if not self._sock.poll(round(timeout * 1000)):
             self._sock.close(0)
             self._sock = None
@@ -319,13 +324,15 @@ class AccessClient:
 
     def _beat(self, token: int, stop: threading.Event) -> None:
         sock = None
+        signer = Signer(self.token)  # its own session: it sends concurrently with the main socket
         try:
             while not stop.wait(self.heartbeat):
                 if sock is None:
                     sock = self.ctx.socket(zmq.REQ)
                     sock.setsockopt(zmq.LINGER, 0)
                     sock.connect(self.server)
-                sock.send_string(P.format_request("HEARTBEAT", self.appid, self._secret, token=token))
+                sock.send_string(signer.sign(P.format_request("HEARTBEAT", self.appid, self._secret, token=token),
+                                             time.time()))
                 if not sock.poll(round(self.heartbeat * 1000)):
                     sock.close(0)
                     sock = None

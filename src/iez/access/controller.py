@@ -16,7 +16,6 @@ from __future__ import annotations
 import hashlib
 import heapq
 import hmac
-import json
 import secrets
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
@@ -86,6 +85,7 @@ class Result:
     reply: str
     park_ms: int = 0  # > 0: a QUEUED ACQUIRE the transport may hold open this long
     appid: str = ""  # whose ACQUIRE it answers
+    rows: tuple[str, ...] = ()  # the lines after a STATUS header
 
 
 def hash_secret(secret: str) -> str:
@@ -127,7 +127,8 @@ class Controller:
         if verb == "HELLO":
             return Result(P.format_reply("OK", P.VERSION, **self._params()))
         if verb == "STATUS":
-            return Result(P.format_reply("OK", json.dumps(self.status(now), separators=(",", ":"))))
+            header, rows = P.format_status(self.status(now))
+            return Result(header, rows=tuple(rows))
         if verb == "REGISTER":
             return Result(self._register(req, now))
         app = self._auth(req, now)

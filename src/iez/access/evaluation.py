@@ -34,6 +34,7 @@ from rich.table import Table
 
 import iez
 from iez.access.server import Spawned, spawn
+from iez.controller.auth import new_token
 from iez.errors import ConfigError
 
 MIB = 1 << 20
@@ -86,11 +87,13 @@ class Bench:
     def __init__(self, cd, work: Path, quick: bool):
         self.cd, self.work, self.quick = cd, work, quick
         self.n = 0
+        self.token = new_token()  # this run's site token: its controllers and jobs sign with it
 
     def controller(self, *opts: str) -> tuple[Spawned, Path]:
         self.n += 1
         events = self.work / f"events-{self.n}.jsonl"
-        return spawn(self.work / f"state-{self.n}.db", *opts, events=events, log=self.work / "serve.log"), events
+        return spawn(self.work / f"state-{self.n}.db", *opts, token=self.token, events=events,
+                     log=self.work / "serve.log"), events
 
     def job(self, ctl: Spawned | None, name: str, osts: str, mode: str, start_at: float = 0.0,
             **kw) -> subprocess.Popen:
@@ -106,7 +109,8 @@ class Bench:
                 cmd += ["--declare-osts"] if v else []
             else:
                 cmd += [f"--{k.replace('_', '-')}", str(v)]
-        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=open(self.work / "jobs.log", "ab"))
+        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=open(self.work / "jobs.log", "ab"),
+                             env=dict(os.environ, IEZ_TOKEN=self.token, IEZ_TOKEN_FILE=""))
         p.timeline_path = out  # type: ignore[attr-defined]
         return p
 
@@ -153,12 +157,12 @@ def lease_expiry(bench: Bench) -> dict:
     try:
         slow = bench.job(ctl, "victim", "0-3", "coarse", size="64MiB", pace="1MiB")
         deadline = time.monotonic() + 60
-        while not fetch_status(ctl.zmq, 5)["holders"]:
+        while not fetch_status(ctl.zmq, 5, bench.token)["holders"]:
             if time.monotonic() > deadline:
                 raise ConfigError("the victim job never got its token")
             time.sleep(0.02)
         waiter = bench.job(ctl, "survivor", "0-3", "coarse")
-        while not fetch_status(ctl.zmq, 5)["waiting"]:
+        while not fetch_status(ctl.zmq, 5, bench.token)["waiting"]:
             if time.monotonic() > deadline:
                 raise ConfigError("the survivor job never queued")
             time.sleep(0.02)

@@ -5,11 +5,16 @@ newline; over the raw-TCP line socket it ends with "\\n".
     request := VERB (TAB positional)* (TAB key=value)*
     reply   := ("OK" | "GRANT" | "QUEUED") (TAB field)* | "ERR" TAB ERRNO TAB message
 
+A request travels signed (iez.access.auth: an envelope in front of it). STATUS, the one reply
+whose size grows with the number of applications, is a header `OK status lines=N` followed by N
+rows (more ZeroMQ frames, or more lines), each `KIND TAB JSON-object`.
+
 Pure: parsing and formatting only, no sockets.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 
@@ -17,6 +22,17 @@ from iez.errors import IezError
 
 VERSION = "iocop/1"
 MAX_LINE = 4096  # bytes in one request or reply line, newline excluded
+MAX_ROW = 65536  # bytes in one STATUS row (a holder's OST set may be long)
+MAX_ROWS = 1_000_000  # rows a client accepts in one STATUS reply
+_NUM, _OPT_STR = (int, float), (str, type(None))
+# The fields of each kind of STATUS row that `iez access status` and `tbf` read, with their types.
+STATUS_KINDS = {
+    "settings": {"version": str, "policy": str, "heartbeat_ms": int, "lease_ms": int},
+    "holder": {"app": str, "phase": str, "osts": _OPT_STR, "token": int, "held_s": _NUM},
+    "waiting": {"app": str, "phase": str, "osts": _OPT_STR, "position": int, "waited_s": _NUM,
+                "eta_s": (int, float, type(None))},
+    "app": {"app": str, "jobid": str, "holding": bool},
+}
 
 # Positional fields per verb; any further fields are key=value options.
 VERBS = {
@@ -47,6 +63,7 @@ ERRNOS = {
     "EPERM": "the application does not hold the token it names",
     "ESTALE": "the token was revoked (lease expired or max hold reached)",
     "EBUSY": "the application already waits or holds under another phase",
+    "EAGAIN": "the controller is at one of its limits; try again later",
 }
 
 _NAME = re.compile(r"^[A-Za-z0-9._:@+/-]{1,128}$")
@@ -147,6 +164,53 @@ def parse_reply(line: str) -> Reply:
         else:
             fields.append(p)
     return Reply(status, tuple(fields), opts)
+
+
+def format_status(status: dict) -> tuple[str, list[str]]:
+    """STATUS as its header line and its rows: the settings, then one row per holder, waiter
+    and registered application, so no line grows with their number."""
+    settings = {k: v for k, v in status.items() if k not in ("holders", "waiting", "apps")}
+    rows = [("settings", settings)] + [("holder", h) for h in status["holders"]] + \
+        [("waiting", w) for w in status["waiting"]] + [("app", a) for a in status["apps"]]
+    lines = [f"{kind}\t{json.dumps(doc, separators=(',', ':'))}" for kind, doc in rows]
+    return format_reply("OK", "status", lines=len(lines)), lines
+
+
+def status_rows(header: str) -> int:
+    """The number of rows a STATUS reply's header announces (ERR replies raise AccessError)."""
+    r = parse_reply(header)
+    n = r.opt("lines")
+    if r.fields != ("status",) or not n.isdigit() or int(n) > MAX_ROWS:
+        raise AccessError("EPROTO", f"malformed STATUS header {header[:80]!r}")
+    return int(n)
+
+
+def parse_status(rows: list[bytes]) -> dict:
+    """The status dict (as Controller.status returns it) from a STATUS reply's rows."""
+    out: dict = {"holders": [], "waiting": [], "apps": []}
+    lists = {"holder": out["holders"], "waiting": out["waiting"], "app": out["apps"]}
+    seen_settings = False
+    for raw in rows:
+        if len(raw) > MAX_ROW:
+            raise AccessError("EPROTO", f"STATUS row longer than {MAX_ROW} bytes")
+        kind, _, body = raw.partition(b"\t")
+        try:
+            doc = json.loads(body)
+        except (UnicodeDecodeError, ValueError, RecursionError):
+            doc = None
+        kind = kind.decode("latin-1")
+        # the settings row comes first and once; every row has the fields readers use
+        if kind not in STATUS_KINDS or not isinstance(doc, dict) or (kind == "settings") == seen_settings or \
+                any(k not in doc or not isinstance(doc[k], t) for k, t in STATUS_KINDS[kind].items()):
+            raise AccessError("EPROTO", f"malformed STATUS row {raw[:80]!r}")
+        if kind == "settings":
+            out.update({k: v for k, v in doc.items() if k not in out})
+            seen_settings = True
+        else:
+            lists[kind].append(doc)
+    if not seen_settings:
+        raise AccessError("EPROTO", "STATUS reply without its settings row")
+    return out
 
 
 def check_appid(appid: str) -> str:

@@ -11,6 +11,13 @@ granted, without polling (bench/bench_access.py measures both; docs/iocop.md).
 
 One thread runs everything: read what arrived, hand each line to the Controller, run its clock,
 answer parked long polls, save the batch's changes, and only then send the batch's replies.
+
+Untrusted bytes are bounded before anything is read into them: a ROUTER frame larger than
+MAX_FRAME makes libzmq drop the peer (ZMQ_MAXMSGSIZE, checked on the frame's header, so nothing
+is allocated); a line client that sends more than MAX_FRAME without a newline gets one ERR line
+and is disconnected, its buffer freed and its later bytes ignored; line connections beyond
+`max_connections` are refused the same way. Every request's signature (iez.access.auth) is
+checked before the request is decoded or parsed.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from __future__ import annotations
 import heapq
 import json
 import logging
+import os
 import re
 import resource
 import select
@@ -33,7 +41,8 @@ from typing import Callable, Mapping
 import zmq
 
 from iez.access import protocol as P
-from iez.access.controller import Controller
+from iez.access.auth import ENVELOPE_MAX, Verifier
+from iez.access.controller import Controller, Result
 from iez.access.store import Store
 from iez.errors import ConfigError
 
@@ -41,6 +50,8 @@ log = logging.getLogger("iez.access")
 
 BATCH = 512  # messages read from one socket before the batch is processed
 MAX_WAIT = 0.2  # s, longest poll: how soon a stop request is noticed
+MAX_FRAME = P.MAX_LINE + ENVELOPE_MAX  # bytes in one signed request, newline excluded
+MAX_CONNECTIONS = 10_000  # line clients at once (each may buffer MAX_FRAME bytes)
 
 
 @dataclass(frozen=True)
@@ -51,21 +62,25 @@ class Route:
 
 class Server:
     def __init__(self, controller: Controller, store: Store, zmq_binds: list[str], line_binds: list[str],
-                 events: Path | None = None, clock: Callable[[], float] = time.time,
-                 known_osts: tuple[Callable[[], Mapping[str, frozenset[int]]], float] | None = None):
+                 verifier: Verifier, events: Path | None = None, clock: Callable[[], float] = time.time,
+                 known_osts: tuple[Callable[[], Mapping[str, frozenset[int]]], float] | None = None,
+                 max_connections: int = MAX_CONNECTIONS):
         if not zmq_binds and not line_binds:
             raise ConfigError("the access controller needs at least one endpoint (--bind or --line)")
-        self.controller, self.store, self.clock = controller, store, clock
+        self.controller, self.store, self.clock, self.verifier = controller, store, clock, verifier
+        self.max_connections = max_connections
         self.ctx = zmq.Context()
         self.router = self.ctx.socket(zmq.ROUTER)
         self.stream = self.ctx.socket(zmq.STREAM)
         for s in (self.router, self.stream):
             s.setsockopt(zmq.LINGER, 0)
             s.setsockopt(zmq.BACKLOG, 1024)
+        self.router.setsockopt(zmq.MAXMSGSIZE, MAX_FRAME)
         self.events = None
         self.zmq_endpoints = self._bind(self.router, zmq_binds)
         self.line_endpoints = self._bind(self.stream, line_binds)
-        self.buffers: dict[bytes, bytearray] = {}
+        self.buffers: dict[bytes, bytearray] = {}  # open line connections and their partial lines
+        self.dropped: set[bytes] = set()  # connections closed by us whose disconnect has not come yet
         self.parked: dict[str, tuple[Route, float]] = {}
         self.park_heap: list[tuple[float, str]] = []
         self.events = open(events, "a", buffering=1) if events else None
@@ -132,27 +147,52 @@ class Server:
                 return
             route = Route("line", (cid,))
             if not data:  # STREAM says connect or disconnect with an empty frame
-                if cid in self.buffers:
-                    del self.buffers[cid]
-                    for appid in [a for a, (r, _) in self.parked.items() if r == route]:
-                        del self.parked[appid]
+                if cid in self.buffers or cid in self.dropped:
+                    self._forget(cid, route)
+                    self.dropped.discard(cid)
+                elif len(self.buffers) >= self.max_connections:
+                    self._drop(cid, route, out, P.error_reply("EAGAIN", f"{self.max_connections} line clients "
+                                                                        "connected: try again later"))
                 else:
                     self.buffers[cid] = bytearray()
                 continue
-            buf = self.buffers.setdefault(cid, bytearray())
+            buf = self.buffers.get(cid)
+            if buf is None:  # bytes that were under way when we closed the connection
+                continue
+            # Bound the buffer while filling it: look for the newline in the new bytes only, and
+            # never keep more than one line's worth of a line that has not ended.
+            start = len(buf)
             buf += data
-            while (nl := buf.find(b"\n")) >= 0:
+            while (nl := buf.find(b"\n", start)) >= 0:
                 line = bytes(buf[:nl]).rstrip(b"\r")
                 del buf[:nl + 1]
+                start = 0
+                if len(line) > MAX_FRAME:
+                    break
                 self._handle(route, line, now, out)
-            if len(buf) > P.MAX_LINE:
-                out.append((route, P.error_reply("EPROTO", f"line longer than {P.MAX_LINE} bytes")))
-                out.append((route, ""))  # then close the connection
-                del self.buffers[cid]
+            else:
+                if len(buf) <= MAX_FRAME:
+                    continue
+            self._drop(cid, route, out, P.error_reply("EPROTO", f"line longer than {MAX_FRAME} bytes"))
+
+    def _drop(self, cid: bytes, route: Route, out: list, why: str) -> None:
+        """Answer one ERR line, then close the connection; its buffer goes now."""
+        out.append((route, why))
+        out.append((route, ""))
+        self._forget(cid, route)
+        self.dropped.add(cid)
+
+    def _forget(self, cid: bytes, route: Route) -> None:
+        self.buffers.pop(cid, None)
+        for appid in [a for a, (r, _) in self.parked.items() if r == route]:
+            del self.parked[appid]
 
     def _handle(self, route: Route, raw: bytes, now: float, out: list) -> None:
         try:
-            line = raw.decode()
+            line = self.verifier.check(raw, now).decode()
+        except P.AccessError as e:
+            out.append((route, P.error_reply(e.errno, str(e))))
+            return
         except UnicodeDecodeError:
             out.append((route, P.error_reply("EPROTO", "the request is not UTF-8")))
             return
@@ -165,7 +205,7 @@ class Server:
             self.parked[res.appid] = (route, deadline)
             heapq.heappush(self.park_heap, (deadline, res.appid))
         else:
-            out.append((route, res.reply))
+            out.append((route, res))
 
     def _settle(self, now: float, out: list) -> None:
         c = self.controller
@@ -188,13 +228,16 @@ class Server:
         for route, line in out:
             self._send(route, line)
 
-    def _send(self, route: Route, line: str) -> None:
+    def _send(self, route: Route, reply: str | Result) -> None:
+        """One reply: a line, a Result (STATUS: its header and rows, as more frames or lines), or
+        "" on the line socket to close the connection."""
+        lines = [reply.reply, *reply.rows] if isinstance(reply, Result) else [reply]
         try:
             if route.kind == "zmq":
-                self.router.send_multipart([*route.envelope, line.encode()], zmq.NOBLOCK)
+                self.router.send_multipart([*route.envelope, *(x.encode() for x in lines)], zmq.NOBLOCK)
             else:
-                self.stream.send_multipart([route.envelope[0], (line + "\n").encode() if line else b""],
-                                           zmq.NOBLOCK)
+                self.stream.send_multipart([route.envelope[0], "".join(x + "\n" for x in lines).encode()
+                                            if lines[0] else b""], zmq.NOBLOCK)
         except zmq.ZMQError:
             pass  # the client went away; its lease runs out on its own
 
@@ -251,21 +294,28 @@ class Spawned:
             return self.proc.wait()
 
 
-def spawn(state: Path, *options: str, zmq_bind: str = "tcp://127.0.0.1:*", line_bind: str = "tcp://127.0.0.1:*",
-          events: Path | None = None, log: Path | None = None, timeout: float = 20.0) -> Spawned:
-    """Start `iez access serve` with these options; return once it listens (its first line)."""
+def spawn(state: Path, *options: str, token: str | None = None, zmq_bind: str = "tcp://127.0.0.1:*",
+          line_bind: str = "tcp://127.0.0.1:*", events: Path | None = None, log: Path | None = None,
+          timeout: float = 20.0) -> Spawned:
+    """Start `iez access serve` with these options; return once it listens (its first line).
+    `token`: the site token ($IEZ_SITE_TOKEN of the child); without it the child takes the
+    token from the environment, or must be given --trusted-network."""
     cmd = [sys.executable, "-m", "iez", "access", "serve", "--state", str(state), "--bind", zmq_bind,
            "--line", line_bind or "none", *options] + (["--events", str(events)] if events else [])
-    err = open(log, "ab") if log else subprocess.DEVNULL
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL, text=True)
+    env = dict(os.environ, IEZ_SITE_TOKEN=token) if token else None
+    err = open(log, "ab") if log else subprocess.PIPE
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL, text=True, env=env)
     if log:
         err.close()
     ready = select.select([proc.stdout], [], [], timeout)[0]
     first = proc.stdout.readline() if ready else ""
     proc.stdout.close()
-    m = re.search(r"zmq (\S+); line (\S+)", first)
+    m = re.search(r"zmq (\S+); line ([^\s;]+)", first)
     if not m:
         proc.kill()
-        proc.wait()
-        raise ConfigError(f"the access controller did not start ({first.strip() or 'no output'}; see {log})")
+        why = proc.communicate()[1] if not log else ""
+        raise ConfigError(f"the access controller did not start ({(why or first).strip()[-300:] or 'no output'}"
+                          f"{f'; see {log}' if log else ''})")
+    if not log:
+        threading.Thread(target=proc.stderr.read, daemon=True).start()  # drain: a full pipe must not stall it
     return Spawned(proc, m[1], "" if m[2] == "-" else m[2])

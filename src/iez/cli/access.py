@@ -15,6 +15,7 @@ from iez.errors import ConfigError, IezError
 
 DEFAULT_BIND = "tcp://127.0.0.1:5580"
 DEFAULT_LINE = "tcp://127.0.0.1:5581"
+MAX_CONNECTIONS = 10_000  # iez.access.server.MAX_CONNECTIONS, without importing zmq for --help
 
 
 def default_state() -> Path:
@@ -58,12 +59,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--db", metavar="URL", help="take applications' OST sets from the planned placements in this "
                                                "interaction database (ost-aware)")
     p.add_argument("--refresh", default="30", help="re-read the placements this often (default 30 s)")
+    p.add_argument("--token-file", metavar="FILE",
+                   help="the site token requests must be signed with (default $IEZ_SITE_TOKEN)")
+    p.add_argument("--trusted-network", action="store_true",
+                   help="take unsigned requests from anyone who can reach the sockets (no site token)")
+    p.add_argument("--max-skew", default="30",
+                   help="refuse a request stamped further than this from our clock (default 30 s)")
+    p.add_argument("--max-connections", type=int, default=MAX_CONNECTIONS,
+                   help=f"line clients connected at once (default {MAX_CONNECTIONS})")
     p.set_defaults(func=cmd_serve)
 
     p = g.add_parser("status", help="who holds tokens, who waits, and how long")
     p.add_argument("--server", default=DEFAULT_BIND, help=f"controller (default {DEFAULT_BIND})")
     p.add_argument("--json", action="store_true", help="print the raw status")
     p.add_argument("--timeout", default="3", help="seconds to wait for the controller (default 3)")
+    p.add_argument("--token-file", metavar="FILE", help="site token to sign requests with (default $IEZ_TOKEN_FILE or $IEZ_TOKEN)")
     p.set_defaults(func=cmd_status)
 
     p = g.add_parser("run", help="run a command holding one token for its whole run (coarse mode)")
@@ -75,6 +85,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--expect", type=float, help="seconds the command is expected to hold the token")
     p.add_argument("--down-wait", type=float, default=10.0,
                    help="seconds to wait for a controller that does not answer, then run without a token")
+    p.add_argument("--token-file", metavar="FILE", help="site token to sign requests with (default $IEZ_TOKEN_FILE or $IEZ_TOKEN)")
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
     p.set_defaults(func=cmd_run)
 
@@ -87,6 +98,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="also switch the service's NRS policy to 'tbf jobid' (replaces another TBF type's rules)")
     p.add_argument("--follow", metavar="SECONDS", help="keep following the controller, every SECONDS")
     p.add_argument("--timeout", default="3", help="seconds to wait for the controller (default 3)")
+    p.add_argument("--token-file", metavar="FILE", help="site token to sign requests with (default $IEZ_TOKEN_FILE or $IEZ_TOKEN)")
     p.set_defaults(func=cmd_tbf)
 
     p = g.add_parser("eval", help="repeat seed 004's experiments: protocol on an emulated cluster, rates in the simulator")
@@ -97,14 +109,29 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    from iez.access.auth import Verifier
     from iez.access.controller import Controller, Settings
     from iez.access.policy import make_policy, parse_rule
     from iez.access.server import Server, raise_fd_limit, serve
     from iez.access.store import Store
+    from iez.controller.auth import read_token
 
     hb = _seconds(args.heartbeat)
     if hb <= 0:
         raise ConfigError("--heartbeat must be > 0")
+    skew = _seconds(args.max_skew)
+    if skew <= 0 or args.max_connections < 1:
+        raise ConfigError("--max-skew and --max-connections must be > 0")
+    if args.trusted_network:
+        if args.token_file or os.environ.get("IEZ_SITE_TOKEN"):
+            raise ConfigError("--trusted-network takes no site token: drop it, or --token-file/$IEZ_SITE_TOKEN")
+        verifier = Verifier(None)
+    else:
+        try:
+            verifier = Verifier(read_token(args.token_file, "IEZ_SITE_TOKEN", "site", "--token-file"), skew)
+        except ConfigError as e:
+            raise ConfigError(f"{e}; or run with --trusted-network to take unsigned requests from anyone "
+                              f"who can reach the sockets") from None
     policy = make_policy(args.policy, k=args.k, fair_by=args.fair_by,
                          shares=[parse_rule(r, "--share") for r in args.share])
     settings = Settings(heartbeat=hb, max_hold=_seconds(args.max_hold), idle_timeout=_seconds(args.idle_timeout),
@@ -121,7 +148,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
             known = (lambda: known_osts_from_db(args.db), max(1.0, _seconds(args.refresh)))
         lines = [] if args.line == ["none"] else (args.line or [DEFAULT_LINE])
         raise_fd_limit()
-        server = Server(controller, store, args.bind or [DEFAULT_BIND], lines, events=args.events, known_osts=known)
+        server = Server(controller, store, args.bind or [DEFAULT_BIND], lines, verifier, events=args.events,
+                        known_osts=known, max_connections=args.max_connections)
     except BaseException:
         store.close()
         raise
@@ -129,24 +157,35 @@ def cmd_serve(args: argparse.Namespace) -> int:
     print(f"iez access: {policy.describe()}, heartbeat {hb:g} s, lease {settings.lease:g} s; "
           f"{len(st.apps)} registered, {len(controller.holding())} holding, {len(controller.waiting())} waiting "
           f"(state {store.path}); zmq {' '.join(server.zmq_endpoints) or '-'}; "
-          f"line {' '.join(server.line_endpoints) or '-'}", flush=True)
+          f"line {' '.join(server.line_endpoints) or '-'}; "
+          f"{'UNSIGNED requests (trusted network)' if verifier.key is None else 'signed requests'}", flush=True)
     serve(server)
     return 0
 
 
-def fetch_status(server: str, timeout: float) -> dict:
+def fetch_status(server: str, timeout: float, token: str | None = None) -> dict:
+    """The controller's STATUS, signed with `token` (default: the client's, iez.access.auth)."""
     import zmq
 
     from iez.access import protocol as P
+    from iez.access.auth import Signer, client_token
 
     sock = zmq.Context.instance().socket(zmq.REQ)
     sock.setsockopt(zmq.LINGER, 0)
+    sock.setsockopt(zmq.MAXMSGSIZE, P.MAX_ROW)
     try:
         sock.connect(server)
-        sock.send_string("STATUS")
+        sock.send_string(Signer(client_token() if token is None else token).sign("STATUS", time.time()))
         if not sock.poll(round(timeout * 1000)):
             raise IezError(f"the access controller at {server} did not answer within {timeout:g} s")
-        return json.loads(P.parse_reply(sock.recv_string()).fields[0])
+        header, *rows = sock.recv_multipart()
+        try:
+            n = P.status_rows(header.decode())
+        except UnicodeDecodeError:
+            raise P.AccessError("EPROTO", "the STATUS header is not UTF-8") from None
+        if n != len(rows):
+            raise P.AccessError("EPROTO", f"STATUS announced {n} rows and sent {len(rows)}")
+        return P.parse_status(rows)
     finally:
         sock.close(0)
 
@@ -155,7 +194,9 @@ def cmd_status(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    st = fetch_status(args.server, _seconds(args.timeout))
+    from iez.access.auth import client_token
+
+    st = fetch_status(args.server, _seconds(args.timeout), client_token(args.token_file))
     if args.json:
         print(json.dumps(st, indent=1))
         return 0
@@ -188,7 +229,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     osts = parse_osts(args.osts) if args.osts else (osts_of_plan(args.plan) if args.plan else None)
     appid = args.appid or f"{os.environ.get('IEZ_RUN') or os.environ.get('SLURM_JOB_ID') or f'pid{os.getpid()}'}:" \
                           f"{Path(cmd[0]).name}"
-    client = AccessClient(args.server, appid, mode="coarse", osts=osts, down_wait=args.down_wait)
+    from iez.access.auth import client_token
+
+    client = AccessClient(args.server, appid, mode="coarse", osts=osts, down_wait=args.down_wait,
+                          token=client_token(args.token_file))
     try:
         client.io_begin(args.phase, expect=args.expect)
         try:
@@ -201,11 +245,14 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_tbf(args: argparse.Namespace) -> int:
     from iez.access import tbf
+    from iez.access.auth import client_token
 
     rate = tbf.DEFAULT_RATE if args.rate is None else args.rate
     if not 1 <= rate <= tbf.MAX_RATE:
         raise ConfigError(f"--rate must be 1..{tbf.MAX_RATE} RPC/s")
     timeout = _seconds(args.timeout)
+    every = _seconds(args.follow) if args.follow else 0.0
+    token = client_token(args.token_file)
     if args.apply:
         current = _lustre_rules(args.param, args.enable)
     else:
@@ -213,19 +260,39 @@ def cmd_tbf(args: argparse.Namespace) -> int:
         for c in tbf.enable_commands(args.param):
             print(tbf.shell(c) if args.enable else f"# if TBF by JobID is not active yet: {tbf.shell(c)}")
     while True:
-        want, skipped = tbf.desired_rules(fetch_status(args.server, timeout), rate)
-        for s in skipped:
-            print(f"iez access tbf: skipped {s}", file=sys.stderr)
-        for c in tbf.render(current, want, args.param):
-            print(tbf.shell(c), flush=True)
+        try:
+            current = _tbf_round(args, rate, timeout, token, current)
+        except IezError as e:
+            if not args.follow:
+                raise
+            # Following is enforcement: one bad round (controller restarting, an lctl hiccup) is
+            # logged and the next round tries again, from the rules the OSS really has.
+            print(f"iez access tbf: {e}; again in {every:g} s", file=sys.stderr, flush=True)
             if args.apply:
-                r = subprocess.run(c, capture_output=True, text=True)
-                if r.returncode:
-                    raise IezError(f"{tbf.shell(c)} failed: {(r.stderr or r.stdout).strip()[:200]}")
-        current = want
+                try:
+                    current = _lustre_rules(args.param, False)
+                except IezError:
+                    pass
         if not args.follow:
             return 0
-        time.sleep(_seconds(args.follow))
+        time.sleep(every)
+
+
+def _tbf_round(args: argparse.Namespace, rate: int, timeout: float, token: str, current: dict) -> dict:
+    """One round of `iez access tbf`: fetch the decisions, print (and apply) the difference; the
+    rules in force afterwards."""
+    from iez.access import tbf
+
+    want, skipped = tbf.desired_rules(fetch_status(args.server, timeout, token), rate)
+    for s in skipped:
+        print(f"iez access tbf: skipped {s}", file=sys.stderr)
+    for c in tbf.render(current, want, args.param):
+        print(tbf.shell(c), flush=True)
+        if args.apply:
+            r = subprocess.run(c, capture_output=True, text=True)
+            if r.returncode:
+                raise IezError(f"{tbf.shell(c)} failed: {(r.stderr or r.stdout).strip()[:200]}")
+    return want
 
 
 def _lustre_rules(param: str, enable: bool) -> dict:
