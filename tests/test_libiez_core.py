@@ -11,10 +11,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import BUILD, VECTORS
+from conftest import BUILD, VECTORS, fuzz_settings
 from iez import plan as P
 from iez.errors import ConfigError
 from iez.layout import lum
@@ -158,7 +158,8 @@ def mutated_plans(draw) -> bytes:
     return bytes(data)
 
 
-@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@pytest.mark.fuzz
+@fuzz_settings(250)
 @given(text=mutated_plans())
 def test_fuzz_plan_parser(tmp_path_factory, text):
     """Under AddressSanitizer and UBSan, the C parser never crashes, and accepts exactly what

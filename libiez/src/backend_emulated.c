@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/xattr.h>
@@ -62,21 +63,25 @@ static int emulated_create(int dirfd, const char *path, const char *abs, mode_t 
     if (fd < 0)
         return -errno;
     char *got = malloc(REPLY_MAX);
-    char why[512];
-    int rc = got ? 0 : -1;
-    if (got && spec && iez_mds_alloc(iez_cfg.emu_run, abs, spec, speclen, got, REPLY_MAX, why, sizeof why)) {
-        /* as on Lustre, a layout that cannot be had leaves the file to the default one */
-        iez_log_once(IEZ_LOG_MDS, "planned layout of %s refused (%s): default layout", abs, why);
-        spec = NULL;
-    }
-    if (got && !spec && iez_mds_alloc(iez_cfg.emu_run, abs, "", 0, got, REPLY_MAX, why, sizeof why)) {
-        iez_log_once(IEZ_LOG_MDS, "%s: %s is created without a layout", why, abs);
-        rc = -1;
+    char why[512] = "out of memory", refused[512] = "";
+    int rc = got ? iez_mds_alloc(iez_cfg.emu_run, abs, spec ? spec : "", spec ? speclen : 0, got, REPLY_MAX, why,
+                                 sizeof why)
+                 : -2;
+    if (rc == -1 && spec) {
+        /* as on Lustre, a layout the MDS refuses leaves the file to the default one; an MDS that
+         * cannot be asked is not asked twice */
+        snprintf(refused, sizeof refused, "%s", why);
+        rc = iez_mds_alloc(iez_cfg.emu_run, abs, "", 0, got, REPLY_MAX, why, sizeof why);
     }
     if (rc == 0)
         store_layout(fd, abs, got, set);
     free(got);
     iez_sys_close(fd);
+    /* said once the file's descriptor is closed: writing the log may need the last one */
+    if (refused[0])
+        iez_log_once(IEZ_LOG_MDS, "planned layout of %s refused (%s): default layout", abs, refused);
+    if (rc)
+        iez_log_once(IEZ_LOG_MDS, "%s: %s is created without a layout", why, abs);
     return 0;
 }
 

@@ -103,12 +103,12 @@ int iez_mds_alloc(const char *rundir, const char *abs, const char *spec, size_t 
     size_t alen = strlen(abs);
     if (strpbrk(abs, "\t\n") || memchr(spec, '\t', speclen) || memchr(spec, '\n', speclen)) {
         snprintf(why, whylen, "the path holds a tab or a newline");
-        return -1;
+        return -2;
     }
     char *req = malloc(alen + speclen + 16);
     if (!req) {
         snprintf(why, whylen, "out of memory");
-        return -1;
+        return -2;
     }
     int n = sprintf(req, "ALLOC\t%s\t", abs);
     memcpy(req + n, spec, speclen);
@@ -122,12 +122,13 @@ int iez_mds_alloc(const char *rundir, const char *abs, const char *spec, size_t 
     deadline.tv_nsec += (long)wait_ms * 1000000L;
     deadline.tv_sec += deadline.tv_nsec / 1000000000L;
     deadline.tv_nsec %= 1000000000L;
-    int rc = -1;
+    int rc = -2;
     int s = dial(rundir, &deadline);
     if (s < 0) {
         if (errno == ETIMEDOUT) /* its listen backlog stayed full */
             __atomic_store_n(&slow, 1, __ATOMIC_RELAXED);
-        snprintf(why, whylen, "cannot reach the emulated MDS at %s/mds.sock: %s", rundir, strerror(errno));
+        snprintf(why, whylen, "cannot reach the emulated MDS at %s/mds.sock: %s%s", rundir,
+                 errno == EMFILE || errno == ENFILE ? "no free descriptor, " : "", strerror(errno));
     } else if (exchange(s, req, (size_t)n + speclen + 1, out, cap, &deadline)) {
         if (errno == ETIMEDOUT)
             __atomic_store_n(&slow, 1, __ATOMIC_RELAXED);
@@ -138,6 +139,7 @@ int iez_mds_alloc(const char *rundir, const char *abs, const char *spec, size_t 
             memmove(out, out + 3, strlen(out + 3) + 1);
             rc = 0;
         } else {
+            rc = -1;
             /* ERR<TAB>ENOSPC<TAB>message */
             char *tab = strchr(out, '\t');
             snprintf(why, whylen, "the emulated MDS says %s", tab ? tab + 1 : out);

@@ -13,7 +13,9 @@
 
 /* ALLOC: the layout the MDS of the cluster whose run directory is rundir (DIR/run) gives the
  * new file abs for the request spec ("": the default). 0 with the resolved layout in out (plan
- * grammar); -1 with the reason in why. Never waits longer than IEZ_MDS_TIMEOUT_MS. */
+ * grammar); with the reason in why, -1 when the MDS refused the request, -2 when it could not
+ * be asked or did not answer (no descriptor, no socket, a timeout). Never waits longer than
+ * IEZ_MDS_TIMEOUT_MS. */
 int iez_mds_alloc(const char *rundir, const char *abs, const char *spec, size_t speclen, char *out, size_t cap,
                   char *why, size_t whylen);
 

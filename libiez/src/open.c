@@ -51,10 +51,11 @@ void iez_open_begin(struct iez_open *op, int dirfd, const char *path, int flags,
     int saved = errno;
     iez_init();
     op->creating = (flags & O_CREAT) && (flags & __O_TMPFILE) != __O_TMPFILE && !(flags & (O_DIRECTORY | O_PATH));
-    op->track = iez_tracing && !(flags & O_PATH) && (op->creating || (flags & O_ACCMODE) != O_RDONLY);
+    /* a vfork child shares the parent's memory, trace included: it places, but is not traced */
+    op->track = iez_tracing && !(flags & O_PATH) && (op->creating || (flags & O_ACCMODE) != O_RDONLY) && iez_owner();
     /* the emulated cluster's MDS sees every create, traced or placed (IEZ_MODE=off: nothing) */
     int place = op->creating && (iez_cfg.place || (iez_cfg.trace && iez_cfg.emu_fs_len));
-    if ((!op->track && !place) || !iez_owner())
+    if (!op->track && !place)
         goto out;
     int n = iez_absolute(dirfd, path, op->abs, sizeof op->abs);
     if (n < 0) {

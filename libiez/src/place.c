@@ -14,19 +14,24 @@
 
 static pthread_once_t plan_once = PTHREAD_ONCE_INIT;
 static struct iez_plan *plan;
-static int plan_rejected;
+static int plan_rejected, plan_ready;
+
+static struct iez_plan *read_plan(int *rejected)
+{
+    char err[600];
+    struct iez_plan *p = iez_plan_load(iez_cfg.plan, err, sizeof err);
+    *rejected = !p;
+    if (!p)
+        iez_log_once(IEZ_LOG_PLAN, "plan rejected, placing nothing from it: %s", err);
+    return p;
+}
 
 /* Loaded at the first create that needs it: processes that create nothing never pay for it. */
 static void load_plan(void)
 {
-    if (!iez_cfg.plan[0])
-        return;
-    char err[600];
-    plan = iez_plan_load(iez_cfg.plan, err, sizeof err);
-    if (!plan) {
-        plan_rejected = 1;
-        iez_log_once(IEZ_LOG_PLAN, "plan rejected, placing nothing from it: %s", err);
-    }
+    if (iez_cfg.plan[0])
+        plan = read_plan(&plan_rejected);
+    __atomic_store_n(&plan_ready, 1, __ATOMIC_RELEASE);
 }
 
 void iez_place(int dirfd, const char *path, const char *abs, size_t len, mode_t mode, int use_plan,
@@ -36,10 +41,21 @@ void iez_place(int dirfd, const char *path, const char *abs, size_t len, mode_t 
     const struct iez_backend *be = iez_backend_of_path(abs, len);
     if (be == &iez_backend_none || (!use_plan && be != &iez_backend_emulated))
         return;
-    if (use_plan)
+    /* A vfork child (shared memory) never waits on the plan's once: had it died inside, the
+     * parent would wait forever. Before the parent has the plan, the child reads its own. */
+    int owner = iez_owner(), rejected = 0;
+    struct iez_plan *own = NULL;
+    const struct iez_plan *p = NULL;
+    if (use_plan && owner)
         pthread_once(&plan_once, load_plan);
+    if (use_plan && __atomic_load_n(&plan_ready, __ATOMIC_ACQUIRE)) {
+        p = plan;
+        rejected = plan_rejected;
+    } else if (use_plan && iez_cfg.plan[0]) {
+        p = own = read_plan(&rejected);
+    }
     size_t speclen = 0;
-    const char *spec = use_plan && plan ? iez_plan_find(plan, abs, len, &speclen) : NULL;
+    const char *spec = p ? iez_plan_find(p, abs, len, &speclen) : NULL;
     int rc = be->create(dirfd, path, abs, mode, spec, speclen, &out->set);
     if (rc == -ENOTSUP) { /* Lustre places a file outside the plan itself: was it there already? */
         int saved = errno;
@@ -54,9 +70,11 @@ void iez_place(int dirfd, const char *path, const char *abs, size_t len, mode_t 
     } else if (rc != -EEXIST && rc != -ENOENT) {
         iez_log_once(IEZ_LOG_CREATE, "cannot create %s with its layout (%s): plain create", abs, strerror(-rc));
     }
-    /* seed 000 counts the files a run creates that the plan does not know */
-    if (use_plan && (plan || plan_rejected) && !out->exists) {
-        out->plan = !plan ? IEZ_PLAN_NONE : spec ? IEZ_PLAN_HIT : IEZ_PLAN_MISS;
-        iez_trace_plan_count(out->plan, plan ? iez_plan_size(plan) : 0, plan_rejected);
+    /* seed 000 counts the files a run creates that the plan does not know (a vfork child has no
+     * trace of its own) */
+    if (use_plan && (p || rejected) && !out->exists && owner) {
+        out->plan = !p ? IEZ_PLAN_NONE : spec ? IEZ_PLAN_HIT : IEZ_PLAN_MISS;
+        iez_trace_plan_count(out->plan, p ? iez_plan_size(p) : 0, rejected);
     }
+    iez_plan_free(own);
 }
