@@ -374,7 +374,7 @@ def test_levels_follow_the_mode(controllers, tmp_path):
 
 
 # -- the command line -----------------------------------------------------------------------------
-def test_cli_status_tbf_and_refusals(controllers, iez_cmd, tmp_path):
+def test_cli_status_tbf_and_refusals(controllers, iez_cmd, tmp_path, site_token):
     c = controllers()
     a = AccessClient(c.zmq, "4242:hold")
     b = AccessClient(c.zmq, "4343:wait")
@@ -396,10 +396,11 @@ def test_cli_status_tbf_and_refusals(controllers, iez_cmd, tmp_path):
     for bad, msg in ((["--policy", "lottery"], "unknown access policy"), (["--heartbeat", "0"], "--heartbeat"),
                      (["--priority", "alice=3"], "expected app:GLOB=N"), (["--bind", "tcp://nowhere:x"], "cannot bind")):
         r = subprocess.run(iez_cmd + ["access", "serve", "--state", str(tmp_path / "other.db"), *bad],
-                           capture_output=True, text=True, timeout=30)
+                           capture_output=True, text=True, timeout=30, env=dict(os.environ, IEZ_SITE_TOKEN=site_token))
         assert r.returncode == 2 and msg in r.stderr and len(r.stderr.splitlines()) == 1, r.stderr
     r = subprocess.run(iez_cmd + ["access", "serve", "--state", str(tmp_path / "state.db"), "--bind",
-                                  "tcp://127.0.0.1:*", "--line", "none"], capture_output=True, text=True, timeout=30)
+                                  "tcp://127.0.0.1:*", "--line", "none"], capture_output=True, text=True, timeout=30,
+                       env=dict(os.environ, IEZ_SITE_TOKEN=site_token))
     assert r.returncode == 2 and "another access controller" in r.stderr
     r = subprocess.run(iez_cmd + ["access", "status", "--server", "tcp://127.0.0.1:9", "--timeout", "0.3"],
                        capture_output=True, text=True, timeout=30)
@@ -432,30 +433,34 @@ def test_ost_aware_takes_ost_sets_from_the_planned_placements(controllers, tmp_p
         cl.close()
 
 
-def test_malformed_input_on_both_transports_gets_one_line_errors(controllers):
+def test_malformed_input_on_both_transports_gets_one_line_errors(controllers, site_token):
     import socket
 
     import zmq
 
+    from iez.access.auth import Signer
+
     c = controllers()
     host, port = c.line_addr.rsplit(":", 1)
+    signer = Signer(site_token)  # correctly signed garbage: the parser behind the signature answers
     with socket.create_connection((host, int(port))) as s:
         f = s.makefile("rb")
-        s.sendall(b"\xff\xfe\n")
+        s.sendall(signer.sign_bytes(b"\xff\xfe", time.time()) + b"\n")
         assert f.readline().startswith(b"ERR\tEPROTO\tthe request is not UTF-8")
-        s.sendall(b"ACQUIRE\tonly-one-field\r\n")
+        s.sendall(signer.sign_bytes(b"ACQUIRE\tonly-one-field", time.time()) + b"\r\n")
         assert f.readline().startswith(b"ERR\tEPROTO\tACQUIRE takes 3 fields")
         s.sendall(b"X" * 5000)  # no newline in sight: refused, and the connection closed
-        assert f.readline().startswith(b"ERR\tEPROTO\tline longer than 4096")
+        assert f.readline().startswith(b"ERR\tEPROTO\tline longer than 4214")
         assert f.readline() == b""
     sock = zmq.Context.instance().socket(zmq.REQ)
     sock.setsockopt(zmq.LINGER, 0)
     sock.connect(c.zmq)
     for bad in (b"", b"\x00\x01", "STATUS\textra".encode(), "RELEASE\ta:b\t" .encode() + b"0" * 32 + b"\tNaN"):
-        sock.send(bad)
-        assert sock.poll(5000)
-        reply = sock.recv().decode()
-        assert reply.startswith("ERR\t") and "\n" not in reply
-    sock.send(b"HELLO")
+        for line in (bad, signer.sign_bytes(bad, time.time())):
+            sock.send(line)
+            assert sock.poll(5000)
+            reply = sock.recv().decode()
+            assert reply.startswith("ERR\t") and "\n" not in reply
+    sock.send(signer.sign_bytes(b"HELLO", time.time()))
     assert sock.recv().startswith(b"OK\tiocop/1")
     sock.close()

@@ -62,11 +62,14 @@ class Signer:
     seq: int = 0
 
     def sign(self, line: str, now: float) -> str:
+        return self.sign_bytes(line.encode(), now).decode()
+
+    def sign_bytes(self, line: bytes, now: float) -> bytes:
         if not self.token:
             return line
         self.seq += 1
-        rest = f"{round(now * 1000)}\t{self.session}\t{self.seq}\t{line}".encode()
-        return (mac(self.token.encode(), rest) + b"\t" + rest).decode()
+        rest = f"{round(now * 1000)}\t{self.session}\t{self.seq}\t".encode() + line
+        return mac(self.token.encode(), rest) + b"\t" + rest
 
 
 class Verifier:
