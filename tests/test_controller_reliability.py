@@ -205,7 +205,7 @@ BAD = [  # (method, path, token, body or raw bytes, expected status)
 
 def test_malformed_and_unauthenticated_requests_are_refused_and_write_nothing(stack):
     stack.start_collectors()
-    stack.start_controller("--no-gate", "--max-body", "300000")
+    stack.start_controller("--no-gate", "--max-requests-body", "300000")
     before = table_rows(stack.db)
     with httpx.Client(base_url=stack.url, timeout=30) as http:
         for method, path, token, body, status in BAD:

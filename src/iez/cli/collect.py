@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Callable
 
 from iez.cli import subgroup
-from iez.errors import ConfigError
+from iez.errors import ConfigError, IezError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -40,7 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                          help="the controller's statistics address, e.g. tcp://mds0:5556")
         out.add_argument("--print", action="store_true", help="collect once and print the message as JSON")
         p.add_argument("--interval", type=float, default=60.0, metavar="S",
-                       help="seconds between rounds (default 60, as in seed 000)")
+                       help="seconds between rounds, 0.1..3600 (default 60, as in seed 000)")
         p.add_argument("--proc", default="/proc", metavar="DIR",
                        help="where loadavg and meminfo are read (default /proc)")
         p.add_argument("--token-file", metavar="FILE",
@@ -73,12 +73,14 @@ def tree_source(args: argparse.Namespace) -> Callable:
 
 def cmd_collect(args: argparse.Namespace) -> int:
     from iez.collect.collectors import collectors_for
-    from iez.collect.message import check_host_id
+    from iez.collect.message import check_host_id, check_interval
     from iez.collect.publisher import Publisher
     from iez.controller.auth import read_token
 
-    if not args.interval > 0:
-        raise ConfigError(f"--interval {args.interval}: give a positive number of seconds")
+    try:
+        check_interval(args.interval)
+    except IezError as e:
+        raise ConfigError(f"--{e}") from None
     check_host_id(args.id)
     source = tree_source(args)
     collectors = collectors_for(args.role, args.proc)

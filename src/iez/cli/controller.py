@@ -16,9 +16,19 @@ import logging
 from iez.errors import ConfigError
 
 
+def size_arg(text: str) -> int:
+    from iez.units import parse_size
+
+    try:
+        return parse_size(text)
+    except ConfigError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     from iez.cli.pipeline import reservation_ttl_option
     from iez.cli.trace_import import db_option
+    from iez.controller.view import MAX_CLOCK_SKEW
 
     p = sub.add_parser("controller", help="run the controller: global view, allocation, plans over HTTP",
                        description="Run the iez controller (docs/controller.md).")
@@ -46,7 +56,16 @@ def register(sub: argparse._SubParsersAction) -> None:
                       help="allocate only while the used memory fraction is below F (default 0.5)")
     gate.add_argument("--gate-proc", default="/proc", metavar="DIR", help="where loadavg and meminfo are read")
     gate.add_argument("--no-gate", action="store_true", help="allocate however busy the host is")
-    p.add_argument("--max-body", type=int, metavar="BYTES", help="largest upload accepted (default 64 MiB)")
+    limits = p.add_argument_group("limits (docs/controller.md, Limits)")
+    limits.add_argument("--max-trace-body", type=size_arg, metavar="SIZE",
+                        help="largest POST /apps/APP/traces body (default 64MiB; a million files is ~200MB)")
+    limits.add_argument("--max-requests-body", type=size_arg, metavar="SIZE",
+                        help="largest POST /apps/APP/requests body (default 64MiB)")
+    limits.add_argument("--max-other-body", type=size_arg, metavar="SIZE",
+                        help="largest body of any other request (default 64KiB)")
+    limits.add_argument("--max-clock-skew", type=float, default=MAX_CLOCK_SKEW, metavar="S",
+                        help=f"refuse collector statistics stamped more than S seconds ahead of this host's clock "
+                             f"(default {MAX_CLOCK_SKEW:g})")
     p.add_argument("--tls-cert", metavar="PEM", help="serve HTTPS with this certificate (and --tls-key)")
     p.add_argument("--tls-key", metavar="PEM")
     p.set_defaults(func=cmd_controller)
@@ -62,6 +81,7 @@ def parse_listen(text: str) -> tuple[str, int]:
 def cmd_controller(args: argparse.Namespace) -> int:
     from iez.alloc.gate import GateLimits
     from iez.cluster import load_cluster, make_cluster
+    from iez.controller.api import BodyCaps
     from iez.controller.auth import Tokens, read_token
     from iez.controller.server import serve
     from iez.cli.pipeline import reservation_ttl
@@ -72,6 +92,8 @@ def cmd_controller(args: argparse.Namespace) -> int:
         raise ConfigError("give both --tls-cert and --tls-key")
     if args.stale_after < 0:
         raise ConfigError("--stale-after must be >= 0 seconds")
+    if not args.max_clock_skew >= 0:
+        raise ConfigError("--max-clock-skew must be >= 0 seconds")
     tokens = Tokens(read_token(args.site_token_file, "IEZ_SITE_TOKEN", "site", "--site-token-file"),
                     read_token(args.admin_token_file, "IEZ_ADMIN_TOKEN", "admin", "--admin-token-file"))
     if args.emulated:
@@ -85,9 +107,11 @@ def cmd_controller(args: argparse.Namespace) -> int:
     settings = Settings(cluster=cluster, db_url=args.db, policy=args.policy, capacity_weight=args.capacity_weight,
                         stale_after=args.stale_after, gate=None if args.no_gate else GateLimits(args.max_cpu, args.max_mem),
                         gate_proc=args.gate_proc, site_key=tokens.site,
-                        reservation_ttl=reservation_ttl(args))
+                        reservation_ttl=reservation_ttl(args), max_clock_skew=args.max_clock_skew)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     controller = Controller(settings)
-    serve(controller, tokens, host, port, args.stats, uploads=args.uploads, max_body=args.max_body,
+    serve(controller, tokens, host, port, args.stats, uploads=args.uploads,
+          caps=BodyCaps(**{k: v for k, v in (("trace", args.max_trace_body), ("requests", args.max_requests_body),
+                                             ("other", args.max_other_body)) if v is not None}),
           tls_cert=args.tls_cert, tls_key=args.tls_key)
     return 0

@@ -40,6 +40,9 @@ SCHEMA = "iez.stats"
 VERSION = 1
 ROLES = ("oss", "mds")
 MAX_BYTES = 4 << 20  # a message larger than this is refused (an OSS has at most a few hundred OSTs)
+# Seconds between rounds. Bounded because the controller trusts a report for a few of its
+# intervals: a huge one would keep a dead OSS fresh (seed 000 uses 60 s).
+MIN_INTERVAL, MAX_INTERVAL = 0.1, 3600.0
 MAX_ERRORS = 100  # errors carried per message; the rest are counted
 MAX_ERROR_LEN = 300
 _OST_NAME = re.compile(r"[A-Za-z0-9_-]{1,8}-OST[0-9a-fA-F]{4}")  # as ost_name() prints it
@@ -138,7 +141,7 @@ def from_json(doc: Any) -> StatsMessage:
         role=role, id=ident, hostname=hostname,
         seq=_int(doc.get("seq"), "seq", 0, 1 << 62),
         time=_number(doc.get("time"), "time"),
-        interval=_number(doc.get("interval"), "interval", positive=True),
+        interval=check_interval(doc.get("interval")),
         osts={_target(name): _ost(name, r) for name, r in osts.items()},
         ost_states={_target(name): _state(name, s) for name, s in states.items()},
         load=_load(doc.get("load")),
@@ -153,16 +156,22 @@ def check_host_id(ident: Any) -> str:
     return ident
 
 
+def check_interval(v: Any) -> float:
+    """Seconds between a collector's rounds, within MIN_INTERVAL..MAX_INTERVAL."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not MIN_INTERVAL <= v <= MAX_INTERVAL:
+        raise MessageError(f"interval: expected {MIN_INTERVAL:g}..{MAX_INTERVAL:g} seconds, got {v!r}")
+    return float(v)
+
+
 def _int(v: Any, what: str, lo: int, hi: int) -> int:
     if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
         raise MessageError(f"{what}: expected an integer {lo}..{hi}, got {v!r}")
     return v
 
 
-def _number(v: Any, what: str, positive: bool = False) -> float:
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0 \
-            or (positive and v == 0):
-        raise MessageError(f"{what}: expected a finite number {'> 0' if positive else '>= 0'}, got {v!r}")
+def _number(v: Any, what: str) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+        raise MessageError(f"{what}: expected a finite number >= 0, got {v!r}")
     return float(v)
 
 

@@ -21,7 +21,7 @@ from typing import Callable
 import zmq
 
 from iez.collect.collectors import Collector, run_round
-from iez.collect.message import StatsMessage, encode
+from iez.collect.message import StatsMessage, check_interval, encode
 from iez.errors import IezError
 from iez.lustre.params import ParamTree
 
@@ -30,13 +30,13 @@ log = logging.getLogger("iez.collect")
 DEFAULT_INTERVAL = 60.0  # seconds, as in seed 000 §III-B1
 MIN_REPUBLISH = 1.0  # at most one extra round per second when subscribers (re)join
 SNDHWM = 16  # messages queued per subscriber; older rounds are worthless once a new one exists
+MAX_SUBSCRIPTION = 256  # bytes; a subscription frame is one byte and the topic
 
 
 class Publisher:
     def __init__(self, role: str, ident: str, collectors: list[Collector], tree: Callable[[], ParamTree],
                  token: str, interval: float = DEFAULT_INTERVAL) -> None:
-        if not interval > 0:
-            raise IezError(f"interval {interval} must be a positive number of seconds")
+        check_interval(interval)
         self.role, self.id = role, ident
         self.collectors = collectors
         self.tree = tree  # a fresh tree each round: lctl and dumps are read again, errors start empty
@@ -73,6 +73,9 @@ class Publisher:
         sock.setsockopt(zmq.LINGER, 0)
         sock.setsockopt(zmq.SNDHWM, SNDHWM)
         sock.setsockopt(zmq.XPUB_VERBOSE, 1)  # every subscriber's subscription, not only the first
+        # It receives subscriptions only (a byte and the topic): libzmq drops a peer sending more
+        # before it allocates the frame, whoever answers on the endpoint.
+        sock.setsockopt(zmq.MAXMSGSIZE, MAX_SUBSCRIPTION)
         try:
             sock.connect(endpoint)
         except zmq.ZMQError as e:

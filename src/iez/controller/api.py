@@ -4,7 +4,8 @@ at /docs); docs/controller.md describes every route.
 Every request but /health needs `Authorization: Bearer TOKEN`: the site token (collectors and
 clients) or the admin token. Uploads need the role the controller was started with
 (`--uploads site`, the default, lets jobs upload their own traces; `--uploads admin` reserves
-them for the admin token); re-placing a run always needs the admin token. Every input is
+them for the admin token); re-placing a run always needs the admin token. The token and the
+route's body cap (`BodyCaps`) are checked by `Guard` before any body is read. Every input is
 validated before anything is written: a bad one gets a 4xx with a one-line `detail`, and the
 database is left as it was.
 """
@@ -12,6 +13,7 @@ database is left as it was.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Annotated, Any, Callable, Literal
 
 from fastapi import Depends, FastAPI, Path as PathParam, Request as HttpRequest
@@ -19,6 +21,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator, model_validator
+from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from iez import __version__
@@ -33,8 +36,9 @@ from iez.request import Request
 from iez.trace.ingest import API_LEVEL
 from iez.units import parse_size
 
-MAX_BODY = 64 << 20  # bytes; a trace of a million files is about 200 MB: raise --max-body for those
 MAX_PATH = 4096  # PATH_MAX
+UNAUTHORIZED = "missing or unknown token (send Authorization: Bearer TOKEN)"
+FORBIDDEN = "this needs the admin token"
 RETRY_AFTER = "2"
 
 
@@ -152,59 +156,98 @@ def _detail(code: int, detail: str, **extra: Any) -> JSONResponse:
     return JSONResponse({"detail": detail, **extra}, status_code=code, headers=headers)
 
 
-class BodyLimit:
-    """Refuse request bodies over `limit` bytes (413) before the application reads them."""
+@dataclass(frozen=True)
+class BodyCaps:
+    """The largest request body each route accepts, in bytes (controller options --max-*-body)."""
 
-    def __init__(self, app: ASGIApp, limit: int) -> None:
-        self.app, self.limit = app, limit
+    trace: int = 64 << 20  # POST /apps/APP/traces; a trace of a million files is about 200 MB
+    requests: int = 64 << 20  # POST /apps/APP/requests
+    other: int = 64 << 10  # everything else (the admin's allocate options are a few bytes)
+
+    def of(self, route_name: str | None) -> int:
+        return {"upload_trace": self.trace, "upload_requests": self.requests}.get(route_name or "", self.other)
+
+
+class _TooLarge(Exception):
+    """Raised into the application's body read once the cap is passed (the 413 is already sent)."""
+
+
+class Guard:
+    """Authentication, then the route's body cap, before anything reads or parses the body.
+
+    FastAPI reads and parses a JSON body before it runs a route's dependencies, so a token
+    checked there comes too late: a 60 MiB body cost 700 MiB before its missing token was seen.
+    This ASGI middleware runs first: an unknown token gets 401 and the body is never read (uvicorn
+    discards it as it arrives); a declared Content-Length over the cap gets 413 at once; a chunked
+    body is counted as it arrives and cut at the cap with 413. The role a route needs is the one
+    its `need(role)` dependency declares; routes in `public` need no token."""
+
+    def __init__(self, app: ASGIApp, router: Any, tokens: Tokens, caps: BodyCaps, public: frozenset[str]) -> None:
+        self.app, self.router, self.tokens, self.caps, self.public = app, router, tokens, caps, public
+
+    def _route(self, scope: Scope) -> Any:
+        for route in self.router.routes:
+            if route.matches(scope)[0] is Match.FULL:
+                return route
+        return None  # FastAPI answers 404 or 405, after the checks below
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        declared = dict(scope.get("headers", [])).get(b"content-length")
-        if declared is not None and (not declared.isdigit() or int(declared) > self.limit):
-            return await _detail(413, f"request body over {self.limit} bytes")(scope, receive, send)
-        chunks, size = [], 0
-        while True:
+        route = self._route(scope)
+        headers = dict(scope.get("headers", []))
+        if scope["path"] not in self.public:
+            needed = next((d.dependency.role for d in getattr(route, "dependencies", ())
+                           if hasattr(d.dependency, "role")), SITE)
+            scheme, _, token = headers.get(b"authorization", b"").decode("latin-1").partition(" ")
+            got = self.tokens.role(token.strip() if scheme.lower() == "bearer" else None)
+            if got is None:
+                return await _detail(401, UNAUTHORIZED)(scope, receive, send)
+            if needed == ADMIN and got != ADMIN:
+                return await _detail(403, FORBIDDEN)(scope, receive, send)
+        cap = self.caps.of(getattr(route, "name", None))
+        declared = headers.get(b"content-length")
+        if declared is not None and (not declared.isdigit() or int(declared) > cap):
+            return await _detail(413, f"request body over {cap} bytes")(scope, receive, send)
+        size, answered = 0, False
+
+        async def counted() -> Message:
+            nonlocal size, answered
             msg = await receive()
-            if msg["type"] == "http.disconnect":
-                return
-            chunks.append(msg.get("body", b""))
-            size += len(chunks[-1])
-            if size > self.limit:
-                return await _detail(413, f"request body over {self.limit} bytes")(scope, receive, send)
-            if not msg.get("more_body"):
-                break
-        body = b"".join(chunks)
-        sent = False
+            size += len(msg.get("body", b""))
+            if size > cap and not answered:
+                answered = True
+                await _detail(413, f"request body over {cap} bytes")(scope, receive, send)
+                raise _TooLarge()
+            return msg
 
-        async def replay() -> Message:
-            nonlocal sent
-            if sent:
-                return await receive()
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
+        async def unless_answered(msg: Message) -> None:
+            if not answered:  # the application's own reply to the cut body is dropped
+                await send(msg)
 
-        await self.app(scope, replay, send)
+        try:
+            await self.app(scope, counted, unless_answered)
+        except _TooLarge:
+            pass
 
 
-def create_app(controller: Controller, tokens: Tokens, uploads: str = SITE, max_body: int = MAX_BODY) -> FastAPI:
+def create_app(controller: Controller, tokens: Tokens, uploads: str = SITE, caps: BodyCaps = BodyCaps()) -> FastAPI:
     if uploads not in (SITE, ADMIN):
         raise ValueError(uploads)
     app = FastAPI(title="iez controller", version=__version__,
                   description="Plans, uploads and the global view of an iez-managed Lustre file system "
                               "(docs/controller.md).")
-    app.add_middleware(BodyLimit, limit=max_body)
+    public = frozenset(u for u in ("/health", app.openapi_url, app.docs_url, app.redoc_url,
+                                   app.swagger_ui_oauth2_redirect_url) if u)
+    app.add_middleware(Guard, router=app.router, tokens=tokens, caps=caps, public=public)
     bearer = HTTPBearer(auto_error=False)
 
     def need(role: str) -> Callable:
-        def check(creds: HTTPAuthorizationCredentials | None = Depends(bearer)) -> str:
-            got = tokens.role(creds.credentials if creds else None)
-            if got is None:
-                raise _Unauthorized()
-            if role == ADMIN and got != ADMIN:
-                raise _Forbidden()
-            return got
+        """The role a route needs. Guard enforces it before the body is read; this dependency
+        declares it (Guard reads `.role`) and puts the bearer scheme in the OpenAPI spec."""
+        def check(_: HTTPAuthorizationCredentials | None = Depends(bearer)) -> None:
+            return None
+        check.role = role  # type: ignore[attr-defined]
         return check
 
     read, upload, admin = Depends(need(SITE)), Depends(need(uploads)), Depends(need(ADMIN))
@@ -216,13 +259,15 @@ def create_app(controller: Controller, tokens: Tokens, uploads: str = SITE, max_
         first = errs[0] if errs else {"loc": [], "msg": "invalid request"}
         return _detail(422, f"{'.'.join(first['loc'][1:]) or 'body'}: {first['msg']}", errors=errs)
 
-    for exc, status in ((_Unauthorized, 401), (_Forbidden, 403), (NotFound, 404), (Conflict, 409),
+    for exc, status in ((NotFound, 404), (Conflict, 409),
                         (Invalid, 422), (HeldBack, 503), (DatabaseError, 503), (IezError, 422)):
         app.add_exception_handler(exc, lambda _r, e, status=status: _detail(status, str(e)))
 
-    @app.get("/health", tags=["service"], summary="liveness (no token needed)")
-    def health() -> dict[str, Any]:
-        return controller.health()
+    @app.get("/health", tags=["service"], summary="liveness and the worker's state (no token needed)",
+             responses={"503": {"description": "the worker is dead: nothing will be planned until a restart"}})
+    def health() -> Any:
+        h = controller.health()
+        return JSONResponse(h, status_code=503) if h["status"] == "failed" else h
 
     @app.get("/cluster", tags=["service"], summary="the global view: every OST and OSS, with ages", dependencies=[read])
     def cluster() -> dict[str, Any]:
@@ -292,13 +337,3 @@ def create_app(controller: Controller, tokens: Tokens, uploads: str = SITE, max_
         return controller.release(check_app(app))
 
     return app
-
-
-class _Unauthorized(IezError):
-    def __init__(self) -> None:
-        super().__init__("missing or unknown token (send Authorization: Bearer TOKEN)")
-
-
-class _Forbidden(IezError):
-    def __init__(self) -> None:
-        super().__init__("this needs the admin token")

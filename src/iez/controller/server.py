@@ -4,8 +4,10 @@
     clients ──HTTP──► uvicorn ──► api routes ──► Controller (uploads, plans) ──► database
                                               worker thread ──► predict / allocate ──► database
 
-SIGTERM and SIGINT stop it cleanly (uvicorn handles them); SIGKILL loses nothing that was
-acknowledged, since every upload and plan is committed before its reply.
+SIGTERM and SIGINT stop it within a few seconds (uvicorn handles them; open requests get
+`SHUTDOWN_GRACE` s, the worker as long): a run the worker was still planning is not waited for,
+its plan was never committed, and the next start plans it again from the database. SIGKILL loses
+nothing that was acknowledged either, since every upload and plan is committed before its reply.
 """
 
 from __future__ import annotations
@@ -18,11 +20,14 @@ import time
 import zmq
 
 from iez.collect.message import MAX_BYTES, TOPIC
+from iez.controller.api import BodyCaps
 from iez.controller.auth import Tokens
 from iez.controller.service import Controller
 from iez.errors import IezError
 
 log = logging.getLogger("iez.controller")
+
+SHUTDOWN_GRACE = 2.0  # seconds open requests and the worker get after SIGTERM
 
 
 def bind_stats(endpoint: str) -> zmq.Socket:
@@ -56,18 +61,18 @@ def subscribe(controller: Controller, sock: zmq.Socket, stop: threading.Event) -
 
 
 def serve(controller: Controller, tokens: Tokens, host: str, port: int, stats: str, *, uploads: str = "site",
-          max_body: int | None = None, tls_cert: str | None = None, tls_key: str | None = None) -> None:
+          caps: BodyCaps = BodyCaps(), tls_cert: str | None = None, tls_key: str | None = None) -> None:
     import uvicorn
 
-    from iez.controller.api import MAX_BODY, create_app
+    from iez.controller.api import create_app
 
-    app = create_app(controller, tokens, uploads, max_body or MAX_BODY)
+    app = create_app(controller, tokens, uploads, caps)
     stop = threading.Event()
     sub = threading.Thread(target=subscribe, args=(controller, bind_stats(stats), stop), name="iez-sub", daemon=True)
     sub.start()
     controller.start()
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False,
-                            ssl_certfile=tls_cert, ssl_keyfile=tls_key, timeout_graceful_shutdown=10)
+                            ssl_certfile=tls_cert, ssl_keyfile=tls_key, timeout_graceful_shutdown=SHUTDOWN_GRACE)
     server = uvicorn.Server(config)
     log.info("controller of %s: HTTP on %s:%d, statistics on %s, policy %s", controller.cluster.fsname, host, port,
              stats, controller.policy.name)
@@ -81,7 +86,7 @@ def serve(controller: Controller, tokens: Tokens, host: str, port: int, stats: s
         pass
     finally:
         stop.set()
-        sub.join(timeout=5)
-        controller.close()
+        sub.join(timeout=SHUTDOWN_GRACE)
+        controller.close(SHUTDOWN_GRACE)
     if not server.started:
         raise IezError(f"the HTTP server could not listen on {host}:{port} (in use, or not an address of this host)")

@@ -22,7 +22,7 @@ from iez.cluster import Cluster
 from iez.collect.message import MessageError, decode
 from iez.controller import store
 from iez.controller.metrics import Family, Histogram, render
-from iez.controller.view import GlobalView
+from iez.controller.view import MAX_CLOCK_SKEW, GlobalView
 from iez.db.database import RESERVATION_TTL
 from iez.db.errors import DatabaseError
 from iez.errors import AllocationError, IezError
@@ -61,6 +61,7 @@ class Settings:
     gate_proc: str = "/proc"  # where the gate reads loadavg and meminfo
     site_key: str = ""  # the site token: collectors' messages are signed with it
     reservation_ttl: float = RESERVATION_TTL  # seconds a planned, unrun run reserves its space; 0: until it runs
+    max_clock_skew: float = MAX_CLOCK_SKEW  # seconds a collector's message may be stamped ahead of ours
 
 
 @dataclass(frozen=True)
@@ -83,7 +84,7 @@ class Controller:
         given = {"capacity_weight": settings.capacity_weight}
         self.options = AllocOptions(**{k: v for k, v in given.items() if v is not None})
         self.db = Database(settings.db_url)
-        self.view = GlobalView(self.cluster, settings.stale_after)
+        self.view = GlobalView(self.cluster, settings.stale_after, settings.max_clock_skew)
         self.lock = threading.Lock()  # the view and the counters
         self.alloc_lock = threading.Lock()  # one allocation at a time: each sees the others' reservations
         self.wake = threading.Event()
@@ -96,6 +97,7 @@ class Controller:
         self.messages = {"accepted": 0, "rejected": 0}
         self._issues: dict[str, str] = {}
         self._thread: threading.Thread | None = None
+        self.last_error: str | None = None  # the worker's newest error, for /health
 
     # -- lifetime ------------------------------------------------------------------------------
 
@@ -103,11 +105,19 @@ class Controller:
         self._thread = threading.Thread(target=self._work_loop, name="iez-worker", daemon=True)
         self._thread.start()
 
-    def close(self) -> None:
+    def worker_alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def close(self, grace: float = 30.0) -> None:
+        """Stop the worker, waiting at most `grace` seconds. A run it is still placing then is
+        abandoned uncommitted: the database still says it is to do, so the next start does it."""
         self.stop.set()
         self.wake.set()
         if self._thread is not None:
-            self._thread.join(timeout=30)
+            self._thread.join(timeout=grace)
+            if self._thread.is_alive():
+                log.warning("stopped in the middle of planning: the run is planned again at the next start")
+                return  # its connection is still in use; the process exit rolls its transaction back
         self.db.close()
 
     # -- statistics ----------------------------------------------------------------------------
@@ -234,9 +244,12 @@ class Controller:
             db = "ok"
         except DatabaseError as e:
             pending, db = None, str(e)
-        return {"status": "ok" if db == "ok" else "degraded", "database": db, "pending": pending,
-                "waiting": sorted(set(self.held.values())) or None, "fresh_osts": len(snap.snapshot.osts),
-                "stale_osts": sorted(snap.stale)}
+        alive = self.worker_alive()
+        return {"status": "failed" if not alive else "ok" if db == "ok" else "degraded", "database": db,
+                "pending": pending, "waiting": sorted(set(self.held.values())) or None,
+                "worker": {"alive": alive, "last_error": self.last_error, "queue": pending,
+                           "failed": len(self.failed)},
+                "fresh_osts": len(snap.snapshot.osts), "stale_osts": sorted(snap.stale)}
 
     # -- the worker ----------------------------------------------------------------------------
 
@@ -246,13 +259,21 @@ class Controller:
                 busy = self.step()
             except DatabaseError as e:  # the database went away: say so, try again
                 log.error("%s", e)
+                self.last_error = str(e)
+                busy = False
+            except Exception as e:  # a bug outside any one run: keep the worker alive, say so in /health
+                self.last_error = _one_line(e)
+                log.error("controller worker: %s", self.last_error)
+                log.debug("controller worker", exc_info=True)
                 busy = False
             if not busy:
                 self.wake.wait(RETRY)
                 self.wake.clear()
 
     def step(self) -> bool:
-        """Do one piece of pending work; False when there is none that can run now."""
+        """Do one piece of pending work; False when there is none that can run now. A piece that
+        fails, for whatever reason, fails alone: its error is kept (the plan request and
+        /apps/APP say it) and the others go on."""
         with self.db.begin() as tx:
             work = [w for w in store.pending_work(tx) if w.key not in self.failed]
         held: dict[tuple, str] = {}
@@ -270,10 +291,13 @@ class Controller:
                     continue
                 except DatabaseError:
                     raise
-                except IezError as e:
-                    self.failed[w.key] = str(e)
+                except Exception as e:
+                    log.debug("%s %s run %d", w.kind, w.app, w.target, exc_info=True)
+                    why = str(e) if isinstance(e, IezError) else _one_line(e)
+                    self.failed[w.key] = why
                     self.errors[w.kind] += 1
-                    log.error("%s %s run %d failed: %s", w.kind, w.app, w.target, e)
+                    self.last_error = f"{w.kind} {w.app} run {w.target}: {why}"
+                    log.error("%s %s run %d failed: %s", w.kind, w.app, w.target, why)
                 else:
                     self.done[w.kind] += 1
                 return True
@@ -338,6 +362,7 @@ class Controller:
                 view = self.view.snapshot(time.time())
             if not view.snapshot.osts:
                 raise HeldBack("waiting for fresh statistics: no collector has reported any OST recently")
+            log.info("placing %s run %d: %d files", app, run, len(pred.requests))
             reserved = {i: b for i, b in job_bytes(pending).items() if i in view.snapshot.osts}
             options = replace(options, reserved=reserved, exclude=view.stale)
             t0 = time.perf_counter()
@@ -420,6 +445,12 @@ class Controller:
         held = Family("iez_work_held_back", "gauge", "Pieces of work waiting for the gate or for fresh statistics.")
         held.add(float(len(self.held)))
         return render([util, age, stale, wbps, rbps, oss_util, cpu, mem, cost, oss_cost, lat, work, msgs, held])
+
+
+def _one_line(e: BaseException) -> str:
+    """An unexpected exception as one line: its type and the first line of its message."""
+    text = (str(e).strip().splitlines() or [""])[0][:300]
+    return f"internal error: {type(e).__name__}{': ' + text if text else ''}"
 
 
 def check_app(app: str) -> str:

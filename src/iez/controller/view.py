@@ -4,8 +4,16 @@ Statistics older than their staleness limit are marked stale and never trusted: 
 left out of the snapshot the allocator sees (so nothing is placed on it), a stale OSS load is
 not used, and a stale MDS view of OST states falls back to the states of the cluster model.
 The limit is `stale_after` seconds, or by default three of the reporting collector's own
-intervals (a collector every 60 s is stale after 180 s). Ages are measured on the controller's
-clock, from when a message arrived.
+intervals (a collector every 60 s is stale after 180 s; intervals are at most an hour, so a
+dead OSS is fresh for at most 3 h). Ages are measured on the controller's clock, from when a
+message arrived.
+
+Whoever holds the site token can sign a message, so what a message says is bounded before it
+is kept: stamped more than `max_clock_skew` seconds ahead of the controller's clock, or older
+than its staleness limit, it is refused; and a collector's message must be newer than its last
+one, by sequence number or by time (a restarted collector counts from 1 again, at a later time;
+a replay has neither). A forged message from the future therefore locks the real collector out
+for at most `max_clock_skew` seconds.
 
 Pure: messages and times in, a `Snapshot` out; the caller holds the lock.
 """
@@ -21,6 +29,7 @@ from iez.collect.message import OstReading, StatsMessage
 from iez.metrics import ost_cost
 
 STALE_INTERVALS = 3.0
+MAX_CLOCK_SKEW = 30.0  # seconds a message may be stamped ahead of the controller's clock
 
 
 @dataclass
@@ -42,6 +51,7 @@ class ViewSnapshot:
 class GlobalView:
     cluster: Cluster
     stale_after: float = 0.0  # seconds; 0 = STALE_INTERVALS x the collector's interval
+    max_clock_skew: float = MAX_CLOCK_SKEW
     collectors: dict[tuple[str, str], Report] = field(default_factory=dict)  # (role, id)
 
     def _limit(self, msg: StatsMessage) -> float:
@@ -59,13 +69,18 @@ class GlobalView:
             return False, [f"message from unknown OSS {msg.id!r} ignored (OSSs: {', '.join(s.name for s in c.osses)})"]
         if msg.role == "mds" and msg.id != c.mds.name:
             return False, [f"message from unknown MDS {msg.id!r} ignored (the MDS is {c.mds.name!r})"]
+        who = f"{msg.role} {msg.id}"
+        if msg.time - received > self.max_clock_skew:
+            return False, [f"{who}: message stamped {msg.time - received:.0f} s ahead of this host's clock, beyond "
+                           f"the {self.max_clock_skew:g} s clock skew allowed: ignored (check the clocks)"]
         limit = self._limit(msg)
-        if abs(received - msg.time) > limit:
-            return False, [f"{msg.role} {msg.id}: message read {received - msg.time:+.0f} s from now, beyond the "
-                    f"{limit:.0f} s staleness limit (clock skew or a replay): ignored"]
+        if received - msg.time > limit:
+            return False, [f"{who}: message read {received - msg.time:.0f} s ago, beyond its {limit:.0f} s "
+                           "staleness limit (clock skew or a replay): ignored"]
         old = self.collectors.get((msg.role, msg.id))
-        if old is not None and msg.time <= old.msg.time:
-            return False, [f"{msg.role} {msg.id}: message no newer than the last one (seq {msg.seq}): ignored"]
+        if old is not None and msg.seq <= old.msg.seq and msg.time <= old.msg.time:
+            return False, [f"{who}: message no newer than the last one (seq {msg.seq} <= {old.msg.seq}, "
+                           "time not later): ignored"]
         issues = []
         owned = set(c.oss_by_name(msg.id).osts) if msg.role == "oss" else set()
         osts, states = {}, {}
