@@ -390,3 +390,13 @@ def test_fuzz_job_trace_reader(real_shard, tmp_path_factory, data):
         assert "\n" not in str(e)
         return
     assert all(s.warning is None or "\n" not in s.warning for s in shards)
+
+
+@pytest.mark.parametrize("name", ["stderr", "/dev/stderr"])
+def test_log_to_standard_error_by_either_name(tmp_path, name):
+    """/dev/stderr is a symbolic link, which a log file is never opened through; as IEZ_LOG it
+    names standard error itself, as it does for every other program."""
+    e = env(None, tmp_path / "unused.log", IEZ_LOG=name, IEZ_MODE="sideways")
+    r = subprocess.run(["/bin/true"], env=e, capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0
+    assert [ln for ln in r.stderr.splitlines() if "IEZ_MODE=sideways is not" in ln], r.stderr

@@ -54,3 +54,40 @@ def test_load_binary_garbage(tmp_path):
     f.write_bytes(b"\xff\xfe\x00garbage")
     with pytest.raises(ConfigError, match="not an iez plan"):
         P.load(f)
+
+
+def test_save_never_writes_through_a_planted_link(tmp_path):
+    """A temporary name iez chose by itself (`.plan.tmp`) was a trap: a link planted there made
+    save() truncate its target. Now the temporary file is made with O_EXCL under a random name."""
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"x" * 4096)
+    for trap in (".plan.tmp", ".plan.tmp.tmp"):
+        (tmp_path / trap).symlink_to(victim)
+    P.save(sample(), tmp_path / "plan")
+    assert victim.read_bytes() == b"x" * 4096
+    assert P.load(tmp_path / "plan").entries == sample().entries
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".plan.tmp", ".plan.tmp.tmp", "plan", "victim"]
+    assert (tmp_path / "plan").stat().st_mode & 0o777 == 0o644 & ~_umask()
+
+
+def _umask() -> int:
+    import os
+    old = os.umask(0o022)
+    os.umask(old)
+    return old
+
+
+@pytest.mark.timeout(20)
+def test_load_refuses_what_is_not_a_bounded_regular_file(tmp_path):
+    """A FIFO as a plan hung the reader; a device fed it forever; a huge file filled memory."""
+    import os
+    os.mkfifo(tmp_path / "fifo")
+    big = tmp_path / "big"
+    with open(big, "wb") as f:
+        f.truncate(P.MAX_PLAN_BYTES + 1)
+    for path, why in ((tmp_path / "fifo", "not a regular file"), ("/dev/zero", "not a regular file"),
+                      (tmp_path, "not a regular file"), (big, "larger than 256 MiB"),
+                      (tmp_path / "missing", "No such file")):
+        with pytest.raises(ConfigError, match=why) as e:
+            P.load(path)
+        assert "\n" not in str(e.value)

@@ -4,7 +4,7 @@
  *   IEZ_RUN        run or job id (default: SLURM_JOB_ID, else the pid, exported to children)
  *   IEZ_TRACE_DIR  where each process writes its trace shard (unset: no tracing)
  *   IEZ_PLAN       the plan file (unset: no plan)
- *   IEZ_LOG        diagnostics: "stderr" (or "1") or a file (unset: silent)
+ *   IEZ_LOG        diagnostics: "stderr" (or "1", "/dev/stderr") or a file (unset: silent)
  *   IEZ_EMULATED   an emulated cluster DIR: paths under DIR/fs/ are on its Lustre
  *   IEZ_IOLOG      a directory for I/O event logs of reads and writes on the emulated cluster
  *   IEZ_NID        the client NID those events carry (%r: the rank); default: this host's
@@ -69,7 +69,8 @@ void iez_config_load(struct iez_config *c)
 {
     memset(c, 0, sizeof *c);
     const char *log = getenv("IEZ_LOG");
-    if (log && (!strcmp(log, "stderr") || !strcmp(log, "1")))
+    /* /dev/stderr is a symbolic link, which a log file never follows: name it as what it is */
+    if (log && (!strcmp(log, "stderr") || !strcmp(log, "1") || !strcmp(log, "/dev/stderr")))
         strcpy(c->log, "-");
     else if (log && *log && absolute(c->log, sizeof c->log, log))
         strcpy(c->log, "-"); /* a log path we cannot form still deserves its message */

@@ -16,12 +16,14 @@ from pathlib import Path
 from typing import Iterable
 
 from iez.errors import ConfigError, LayoutError
+from iez.files import read_regular, replace_atomically
 from iez.layout.layout import LUSTRE_EOF, Component, FileLayout, Layout
 
 MAGIC = "#iez-plan"
-_INT = re.compile(r"-?[0-9]+")
-_POOL = re.compile(r"[A-Za-z0-9_.-]*")  # no separator, blank or control byte can hide in a pool name  # the grammar's int: no sign but '-', no spaces, no '_' (int() takes all three)
+_INT = re.compile(r"-?[0-9]+")  # the grammar's int: no sign but '-', no spaces, no '_' (int() takes all three)
+_POOL = re.compile(r"[A-Za-z0-9_.-]*")  # no separator, blank or control byte can hide in a pool name
 VERSION = 1
+MAX_PLAN_BYTES = 256 << 20  # as libiez's IEZ_PLAN_MAX_BYTES (libiez/src/plan.h)
 _KEYS = {"S": "stripe_size", "c": "stripe_count", "i": "stripe_offset", "p": "pool", "o": "osts"}
 
 
@@ -162,10 +164,9 @@ def loads(text: str, source: str = "<plan>") -> Plan:
 
 def load(path: str | Path) -> Plan:
     p = Path(path)
+    raw = read_regular(p, MAX_PLAN_BYTES, "plan")
     try:
-        text = p.read_text()
-    except OSError as e:
-        raise ConfigError(f"cannot read plan {p}: {e.strerror}") from None
+        text = raw.decode()
     except UnicodeDecodeError:
         raise ConfigError(f"{p}: not an iez plan (not UTF-8 text)") from None
     return loads(text, source=str(p))
@@ -173,10 +174,7 @@ def load(path: str | Path) -> Plan:
 
 def save(plan: Plan, path: str | Path) -> None:
     """Write atomically, so a loader never sees half a plan."""
-    p = Path(path)
-    tmp = p.with_name(f".{p.name}.tmp")
-    tmp.write_text(dumps(plan))
-    tmp.replace(p)
+    replace_atomically(path, dumps(plan))
 
 
 def from_entries(entries: Iterable[PlanEntry], **meta: str) -> Plan:

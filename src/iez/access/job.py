@@ -20,6 +20,7 @@ from pathlib import Path
 
 from iez.access.client import MODES, AccessClient
 from iez.access.protocol import parse_osts
+from iez.files import replace_atomically
 from iez.layout.layout import Layout
 from iez.units import parse_size
 
@@ -95,9 +96,7 @@ def main(argv: list[str] | None = None) -> int:
                          parse_size(a.stripe_size, "--stripe-size"))
     finally:
         client.close()
-    tmp = a.timeline.with_suffix(".tmp")
-    tmp.write_text(json.dumps(result))
-    tmp.replace(a.timeline)
+    replace_atomically(a.timeline, json.dumps(result))
     return 0
 
 
