@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -473,22 +472,21 @@ def test_fuzz_collector_message_decoder(data):
         GlobalView(make_cluster()).apply(msg, 1000.0)  # and the view takes it or says why, never raises
 
 
-_fuzz_app: dict[str, object] = {}
+@pytest.fixture(scope="module")
+def http(tmp_path_factory):
+    """One in-process app (FastAPI through Starlette's TestClient) for the HTTP fuzz target."""
+    from fastapi.testclient import TestClient
 
+    from iez.controller.api import BodyCaps, create_app
+    from iez.controller.auth import Tokens
+    from iez.controller.service import Controller as Service, Settings
 
-def _http():
-    """One in-process app (FastAPI through httpx's ASGI transport) for the HTTP fuzz target."""
-    if not _fuzz_app:
-        from fastapi.testclient import TestClient
-
-        from iez.controller.api import BodyCaps, create_app
-        from iez.controller.auth import Tokens
-        from iez.controller.service import Controller as Service, Settings
-
-        db = Path(tempfile.mkdtemp(prefix="iez-fuzz-")) / "db"
-        ctl = Service(Settings(make_cluster(), f"sqlite:///{db}", gate=None, site_key=SITE))
-        _fuzz_app["client"] = TestClient(create_app(ctl, Tokens(SITE, ADMIN), caps=BodyCaps(64 << 10, 64 << 10, 4096)))
-    return _fuzz_app["client"]
+    db = tmp_path_factory.mktemp("fuzz") / "db"
+    ctl = Service(Settings(make_cluster(), f"sqlite:///{db}", gate=None, site_key=SITE))
+    try:
+        yield TestClient(create_app(ctl, Tokens(SITE, ADMIN), caps=BodyCaps(64 << 10, 64 << 10, 4096)))
+    finally:
+        ctl.close()
 
 
 file_requests = st.fixed_dictionaries({"path": st.one_of(st.just("/fs/x"), st.text(max_size=30)),
@@ -510,9 +508,9 @@ file_requests = st.fixed_dictionaries({"path": st.one_of(st.just("/fs/x"), st.te
                                                       "capacity_weight": json_values,
                                                       "plan_hits": json_values}).map(lambda v: json.dumps(v).encode()),
                       st.integers(4000, 70_000).map(lambda n: b" " * n)))
-def test_fuzz_http_bodies(route, token, body):
+def test_fuzz_http_bodies(http, route, token, body):
     headers = {"Content-Type": "application/json"} | ({"Authorization": f"Bearer {token}"} if token else {})
-    r = _http().post(route, content=body, headers=headers)  # a server error would raise here
+    r = http.post(route, content=body, headers=headers)  # a server error would raise here
     if token not in (SITE, ADMIN):
         assert r.status_code == 401
     elif route.endswith("allocate") and token == SITE:

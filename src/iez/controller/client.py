@@ -107,7 +107,8 @@ class ControllerClient:
     # -- the API ---------------------------------------------------------------------------------
 
     def health(self) -> dict[str, Any]:
-        """GET /health: status, database, pending work, fresh and stale OSTs."""
+        """GET /health: status, database, pending work, the worker, fresh and stale OSTs (a
+        ControllerError with status 503 when the worker is not running)."""
         return self._call("GET", "/health").json()
 
     def cluster(self) -> dict[str, Any]:
