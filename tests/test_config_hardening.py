@@ -103,3 +103,34 @@ def test_the_fuzz_documents_reach_valid_clusters():
     """The target is only worth running if some documents it builds load."""
     assert isinstance(parse_cluster(toml_doc({"oss": [{"name": "oss0", "osts": [0, 1]}],
                                               "ost_defaults": {"write_bw": 1.5e8, "size": "2G"}})), Cluster)
+
+
+# -- host names are never paths ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["../../etc", "a/b", "..", ".hidden", "-rf", "x\ny"])
+def test_emulate_init_refuses_a_host_name_that_is_a_path(tmp_path, iez_cmd, subenv, name):
+    """Issue 13: an OSS named ../../etc made the emulated MDS write params/../../etc/...: outside
+    the cluster directory."""
+    toml = tmp_path / "c.toml"
+    toml.write_text(f'[[oss]]\nname = {json.dumps(name)}\nosts = [0]\n')
+    p = subprocess.run([*iez_cmd, "emulate", "init", str(tmp_path / "emu"), "--cluster", str(toml)],
+                       capture_output=True, text=True, env=subenv, timeout=60)
+    assert p.returncode == 2 and p.stderr.count("\n") == 1, p.stderr
+    assert p.stderr.startswith(f"iez: error: {toml}: oss[0].name: expected 1-64 letters"), p.stderr
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["c.toml"]
+
+
+def test_the_params_paths_go_through_the_checked_helper(tmp_path):
+    from iez.emulated.clusterdir import ClusterDir
+    from iez.emulated.paramtree import write_tree
+    from iez.errors import BackendError
+
+    cd = ClusterDir(tmp_path)
+    assert cd.host_params("oss-1.a") == tmp_path / "params" / "oss-1.a"
+    for bad in ("../../etc", "/etc", "..", ""):
+        with pytest.raises(ConfigError, match="expected 1-64 letters"):
+            cd.host_params(bad)
+    with pytest.raises(BackendError, match="outside"):
+        write_tree(tmp_path / "p", {"sys/../../x": "1\n"})
+    assert not (tmp_path / "x").exists()

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
+from conftest import fuzz_settings
+from hypothesis import given
+from hypothesis import strategies as st
 
 from iez.cluster import make_cluster
 from iez.emulated.paramtree import Accumulator, OSTSpace, render_mds, render_oss, render_stats
@@ -320,3 +324,147 @@ def test_directory_default_layouts(cluster, iez_cmd):
     assert "lmm_stripe_count:  1" in r.stdout and "lmm_stripe_size:   1048576" in r.stdout
     r = run(iez_cmd + ["setstripe", "-o", "99", str(d)])
     assert r.returncode == 2 and "unknown OST index 99" in r.stderr
+
+
+# -- issue 13: many clients, clients that go away, oversized requests ----------------------------
+
+def mds_log(cluster: Path) -> str:
+    return (cluster / "run" / "mds.log").read_text()
+
+
+def test_500_clients_connect_at_once(cluster):
+    """The listen backlog was 5: a job's ranks connecting together were refused (EAGAIN)."""
+    path = str(cluster / "run" / "mds.sock")
+    socks = []
+    try:
+        for _ in range(500):
+            s = socket.socket(socket.AF_UNIX)
+            s.setblocking(False)  # as libiez connects: a full backlog is an error, not a wait
+            s.connect(path)
+            socks.append(s)
+        for s in socks:
+            s.setblocking(True)
+            s.settimeout(30)
+            s.sendall(b"PING\n")
+        for s in socks:
+            assert s.recv(64) == b"OK\tpong\n"
+    finally:
+        for s in socks:
+            s.close()
+
+
+def test_clients_going_away_mid_request_or_mid_reply_leave_no_traceback(cluster):
+    path = str(cluster / "run" / "mds.sock")
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(path)
+    s.sendall(f"ALLOC\t{cluster}/fs/half".encode())  # mid-request
+    s.close()
+    for _ in range(5):  # mid-reply: thousands of requests, then gone before reading one answer
+        s = socket.socket(socket.AF_UNIX)
+        s.connect(path)
+        s.settimeout(1)
+        try:
+            s.sendall(f"ALLOC\t{cluster}/fs/a\tc=2\n".encode() * 3000)
+        except TimeoutError:
+            pass  # the MDS stopped reading: its replies fill the socket we never read
+        s.close()
+    time.sleep(1.5)
+    from iez.emulated.client import MdsClient
+    from iez.emulated.clusterdir import open_cluster_dir
+
+    assert MdsClient(open_cluster_dir(cluster), 2000).ping()
+    log = mds_log(cluster)
+    assert "Traceback" not in log and "BrokenPipe" not in log, log[-2000:]
+    assert not (cluster / "fs" / "half").exists()
+
+
+def test_an_endless_line_is_refused_at_the_cap(cluster):
+    """The line socket buffered a request until its newline, however long."""
+    from iez.emulated.mds import MAX_REQUEST
+
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(str(cluster / "run" / "mds.sock"))
+    s.settimeout(10)
+    try:
+        s.sendall(b"PING" + b"x" * (MAX_REQUEST + 10))  # no newline, ever
+    except BrokenPipeError:
+        pass  # the MDS may hang up before the last bytes are sent
+    f = s.makefile("rb")
+    assert f.readline() == b"ERR\tEPROTO\trequest too long\n"
+    assert f.readline() == b""  # and it hung up
+    s.close()
+    # requests just under the cap are still read and answered; a path longer than PATH_MAX is
+    # refused as open() would (walking its 30,000 parents for directory defaults took minutes)
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(str(cluster / "run" / "mds.sock"))
+    s.settimeout(10)
+    f = s.makefile("rb")
+    s.sendall(f"ALLOC\t{cluster}/fs/{'d/' * ((MAX_REQUEST - 400) // 2)}f\tc=1\n".encode())
+    assert f.readline().startswith(b"ERR\tENAMETOOLONG\t")
+    s.sendall(f"ALLOC\t{cluster}/fs/{'d/' * 1000}f\tc=1\n".encode())
+    assert f.readline().startswith(b"OK\t")
+    s.close()
+
+
+def test_zmq_requests_over_the_cap_are_dropped_unread(cluster):
+    import zmq
+
+    from iez.emulated.client import MdsClient
+    from iez.emulated.clusterdir import open_cluster_dir
+    from iez.emulated.mds import MAX_REQUEST
+
+    cd = open_cluster_dir(cluster)
+    ctx = zmq.Context.instance()
+    req = ctx.socket(zmq.REQ)
+    req.setsockopt(zmq.LINGER, 0)
+    req.connect(cd.ipc)
+    try:
+        req.send(b'{"op": "ping", "pad": "' + b"x" * (MAX_REQUEST + 1) + b'"}')
+        assert not req.poll(1500), "the MDS read a message over its size limit"
+    finally:
+        req.close()
+    assert MdsClient(cd, 2000).ping()
+    assert "Traceback" not in mds_log(cluster)
+
+
+# -- fuzzing the MDS's request parser ------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def mds_core(tmp_path_factory):
+    """An MdsCore over a real cluster directory: the code behind both of the MDS's sockets."""
+    from iez.emulated.clusterdir import init_cluster_dir
+    from iez.emulated.mds import MdsCore
+
+    cd = init_cluster_dir(tmp_path_factory.mktemp("mds") / "emu", make_cluster(2, 3, 1 << 30))
+    (cd.fs / "dir").mkdir()
+    return MdsCore(cd, seed=1)
+
+
+SPEC = st.text(alphabet="Scipo=,0123456789-:;|eEOFxkKmM\t ", max_size=40)
+LINES = st.one_of(
+    st.text(max_size=200),
+    st.builds(lambda op, path, spec: f"{op}\t{path}\t{spec}", st.sampled_from(["ALLOC", "PING", "REFRESH", "alloc"]),
+              st.one_of(st.just("/x/fs/dir/f"), st.text(max_size=30), st.from_regex(r"\A/[a-z/.]{0,40}\Z")), SPEC),
+    st.builds(lambda path, spec: f"ALLOC\t{path}\t{spec}\n", st.from_regex(r"\A/[a-z/]{0,20}\Z"), SPEC))
+
+
+@pytest.mark.fuzz
+@fuzz_settings(3000)
+@given(LINES)
+def test_fuzz_mds_request_lines(mds_core, line):
+    """Any line gets one reply line, OK or ERR with an errno name; never another exception."""
+    line = line.replace("/x/fs", str(mds_core.cd.fs))
+    reply = mds_core.handle_line(line)
+    assert "\n" not in reply and "\r" not in reply
+    assert reply.startswith("OK\t") or re.match(r"ERR\t[A-Z]+\t", reply), reply
+
+
+@pytest.mark.fuzz
+@fuzz_settings(1500)
+@given(st.dictionaries(st.sampled_from(["op", "path", "layout", "inodes", "x"]),
+                       st.one_of(st.sampled_from(["ping", "alloc", "df", "refresh", "/x/fs/f"]), st.text(max_size=20),
+                                 st.integers(), st.none(), st.lists(st.integers(), max_size=3)), max_size=4))
+def test_fuzz_mds_json_requests(mds_core, msg):
+    reply = mds_core.handle_json(msg)
+    assert isinstance(reply["ok"], bool) and (reply["ok"] or reply["errno"].isupper())

@@ -7,7 +7,7 @@ import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from iez.cluster import Cluster, dump_cluster, load_cluster
+from iez.cluster import Cluster, check_host_name, dump_cluster, load_cluster
 from iez.errors import BackendError, ConfigError
 from iez.layout.layout import FileLayout
 
@@ -48,7 +48,9 @@ class ClusterDir:
         return self.run / "mds.log"
 
     def host_params(self, host: str) -> Path:
-        return self.params / host
+        """params/<host>/: `host` must be a safe host name (iez.cluster.HOST_NAME), so it can
+        never climb out of params/ ('../../etc') or name a hidden file."""
+        return self.params / check_host_name(host)
 
     def cluster(self) -> Cluster:
         return load_cluster(self.root / "cluster.toml")

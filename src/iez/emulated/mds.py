@@ -14,6 +14,7 @@ import json
 import logging
 import os
 import signal
+import socket
 import socketserver
 import sys
 import threading
@@ -28,7 +29,7 @@ from iez.emulated.clusterdir import ClusterDir, directory_default, inherit, open
 from iez.emulated.paramtree import (OSTCounters, OSTSpace, render_mds, render_oss,
                                     write_tree)
 from iez.emulated.usage import ScanResult, UsageScanner
-from iez.errors import AllocationError, IezError
+from iez.errors import AllocationError, IezError, shown
 from iez.lustre.lfsdf import DfRow
 from iez.plan import format_layout, parse_layout
 
@@ -39,6 +40,10 @@ QOS_MAXAGE = 5  # s, lod.*.qos_maxage default (lustre-allocator.md §0)
 BYTES_PER_INODE = 64 << 10  # emulated OST inode ratio (ldiskfs OSTs use 64-1024 KiB)
 MDT_SIZE = 16 << 30
 MDT_INODE = 4096
+# Requests are one short line (a path and a layout); the same cap on both transports, enforced
+# while reading, so a client cannot make the MDS buffer more than this.
+MAX_REQUEST = 64 << 10
+PATH_MAX = 4096  # linux/limits.h, with its NUL
 
 
 def space_from_scan(cluster: Cluster, scan: ScanResult) -> dict[int, OSTSpace]:
@@ -121,6 +126,10 @@ class MdsCore:
 
     # -- requests -------------------------------------------------------------------------
     def allocate(self, path: str, spec: str) -> AllocReply:
+        if not path.startswith("/") or "\0" in path:
+            return AllocReply(False, errno="EINVAL", error=f"not an absolute path: {shown(path)}")
+        if len(os.fsencode(path)) >= PATH_MAX:  # open() would refuse it; and the directory walk stays short
+            return AllocReply(False, errno="ENAMETOOLONG", error=f"path longer than {PATH_MAX - 1} bytes")
         try:
             # what the create leaves unset comes from its directory's default, then the fs's
             req = inherit(parse_layout(spec if spec.strip() else "c=0"), directory_default(self.cd, Path(path)))
@@ -168,6 +177,7 @@ class MdsCore:
 
     # -- protocols ------------------------------------------------------------------------
     def handle_line(self, line: str) -> str:
+        """One request line -> one reply line (no newline in it, whatever the request held)."""
         parts = line.rstrip("\r\n").split("\t")
         op = parts[0]
         if op == "PING":
@@ -177,7 +187,8 @@ class MdsCore:
             return "OK\trefreshed"
         if op == "ALLOC" and len(parts) in (2, 3):
             r = self.allocate(parts[1], parts[2] if len(parts) == 3 else "")
-            return f"OK\t{r.layout}" if r.ok else f"ERR\t{r.errno}\t{r.error}"
+            reply = f"OK\t{r.layout}" if r.ok else f"ERR\t{r.errno}\t{r.error}"
+            return reply.replace("\n", " ").replace("\r", " ")
         return "ERR\tEPROTO\tunreadable request"
 
     def handle_json(self, msg: dict) -> dict:
@@ -193,35 +204,48 @@ class MdsCore:
         if op == "df":
             rows = self.df(bool(msg.get("inodes")))
             return {"ok": True, "targets": [r.__dict__ for r in rows]}
-        return {"ok": False, "errno": "EPROTO", "error": f"unknown request {op!r}"}
+        return {"ok": False, "errno": "EPROTO", "error": f"unknown request {shown(op)}"}
 
 
 class _LineHandler(socketserver.StreamRequestHandler):
     def handle(self) -> None:
+        try:
+            self._serve()
+        except OSError as e:  # the client went away mid-request or mid-reply: its business
+            log.debug("line client gone: %s", e)
+
+    def _serve(self) -> None:
         core: MdsCore = self.server.core  # type: ignore[attr-defined]
-        for raw in self.rfile:
-            if len(raw) > 65536:
-                reply = "ERR\tEPROTO\trequest too long"
-            else:
-                try:
-                    reply = core.handle_line(raw.decode("utf-8"))
-                except UnicodeDecodeError:
-                    reply = "ERR\tEPROTO\trequest is not UTF-8"
-                except Exception as e:  # answer, log, and keep serving: clients fall back on ERR
-                    log.exception("request failed")
-                    reply = f"ERR\tEIO\t{type(e).__name__}: {e}".replace("\n", " ")
-            self.wfile.write((reply + "\n").encode())
-            self.wfile.flush()
+        while raw := self.rfile.readline(MAX_REQUEST + 1):
+            if len(raw) > MAX_REQUEST:  # no end of line within the cap: refuse and hang up
+                self._reply("ERR\tEPROTO\trequest too long")
+                return
+            if not raw.endswith(b"\n"):  # the client closed mid-request: nothing to answer
+                return
+            try:
+                reply = core.handle_line(raw.decode("utf-8"))
+            except UnicodeDecodeError:
+                reply = "ERR\tEPROTO\trequest is not UTF-8"
+            except Exception as e:  # answer, log, and keep serving: clients fall back on ERR
+                log.exception("request failed")
+                reply = f"ERR\tEIO\t{type(e).__name__}: {e}".replace("\n", " ")
+            self._reply(reply)
+
+    def _reply(self, line: str) -> None:
+        self.wfile.write((line + "\n").encode())
+        self.wfile.flush()
 
 
 class _LineServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     daemon_threads = True
+    request_queue_size = socket.SOMAXCONN  # every rank of a job may connect at once
 
 
 def _zmq_loop(core: MdsCore, endpoint: str, stop: threading.Event) -> None:
     ctx = zmq.Context.instance()
     sock = ctx.socket(zmq.REP)
     sock.setsockopt(zmq.LINGER, 0)
+    sock.setsockopt(zmq.MAXMSGSIZE, MAX_REQUEST)  # a larger message drops its sender, unread
     sock.bind(endpoint)
     try:
         while not stop.is_set():
@@ -231,7 +255,7 @@ def _zmq_loop(core: MdsCore, endpoint: str, stop: threading.Event) -> None:
             try:
                 msg = json.loads(raw)
                 reply = core.handle_json(msg) if isinstance(msg, dict) else {"ok": False, "errno": "EPROTO", "error": "not an object"}
-            except ValueError:
+            except (ValueError, RecursionError):  # json recurses once per nesting level
                 reply = {"ok": False, "errno": "EPROTO", "error": "not JSON"}
             except Exception as e:  # a REP socket must answer every request, or it wedges
                 log.exception("request failed")

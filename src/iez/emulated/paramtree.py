@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from iez.cluster import Cluster, ost_name, ost_uuid
+from iez.errors import BackendError
 from iez.lustre.common import Times
 from iez.lustre.stats import Counter, Stats, format_stats
 from iez.lustre.targets import TargetObd, format_target_obd
@@ -141,6 +142,10 @@ def render_mds(cluster: Cluster, space: dict[int, OSTSpace], qos_maxage: int = 5
 
 def write_tree(prefix: Path, files: dict[str, str]) -> None:
     for rel, text in files.items():
+        # the names come from the cluster (fsname), which its schema keeps safe; still, a
+        # parameter file is written below its host's prefix or not at all
+        if Path(rel).is_absolute() or ".." in Path(rel).parts:
+            raise BackendError(f"parameter file {rel!r} would be written outside {prefix}")
         p = prefix / rel
         try:
             if p.read_text() == text:
