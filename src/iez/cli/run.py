@@ -1,9 +1,13 @@
-"""`iez run --app NAME [--controller URL] -- COMMAND...` (see iez.runner)."""
+"""`iez run --app NAME [--controller URL] -- COMMAND...` (see iez.runner), and `iez trace upload`,
+which retries the upload `iez run` does after the job."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+
+from iez.cli import subgroup
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -11,16 +15,30 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description="Runs COMMAND with libiez preloaded. The first run of an application (or "
                        "one after a run that missed more than half its files) is traced; later runs are "
                        "placed with the controller's plan. The trace is uploaded afterwards. If anything on "
-                       "iez's side fails, COMMAND still runs, with a warning; the exit status is COMMAND's.")
-    p.add_argument("--app", required=True, help="application name (the same for every run of the job)")
-    p.add_argument("--controller", metavar="URL", help="controller URL (default $IEZ_CONTROLLER or "
-                   "http://127.0.0.1:8760); the token comes from $IEZ_TOKEN or $IEZ_TOKEN_FILE")
+                       "iez's side fails, COMMAND still runs, with a warning; the exit status is COMMAND's. "
+                       "Only a bad --app or a missing COMMAND stop it before it starts (exit 2).")
+    p.add_argument("--app", required=True, help="application name (the same for every run of the job): "
+                   "1-128 letters, digits, '.', '_', '+' or '-'")
+    controller_option(p)
     p.add_argument("--wait", type=float, default=30.0, help="seconds to wait for a plan being made (default 30)")
     p.add_argument("--emulated", metavar="DIR", help="the emulated cluster the job writes to (sets IEZ_EMULATED)")
     p.add_argument("--trace-dir", metavar="DIR", help="keep the trace in DIR (default: a temporary directory)")
     p.add_argument("--log", metavar="FILE", help="libiez diagnostics to FILE (IEZ_LOG)")
     p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND ...")
     p.set_defaults(func=cmd_run)
+
+    g = subgroup(sub, "trace", "traces of application runs (libiez shards, Darshan logs)")
+    u = g.add_parser("upload", help="upload a run's trace to the controller (what iez run does after the job)")
+    u.add_argument("trace", help="libiez trace directory (or Darshan log)")
+    u.add_argument("--app", required=True, help="application name")
+    controller_option(u)
+    u.add_argument("--run", type=int, help="the planned run it traced (iez run's warning gives it)")
+    u.set_defaults(func=cmd_upload)
+
+
+def controller_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--controller", metavar="URL", help="controller URL (default $IEZ_CONTROLLER or "
+                   "http://127.0.0.1:8760); the token comes from $IEZ_TOKEN or $IEZ_TOKEN_FILE")
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -30,3 +48,13 @@ def cmd_run(args: argparse.Namespace) -> int:
                       emulated=args.emulated, trace_dir=args.trace_dir, log=args.log)
     report = run(opts, lambda m: print(f"iez: warning: {m}", file=sys.stderr))
     return report.rc
+
+
+def cmd_upload(args: argparse.Namespace) -> int:
+    from iez.controller.client import ControllerClient
+    from iez.runner import check_app
+
+    with ControllerClient.from_env(args.controller) as client:
+        got = client.upload_trace(check_app(args.app), args.trace, run=args.run)
+    print(json.dumps(got))
+    return 0
