@@ -163,3 +163,12 @@ def test_a_failed_upload_keeps_the_job_status_and_advises_the_retry_to_the_contr
         [(what, body)] = good.got
     assert what == "POST /apps/x/traces"
     assert [q["path"] for q in json.loads(body)["requests"]] == [str(out / "f")]
+
+
+def test_a_command_that_cannot_be_executed_is_one_line(iez_cmd, subenv, tmp_path):
+    """As a shell says it: no traceback (Popen raised ELOOP, ENOEXEC and the like)."""
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    with FakeController({}) as c:
+        r = run(iez_cmd + ["run", "--app", "x", "--controller", c.url, "--", str(tmp_path / "loop")], subenv)
+    assert r.returncode == 2 and r.stderr.strip().splitlines()[-1].startswith("iez: error: "), r.stderr
+    assert "Traceback" not in r.stderr

@@ -135,8 +135,8 @@ def run_command(argv: Sequence[str], env: Mapping[str, str]) -> int:
         proc = subprocess.Popen(list(argv), env=dict(env))
     except FileNotFoundError:
         raise IezError(f"{argv[0]}: command not found") from None
-    except PermissionError:
-        raise IezError(f"{argv[0]}: permission denied") from None
+    except OSError as e:  # not executable, a symlink loop, not a program the kernel runs
+        raise IezError(f"{argv[0]}: {e.strerror.lower() if e.strerror else e}") from None
     previous = {s: signal.signal(s, lambda sig, _f: proc.send_signal(sig)) for s in FORWARDED}
     try:
         rc = proc.wait()

@@ -60,6 +60,7 @@ class _Prepared:
     work: Path  # temporary: the plan, and the trace unless --trace-dir
     trace: Path
     settings: dict[str, str | None]
+    command: list[str]  # with what its MPI launcher needs to pass the settings on
 
 
 def run(opts: RunOptions, warn: Callable[[str], None], env: Mapping[str, str] = os.environ) -> RunReport:
@@ -80,8 +81,7 @@ def run(opts: RunOptions, warn: Callable[[str], None], env: Mapping[str, str] = 
     settings, reply, trace = prep.settings, prep.reply, prep.trace
     report = RunReport(0, settings["IEZ_MODE"] or "trace", reply.run, warnings=warnings)
     try:
-        command = launcher_args(opts.command, ["LD_PRELOAD", *(k for k, v in settings.items() if v is not None)], env)
-        report.rc = run_command(command, preload_env(env, prep.lib, settings))
+        report.rc = run_command(prep.command, preload_env(env, prep.lib, settings))
         run_no = reply.run if reply.status == "ready" else None
         try:
             report.uploaded = prep.client.upload_trace(opts.app, trace, run=run_no)
@@ -122,11 +122,12 @@ def _prepare(opts: RunOptions, env: Mapping[str, str], note: Callable[[str], Non
             settings["IEZ_EMULATED"] = str(Path(opts.emulated).absolute())
         if opts.log:
             settings["IEZ_LOG"] = opts.log
+        command = launcher_args(opts.command, ["LD_PRELOAD", *(k for k, v in settings.items() if v is not None)], env)
     except BaseException:
         client.close()
         shutil.rmtree(work, ignore_errors=True)
         raise
-    return _Prepared(client, reply, lib, work, trace, settings)
+    return _Prepared(client, reply, lib, work, trace, settings, command)
 
 
 def check_app(app: str) -> str:
