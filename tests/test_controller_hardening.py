@@ -230,6 +230,50 @@ def test_bodies_over_the_route_cap_get_413_declared_or_chunked(controller):
     assert "Traceback" not in c.log()
 
 
+def test_uploads_are_read_two_at_a_time_and_the_client_waits_its_turn(controller):
+    """Each upload costs about ten times its body while parsed: four 60 MiB traces at once took
+    2.8 GB. The controller reads two at once; a third is told 503 + Retry-After before its body is
+    read, and ControllerClient tries again until its turn comes."""
+    from iez.controller.client import ControllerClient
+    from iez.request import Request
+
+    c = controller()
+    go = threading.Event()
+    sending = threading.Semaphore(0)
+    answers: list[httpx.Response] = []
+
+    def slow_body(i: int):
+        yield b'{"requests": [{"path": "/fs/slow%d", "write_bytes": 1}' % i
+        sending.release()  # the headers are out: the controller has this upload in hand
+        go.wait(60)
+        yield b"]}"
+
+    slow = [threading.Thread(target=lambda i=i: answers.append(c.post(
+        f"/apps/slow{i}/requests", content=slow_body(i), headers={"Content-Type": "application/json"})))
+        for i in range(3)]
+    for t in slow:
+        t.start()
+    for _ in slow:
+        assert sending.acquire(timeout=30)
+    time.sleep(1)  # let the controller see all three before any finishes
+    assert c.get("/cluster").status_code == 200  # reads are not held up
+    with ControllerClient(c.url, SITE) as client:
+        done: list[dict] = []
+        waiter = threading.Thread(target=lambda: done.append(client.upload_requests("third", [Request("/fs/x", 1)])))
+        waiter.start()
+        time.sleep(3)
+        assert not done  # told 503, still waiting its turn
+        go.set()
+        waiter.join(60)
+    for t in slow:
+        t.join(60)
+    # one of the three slow ones was refused before its body was read; 202: accepted, being planned
+    assert sorted(r.status_code for r in answers) == [202, 202, 503]
+    busy = next(r for r in answers if r.status_code == 503)
+    assert busy.headers["Retry-After"] == "2" and busy.json()["detail"] == "2 uploads are being read; try again"
+    assert done and done[0]["run"] == 1
+
+
 def test_the_openapi_spec_and_health_need_no_token_and_the_rest_does(controller):
     c = controller()
     assert httpx.get(f"{c.url}/openapi.json").status_code == 200
@@ -519,3 +563,22 @@ def test_fuzz_http_bodies(http, route, token, body):
         assert r.status_code in (200, 201, 202, 400, 404, 409, 413, 422), (r.status_code, r.text)
     detail = r.json().get("detail") if r.headers["content-type"].startswith("application/json") else None
     assert r.status_code < 400 or (isinstance(detail, str) and "\n" not in detail), r.text
+
+
+@pytest.mark.timeout(20)
+def test_a_fifo_as_a_token_file_is_refused_without_hanging(tmp_path, monkeypatch):
+    """A FIFO planted as the token file hung every reader of it (controller, collectors, iez run)."""
+    import os
+
+    from iez.controller.auth import read_token
+    from iez.controller.client import ControllerClient, ControllerError
+    from iez.errors import ConfigError
+
+    fifo = tmp_path / "token"
+    os.mkfifo(fifo)
+    with pytest.raises(ConfigError, match="not a regular file"):
+        read_token(str(fifo), "IEZ_SITE_TOKEN", "site", "--site-token-file")
+    monkeypatch.delenv("IEZ_TOKEN", raising=False)
+    monkeypatch.setenv("IEZ_TOKEN_FILE", str(fifo))
+    with pytest.raises(ControllerError, match="not a regular file"):
+        ControllerClient.from_env("http://127.0.0.1:1")

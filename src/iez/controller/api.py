@@ -163,6 +163,9 @@ class BodyCaps:
     trace: int = 64 << 20  # POST /apps/APP/traces; a trace of a million files is about 200 MB
     requests: int = 64 << 20  # POST /apps/APP/requests
     other: int = 64 << 10  # everything else (the admin's allocate options are a few bytes)
+    # uploads read at once: each costs about 10x its body while parsed, so four 60 MiB traces
+    # at once took 2.8 GB; the rest wait (503 + Retry-After, which the client honours)
+    uploads_at_once: int = 2
 
     def of(self, route_name: str | None) -> int:
         return {"upload_trace": self.trace, "upload_requests": self.requests}.get(route_name or "", self.other)
@@ -184,6 +187,7 @@ class Guard:
 
     def __init__(self, app: ASGIApp, router: Any, tokens: Tokens, caps: BodyCaps, public: frozenset[str]) -> None:
         self.app, self.router, self.tokens, self.caps, self.public = app, router, tokens, caps, public
+        self.uploading = 0
 
     def _route(self, scope: Scope) -> Any:
         for route in self.router.routes:
@@ -209,6 +213,17 @@ class Guard:
         declared = headers.get(b"content-length")
         if declared is not None and (not declared.isdigit() or int(declared) > cap):
             return await _detail(413, f"request body over {cap} bytes")(scope, receive, send)
+        if cap <= self.caps.other:
+            return await self._counted(scope, receive, send, cap)
+        if self.uploading >= self.caps.uploads_at_once:
+            return await _detail(503, f"{self.uploading} uploads are being read; try again")(scope, receive, send)
+        self.uploading += 1  # one event loop: no lock needed
+        try:
+            await self._counted(scope, receive, send, cap)
+        finally:
+            self.uploading -= 1
+
+    async def _counted(self, scope: Scope, receive: Receive, send: Send, cap: int) -> None:
         size, answered = 0, False
 
         async def counted() -> Message:

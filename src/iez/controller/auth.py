@@ -11,11 +11,12 @@ import hmac
 import os
 import secrets
 from dataclasses import dataclass
-from pathlib import Path
 
 from iez.errors import ConfigError
+from iez.files import read_regular
 
 MIN_LENGTH = 16
+MAX_FILE = 4096  # a token file is one line
 SITE, ADMIN = "site", "admin"
 
 
@@ -27,13 +28,7 @@ def new_token() -> str:
 def read_token(path: str | None, env: str, what: str, option: str) -> str:
     """The token in file `path`, else in $`env`; a one-line ConfigError when neither holds one."""
     if path:
-        try:
-            text = Path(path).read_text()
-        except OSError as e:
-            raise ConfigError(f"cannot read the {what} token from {path}: {e.strerror}") from None
-        except UnicodeDecodeError:
-            raise ConfigError(f"{path}: the {what} token is not text") from None
-        token = (text.splitlines() or [""])[0].strip()
+        token = token_in_file(path, what)
         where = path
     else:
         token = os.environ.get(env, "").strip()
@@ -44,6 +39,15 @@ def read_token(path: str | None, env: str, what: str, option: str) -> str:
     if len(token) < MIN_LENGTH or any(c.isspace() for c in token):
         raise ConfigError(f"the {what} token in {where} must be at least {MIN_LENGTH} characters without spaces")
     return token
+
+
+def token_in_file(path: str, what: str) -> str:
+    """The first line of a token file: a regular file (a FIFO planted there cannot hang us)."""
+    try:
+        text = read_regular(path, MAX_FILE, f"the {what} token file").decode()
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: the {what} token is not text") from None
+    return (text.splitlines() or [""])[0].strip()
 
 
 @dataclass(frozen=True)

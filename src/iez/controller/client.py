@@ -23,19 +23,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from iez.errors import IezError
+from iez.controller.auth import token_in_file
+from iez.errors import ConfigError, IezError
 from iez.plan import format_layout
 from iez.request import Request
 
 DEFAULT_URL = "http://127.0.0.1:8760"
 TIMEOUT = 30.0  # seconds for one HTTP exchange
 POLL = 1.0  # seconds between looks at a pending plan (the server suggests Retry-After)
+BUSY_WAIT = 120.0  # seconds an upload retries while the controller answers 503 (busy reading others)
 
 
 class ControllerError(IezError):
-    def __init__(self, message: str, status: int = 0):
+    def __init__(self, message: str, status: int = 0, retry_after: float = 0.0):
         super().__init__(message)
         self.status = status
+        self.retry_after = retry_after
 
 
 @dataclass(frozen=True)
@@ -75,9 +78,9 @@ class ControllerClient:
         path = os.environ.get("IEZ_TOKEN_FILE", "")
         if not token and path:
             try:
-                token = (Path(path).read_text().splitlines() or [""])[0].strip()
-            except OSError as e:
-                raise ControllerError(f"cannot read the token file {path}: {e.strerror}") from None
+                token = token_in_file(path, "site")
+            except ConfigError as e:
+                raise ControllerError(str(e)) from None
         return cls(url or os.environ.get("IEZ_CONTROLLER", DEFAULT_URL), token, timeout)
 
     def close(self) -> None:
@@ -101,7 +104,9 @@ class ControllerClient:
                 detail = r.json().get("detail", r.text)
             except ValueError:
                 detail = r.text.strip()[:200]
-            raise ControllerError(f"controller {self.url}: HTTP {r.status_code}: {detail}", r.status_code)
+            retry = r.headers.get("Retry-After", "")
+            raise ControllerError(f"controller {self.url}: HTTP {r.status_code}: {detail}", r.status_code,
+                                  float(retry) if retry.isdigit() else 0.0)
         return r
 
     # -- the API ---------------------------------------------------------------------------------
@@ -158,12 +163,25 @@ class ControllerClient:
         body = {"run": run, "label": label, "source": source, "nprocs": nprocs, "plan_hits": plan_hits,
                 "plan_misses": plan_misses, "warnings": list(warnings)[:1000],
                 "requests": [request_json(q, observed=True) for q in requests]}
-        return self._call("POST", f"/apps/{app}/traces", json=body).json()
+        return self._upload(f"/apps/{app}/traces", body)
 
     def upload_requests(self, app: str, requests: Sequence[Request], run: int | None = None) -> dict[str, Any]:
         """POST /apps/APP/requests: the files a coming run will create; the controller plans them."""
         body = {"run": run, "requests": [request_json(q) for q in requests]}
-        return self._call("POST", f"/apps/{app}/requests", json=body).json()
+        return self._upload(f"/apps/{app}/requests", body)
+
+    def _upload(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        """POST an upload; while the controller is busy (503: it reads a few uploads at once, or
+        its database is held back) try again after the Retry-After it gives, for up to BUSY_WAIT."""
+        deadline = time.monotonic() + BUSY_WAIT
+        while True:
+            try:
+                return self._call("POST", path, json=body).json()
+            except ControllerError as e:
+                left = deadline - time.monotonic()
+                if e.status != 503 or left <= 0:
+                    raise
+                time.sleep(min(left, max(POLL, min(e.retry_after, 10.0))))
 
     def release(self, app: str) -> dict[str, Any]:
         """DELETE /apps/APP/plan (admin token): the app's planned runs that will not run stop
