@@ -3,6 +3,7 @@ the analysis join on hand-made data, and the CLI's one-line errors."""
 
 from __future__ import annotations
 
+import json
 import shlex
 import subprocess
 from pathlib import Path
@@ -79,6 +80,20 @@ def test_runner_refuses_what_it_cannot_do(monkeypatch, tmp_path):
         Runner(["oss1", "oss2"], "auto")
     with pytest.raises(ProfileError, match="^pdsh is not installed"):
         Runner(["oss1", "oss2"], "pdsh")
+
+
+@pytest.mark.parametrize("host", ["-oProxyCommand=touch /tmp/owned", "../../etc", "a b", "oss1/x", ""])
+def test_hosts_that_are_options_or_paths_are_refused(tmp_path, host):
+    """A host is an ssh/pdsh argument and a directory of the profile: `-o...` became an ssh option
+    and `../../etc` a directory outside it."""
+    from iez.errors import ConfigError
+    from iez.profile.profiledir import FORMAT, META, read_meta
+
+    with pytest.raises(ConfigError, match="--oss host: expected 1-64 letters"):
+        Runner([host], "ssh", dry_run=True)
+    (tmp_path / META).write_text(json.dumps({"format": FORMAT, "hosts": [host]}))
+    with pytest.raises(ConfigError, match=f"{META} host: expected"):
+        read_meta(tmp_path)
 
 
 def test_cli_errors_are_one_line(iez_cmd, subenv, tmp_path):

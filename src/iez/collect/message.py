@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from iez.alloc.gate import HostLoad
-from iez.cluster import OST_STATES
-from iez.errors import IezError
+from iez.cluster import HOST_NAME, HOST_NAME_RULE, OST_STATES
+from iez.errors import IezError, shown
 
 TOPIC = b"iez.stats"
 SCHEMA = "iez.stats"
@@ -46,7 +46,6 @@ MIN_INTERVAL, MAX_INTERVAL = 0.1, 3600.0
 MAX_ERRORS = 100  # errors carried per message; the rest are counted
 MAX_ERROR_LEN = 300
 _OST_NAME = re.compile(r"[A-Za-z0-9_-]{1,8}-OST[0-9a-fA-F]{4}")  # as ost_name() prints it
-_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _KB_MAX = 1 << 62  # KiB; far beyond any real target
 
 
@@ -150,9 +149,9 @@ def from_json(doc: Any) -> StatsMessage:
 
 
 def check_host_id(ident: Any) -> str:
-    """A host name as the cluster description gives it: 1-64 of letters, digits, '.', '_', '-'."""
-    if not isinstance(ident, str) or not _ID.fullmatch(ident):
-        raise MessageError(f"bad host id {ident!r}: 1-64 letters, digits, '.', '_' or '-'")
+    """A host name as the cluster description gives it (iez.cluster.HOST_NAME)."""
+    if not isinstance(ident, str) or not HOST_NAME.fullmatch(ident):
+        raise MessageError(f"bad host id {shown(ident)}: {HOST_NAME_RULE}")
     return ident
 
 

@@ -19,6 +19,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from iez.cluster import check_host_name
 from iez.lustre.common import Skipped
 from iez.lustre.getparam import parse_getparam
 from iez.profile import ProfileError
@@ -42,6 +43,10 @@ class ProfileMeta:
     mode: str = "lustre"  # lustre | emulated | copied
     fsname: str = ""
     notes: tuple[str, ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        for h in self.hosts:  # each becomes a directory under the profile
+            check_host_name(h, f"{META} host")
 
     def to_json(self) -> str:
         return json.dumps({"format": FORMAT, **asdict(self)}, indent=2) + "\n"

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from iez.cluster import check_host_name
 from iez.profile import ProfileError
 
 TRANSPORTS = ("auto", "local", "ssh", "pdsh")
@@ -56,6 +57,8 @@ class Runner:
             raise ProfileError("no OSS given: name them with --oss HOST[,HOST...] (or `local`)")
         if transport not in TRANSPORTS:
             raise ProfileError(f"unknown transport {transport!r} (one of {', '.join(TRANSPORTS)})")
+        for h in hosts:  # each is an ssh/pdsh argument (never an option) and a directory of the profile
+            check_host_name(h, "--oss host")
         self.hosts, self.dry_run, self.sudo, self.say = hosts, dry_run, sudo, say
         self.transport = self._choose(transport)
 
