@@ -468,3 +468,48 @@ def test_fuzz_mds_request_lines(mds_core, line):
 def test_fuzz_mds_json_requests(mds_core, msg):
     reply = mds_core.handle_json(msg)
     assert isinstance(reply["ok"], bool) and (reply["ok"] or reply["errno"].isupper())
+
+
+@pytest.mark.timeout(240)
+def test_idle_clients_beyond_the_cap_are_told_and_hung_up_on(cluster):
+    """Each line client holds a thread (libiez keeps its connection between creates): a local
+    user opening idle connections without end exhausted the MDS. Past MAX_CLIENTS a client gets
+    one ERR line and is hung up on; once the idle ones go, clients are served again."""
+    import resource
+
+    from iez.emulated.mds import MAX_CLIENTS
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    path = str(cluster / "run" / "mds.sock")
+    idle = []
+    try:
+        for _ in range(MAX_CLIENTS):
+            s = socket.socket(socket.AF_UNIX)
+            s.connect(path)
+            idle.append(s)
+        idle[-1].settimeout(60)
+        idle[-1].sendall(b"PING\n")  # the last one in is served: all are accepted
+        assert idle[-1].recv(64) == b"OK\tpong\n"
+        extra = socket.socket(socket.AF_UNIX)
+        extra.settimeout(60)
+        extra.connect(path)
+        assert extra.recv(64) == b"ERR\tEAGAIN\ttoo many clients\n"
+        assert extra.recv(64) == b""  # and hung up on
+        extra.close()
+    finally:
+        for s in idle:
+            s.close()
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    deadline = time.monotonic() + 60
+    while True:  # the slots come back as the MDS sees the idle clients gone
+        s = socket.socket(socket.AF_UNIX)
+        s.settimeout(60)
+        s.connect(path)
+        s.sendall(b"PING\n")
+        got = s.recv(64)
+        s.close()
+        if got == b"OK\tpong\n" or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert got == b"OK\tpong\n"

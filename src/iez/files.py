@@ -10,6 +10,7 @@ hang the reader and a device cannot feed it forever.
 from __future__ import annotations
 
 import os
+import resource
 import stat
 import tempfile
 from pathlib import Path
@@ -49,6 +50,14 @@ def read_regular(path: str | Path, max_bytes: int, what: str) -> bytes:
     if len(data) > max_bytes:
         raise ConfigError(f"cannot read {what} {path}: larger than {max_bytes >> 20} MiB")
     return data
+
+
+def raise_descriptor_limit() -> int:
+    """Services hold a descriptor per client: lift the soft limit to the hard one; the limit now."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    return hard
 
 
 def _umask() -> int:

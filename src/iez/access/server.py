@@ -12,9 +12,12 @@ granted, without polling (bench/bench_access.py measures both; docs/iocop.md).
 One thread runs everything: read what arrived, hand each line to the Controller, run its clock,
 answer parked long polls, save the batch's changes, and only then send the batch's replies.
 
-Untrusted bytes are bounded before anything is read into them: a ROUTER frame larger than
-MAX_FRAME makes libzmq drop the peer (ZMQ_MAXMSGSIZE, checked on the frame's header, so nothing
-is allocated); a line client that sends more than MAX_FRAME without a newline gets one ERR line
+Untrusted bytes are bounded before anything is read into them. The ROUTER is a CURVE server
+with keys derived from the site token (iez.zmqauth): a peer without the token is disconnected in
+the handshake, before libzmq buffers any message of it (ZMQ_MAXMSGSIZE bounds a frame, not the
+frames of a message); its ZAP check is answered in this loop. A ROUTER frame larger than
+MAX_FRAME makes libzmq drop even a token holder (ZMQ_MAXMSGSIZE, checked on the frame's header,
+so nothing is allocated); a line client that sends more than MAX_FRAME without a newline gets one ERR line
 and is disconnected, its buffer freed and its later bytes ignored; line connections beyond
 `max_connections` are refused the same way. Every request's signature (iez.access.auth) is
 checked before the request is decoded or parsed.
@@ -27,7 +30,6 @@ import json
 import logging
 import os
 import re
-import resource
 import select
 import signal
 import subprocess
@@ -45,6 +47,7 @@ from iez.access.auth import ENVELOPE_MAX, Verifier
 from iez.access.controller import Controller, Result
 from iez.access.store import Store
 from iez.errors import ConfigError
+from iez.zmqauth import HANDSHAKE_MS, Zap
 
 log = logging.getLogger("iez.access")
 
@@ -70,12 +73,17 @@ class Server:
         self.controller, self.store, self.clock, self.verifier = controller, store, clock, verifier
         self.max_connections = max_connections
         self.ctx = zmq.Context()
+        # Bound before the ROUTER accepts anyone; none in trusted-network mode (plain ZeroMQ).
+        self.zap = Zap(self.ctx, verifier.key.decode()) if verifier.key is not None else None
         self.router = self.ctx.socket(zmq.ROUTER)
         self.stream = self.ctx.socket(zmq.STREAM)
         for s in (self.router, self.stream):
             s.setsockopt(zmq.LINGER, 0)
             s.setsockopt(zmq.BACKLOG, 1024)
         self.router.setsockopt(zmq.MAXMSGSIZE, MAX_FRAME)
+        self.router.setsockopt(zmq.HANDSHAKE_IVL, HANDSHAKE_MS)
+        if self.zap is not None:
+            self.zap.secure(self.router)
         self.events = None
         self.zmq_endpoints = self._bind(self.router, zmq_binds)
         self.line_endpoints = self._bind(self.stream, line_binds)
@@ -104,9 +112,13 @@ class Server:
         poller = zmq.Poller()
         poller.register(self.router, zmq.POLLIN)
         poller.register(self.stream, zmq.POLLIN)
+        if self.zap is not None:
+            poller.register(self.zap.sock, zmq.POLLIN)
         while not self.stopping.is_set():
             self._refresh_known()
             ready = dict(poller.poll(round(self._timeout() * 1000)))
+            if self.zap is not None and self.zap.sock in ready:
+                self.zap.answer()
             now = self.clock()
             out: list[tuple[Route, str]] = []
             if self.router in ready:
@@ -248,16 +260,11 @@ class Server:
     def close(self) -> None:
         self.router.close(0)
         self.stream.close(0)
+        if self.zap is not None:
+            self.zap.close()
         self.ctx.term()
         if self.events:
             self.events.close()
-
-
-def raise_fd_limit() -> None:
-    """One descriptor per line client: lift the soft limit to the hard one."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft < hard:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
 def serve(server: Server) -> None:

@@ -112,9 +112,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from iez.access.auth import Verifier
     from iez.access.controller import Controller, Settings
     from iez.access.policy import make_policy, parse_rule
-    from iez.access.server import Server, raise_fd_limit, serve
+    from iez.access.server import Server, serve
     from iez.access.store import Store
     from iez.controller.auth import read_token
+    from iez.files import raise_descriptor_limit
 
     hb = _seconds(args.heartbeat)
     if hb <= 0:
@@ -147,7 +148,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
             known = (lambda: known_osts_from_db(args.db), max(1.0, _seconds(args.refresh)))
         lines = [] if args.line == ["none"] else (args.line or [DEFAULT_LINE])
-        raise_fd_limit()
+        raise_descriptor_limit()  # one descriptor per line client
         server = Server(controller, store, args.bind or [DEFAULT_BIND], lines, verifier, events=args.events,
                         known_osts=known, max_connections=args.max_connections)
     except BaseException:

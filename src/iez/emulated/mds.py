@@ -20,6 +20,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
+from typing import Any
 from pathlib import Path
 
 import zmq
@@ -30,6 +31,7 @@ from iez.emulated.paramtree import (OSTCounters, OSTSpace, render_mds, render_os
                                     write_tree)
 from iez.emulated.usage import ScanResult, UsageScanner
 from iez.errors import AllocationError, IezError, shown
+from iez.files import raise_descriptor_limit
 from iez.lustre.lfsdf import DfRow
 from iez.plan import format_layout, parse_layout
 
@@ -42,6 +44,8 @@ MDT_SIZE = 16 << 30
 MDT_INODE = 4096
 # Requests are one short line (a path and a layout); the same cap on both transports, enforced
 # while reading, so a client cannot make the MDS buffer more than this.
+MAX_CLIENTS = 4096  # line clients connected at once (a thread each)
+SPARE_FDS = 64  # descriptors kept for the MDS's own files and sockets
 MAX_REQUEST = 64 << 10
 PATH_MAX = 4096  # linux/limits.h, with its NUL
 
@@ -239,6 +243,29 @@ class _LineHandler(socketserver.StreamRequestHandler):
 class _LineServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     daemon_threads = True
     request_queue_size = socket.SOMAXCONN  # every rank of a job may connect at once
+
+    def __init__(self, *a: Any, **kw: Any) -> None:
+        super().__init__(*a, **kw)
+        # libiez keeps its connection between creates, so each client holds a thread: a local
+        # user opening idle connections without end would exhaust them. Past the cap a client
+        # is told so and hung up on; libiez then creates the file without a layout.
+        self.slots = threading.BoundedSemaphore(min(MAX_CLIENTS, raise_descriptor_limit() - SPARE_FDS))
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self.slots.acquire(blocking=False):
+            try:
+                request.sendall(b"ERR\tEAGAIN\ttoo many clients\n")
+            except OSError:
+                pass
+            self.shutdown_request(request)
+            return
+        super().process_request(request, client_address)
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.slots.release()
 
 
 def _zmq_loop(core: MdsCore, endpoint: str, stop: threading.Event) -> None:
