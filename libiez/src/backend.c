@@ -68,4 +68,4 @@ static ssize_t none_layout(int fd, void *buf, size_t cap)
     return -ENODATA;
 }
 
-const struct iez_backend iez_backend_none = {"none", none_create, none_layout};
+const struct iez_backend iez_backend_none = {.name = "none", .caps = 0, .create = none_create, .layout = none_layout};

@@ -15,8 +15,19 @@ struct iez_lum_bytes {
     size_t len;
 };
 
+/* What a backend can do, as IOR's aiori table says what each backend supports: callers test
+ * these flags and never which backend they hold. */
+enum iez_backend_caps {
+    IEZ_BE_LUSTRE = 1u << 0,       /* Lustre, real or emulated: its files get layouts and are the
+                                      job's files for IO-Cop's file and coarse modes */
+    IEZ_BE_EVERY_CREATE = 1u << 1, /* its MDS must see every create, in trace-only mode too, as a
+                                      real MDS does (the emulated one allocates and counts) */
+    IEZ_BE_IOLOG = 1u << 2,        /* reads and writes go to the I/O event log (IEZ_IOLOG) */
+};
+
 struct iez_backend {
     const char *name;
+    unsigned caps;                   /* enum iez_backend_caps */
     /* Create the file (dirfd, path), whose absolute name is abs, exclusively and with the
      * layout spec (plan grammar; NULL: the file system's default), then close it. The
      * exclusive create is Algorithm 1's fileExists(): an existing file is never touched.

@@ -2,7 +2,6 @@
  * stores the lov_user_md in the user.lustre.lov xattr. */
 #include <errno.h>
 #include <fcntl.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,18 +17,6 @@
 #define XATTR "user.lustre.lov" /* the real client's lustre.lov, in the namespace users may write */
 #define REPLY_MAX 65536
 
-/* The stored form, as the MDS keeps it: PFL components numbered 1..n in lcme_id (a create
- * request carries 0; docs/emulated.md, iez.emulated.clusterdir.stored_form). */
-static void number_components(unsigned char *buf, const struct iez_layout *lay)
-{
-    if (!lay->composite)
-        return;
-    for (uint32_t i = 0; i < lay->ncomp; i++) {
-        uint32_t id = i + 1;
-        memcpy(buf + 32 + 48 * (size_t)i, &id, sizeof id); /* lov_comp_md_v1 32 B, entries 48 B each */
-    }
-}
-
 static void store_layout(int fd, const char *abs, const char *text, struct iez_lum_bytes *set)
 {
     struct iez_layout lay = {0};
@@ -37,12 +24,12 @@ static void store_layout(int fd, const char *abs, const char *text, struct iez_l
     if (iez_layout_parse(text, strlen(text), &lay, err, sizeof err)) {
         iez_log_once(IEZ_LOG_MDS, "the emulated MDS gave %s a layout libiez cannot read (%s): %s", abs, err, text);
     } else {
-        size_t n = iez_lum_size(&lay);
-        void *buf = aligned_alloc(8, (n + 7) & ~(size_t)7);
-        int ok = buf && iez_lum_encode(&lay, buf, n) == n;
-        if (ok)
-            number_components(buf, &lay);
-        if (!ok || fsetxattr(fd, XATTR, buf, n, 0) != 0) {
+        /* the stored form, as the MDS keeps it (docs/emulated.md, iez.emulated.clusterdir.stored_form) */
+        size_t n;
+        void *buf = iez_lum_alloc(&lay, &n);
+        if (buf)
+            iez_lum_number_components(buf, &lay);
+        if (!buf || fsetxattr(fd, XATTR, buf, n, 0) != 0) {
             iez_log_once(IEZ_LOG_XATTR, "cannot store the layout of %s in %s: %s", abs, XATTR, strerror(errno));
             free(buf);
         } else if (set) {
@@ -91,4 +78,7 @@ static ssize_t emulated_layout(int fd, void *buf, size_t cap)
     return n < 0 ? -errno : n;
 }
 
-const struct iez_backend iez_backend_emulated = {"emulated", emulated_create, emulated_layout};
+const struct iez_backend iez_backend_emulated = {.name = "emulated",
+                                                 .caps = IEZ_BE_LUSTRE | IEZ_BE_EVERY_CREATE | IEZ_BE_IOLOG,
+                                                 .create = emulated_create,
+                                                 .layout = emulated_layout};

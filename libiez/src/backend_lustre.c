@@ -32,11 +32,10 @@ static int lustre_create(int dirfd, const char *path, const char *abs, mode_t mo
         iez_layout_free(&lay);
         return -EINVAL;
     }
-    size_t n = iez_lum_size(&lay);
-    /* writable and 8-byte aligned: the ioctl writes the resulting layout back */
-    void *buf = aligned_alloc(8, (n + 7) & ~(size_t)7);
+    size_t n;
+    void *buf = iez_lum_alloc(&lay, &n);
     int rc = 0;
-    if (!buf || iez_lum_encode(&lay, buf, n) != n) {
+    if (!buf) {
         rc = -ENOMEM;
         goto out;
     }
@@ -66,4 +65,5 @@ static ssize_t lustre_layout(int fd, void *buf, size_t cap)
     return n < 0 ? -errno : n;
 }
 
-const struct iez_backend iez_backend_lustre = {"lustre", lustre_create, lustre_layout};
+const struct iez_backend iez_backend_lustre = {
+    .name = "lustre", .caps = IEZ_BE_LUSTRE, .create = lustre_create, .layout = lustre_layout};

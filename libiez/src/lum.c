@@ -2,6 +2,7 @@
  * Byte-for-byte equal to iez.layout.lum.encode (tests/vectors/lum). */
 #include "lum.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #define LUM_V1_SIZE 32       /* sizeof(struct lov_user_md_v1) */
@@ -80,4 +81,24 @@ size_t iez_lum_encode(const struct iez_layout *lay, void *buf, size_t cap)
         at += sz;
     }
     return total;
+}
+
+void *iez_lum_alloc(const struct iez_layout *lay, size_t *len)
+{
+    size_t n = iez_lum_size(lay);
+    void *buf = aligned_alloc(8, (n + 7) & ~(size_t)7);
+    if (buf && iez_lum_encode(lay, buf, n) != n) {
+        free(buf);
+        buf = NULL;
+    }
+    *len = n;
+    return buf;
+}
+
+void iez_lum_number_components(void *buf, const struct iez_layout *lay)
+{
+    if (!lay->composite)
+        return;
+    for (uint32_t i = 0; i < lay->ncomp; i++)
+        put32((unsigned char *)buf + LCM_SIZE + (size_t)LCME_SIZE * i, i + 1); /* lcme_id */
 }

@@ -18,5 +18,11 @@ size_t iez_lum_size(const struct iez_layout *lay);
  * else V1; a lov_comp_md_v1 header for a composite layout. Returns the size, or 0 if cap is too
  * small. buf must be 8-byte aligned (the ioctl's requirement). */
 size_t iez_lum_encode(const struct iez_layout *lay, void *buf, size_t cap);
+/* lay encoded into a new buffer, malloc'd, 8-byte aligned and writable (the ioctl writes the
+ * resulting layout back): the buffer with its size in *len, or NULL. */
+void *iez_lum_alloc(const struct iez_layout *lay, size_t *len);
+/* Number a composite layout's components 1..n in lcme_id, as an MDS stores them (a create
+ * request carries 0); buf holds iez_lum_encode's bytes of lay. */
+void iez_lum_number_components(void *buf, const struct iez_layout *lay);
 
 #endif

@@ -127,7 +127,7 @@ static void trace_fd(int fd, int api, const char *abs, size_t len, int oflags, u
     if (heap)
         lum = heap;
     struct iez_file_info fi = {api, abs, len, oflags, pos, shared, created, plan, lum, lumlen, 0,
-                               be == &iez_backend_emulated};
+                               (be->caps & IEZ_BE_IOLOG) != 0};
     iez_trace_opened(fd, &fi);
     free(heap);
 }
@@ -162,7 +162,7 @@ static void access_open(struct iez_open *op, int fd)
     struct stat st;
     if (n < 0 || iez_sys_fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
         return;
-    if (iez_backend_of_fd(fd, st.st_dev, op->active ? op->abs : abs, (size_t)n) != &iez_backend_none)
+    if (iez_backend_of_fd(fd, st.st_dev, op->active ? op->abs : abs, (size_t)n)->caps & IEZ_BE_LUSTRE)
         iez_access_opened(fd);
 }
 

@@ -39,7 +39,7 @@ void iez_place(int dirfd, const char *path, const char *abs, size_t len, mode_t 
 {
     memset(out, 0, sizeof *out);
     const struct iez_backend *be = iez_backend_of_path(abs, len);
-    if (be == &iez_backend_none || (!use_plan && be != &iez_backend_emulated))
+    if (!(be->caps & IEZ_BE_LUSTRE) || (!use_plan && !(be->caps & IEZ_BE_EVERY_CREATE)))
         return;
     /* A vfork child (shared memory) never waits on the plan's once: had it died inside, the
      * parent would wait forever. Before the parent has the plan, the child reads its own. */
