@@ -42,10 +42,10 @@ void iez_mpi_place(MPI_Comm comm, const char *path, const char *abs, int len, in
     if (out->rank == 0 && len >= 0 && iez_enter()) {
         int saved = errno;
         if (place && !iez_system_path(abs, (size_t)len))
-            iez_place(AT_FDCWD, path, abs, (size_t)len, 0666, iez_cfg.place, &out->pl);
-        outcome[0] = out->pl.created;
-        if (out->pl.known)
-            outcome[1] = out->pl.exists;
+            iez_open_place(AT_FDCWD, path, abs, (size_t)len, 0666, iez_cfg.place, &out->pl);
+        outcome[0] = out->pl.outcome == IEZ_PLACE_CREATED;
+        if (iez_place_known(&out->pl))
+            outcome[1] = out->pl.outcome == IEZ_PLACE_EXISTS;
         else if (iez_tracing) /* whether this open creates the file, for the trace */
             outcome[1] = syscall(SYS_faccessat, AT_FDCWD, path, F_OK) == 0;
         errno = saved;
@@ -270,13 +270,14 @@ static int open_file(MPI_Comm comm, const char *filename, int amode, MPI_Info in
     int rc = iez_pmpi.PMPI_File_open(comm, filename, mc.created ? amode & ~MPI_MODE_EXCL : amode, info, fh);
     if (iez_enter()) {
         int saved = errno;
-        if (rc != MPI_SUCCESS && mc.pl.created) /* as if libiez had not been there */
+        int placed = mc.pl.outcome == IEZ_PLACE_CREATED;
+        if (rc != MPI_SUCCESS && placed) /* as if libiez had not been there */
             syscall(SYS_unlinkat, AT_FDCWD, path, 0);
         if (rc == MPI_SUCCESS && len >= 0 && iez_tracing) {
             int created = mc.rank == 0 && creating && !mc.existed;
             struct iez_rec *rec = iez_open_record(IEZ_API_MPIIO, abs, (size_t)len, created,
                                                   mc.rank == 0 ? mc.pl.plan : IEZ_PLAN_NONE, mc.size,
-                                                  mc.pl.created ? &mc.pl.set : NULL);
+                                                  placed ? &mc.pl.set : NULL);
             if (rec)
                 remember(*fh, rec);
         }

@@ -39,6 +39,14 @@ int iez_absolute(int dirfd, const char *path, char *out, size_t cap)
     return iez_path_normalize(base, path, out, cap);
 }
 
+void iez_open_place(int dirfd, const char *path, const char *abs, size_t len, mode_t mode, int use_plan,
+                    struct iez_placement *out)
+{
+    iez_place(dirfd, path, abs, len, mode, use_plan, out);
+    if (out->counted)
+        iez_trace_plan_count(out->plan, out->plan_entries, out->plan_rejected);
+}
+
 void iez_open_begin(struct iez_open *op, int dirfd, const char *path, int flags, mode_t mode, int api)
 {
     op->flags = op->orig_flags = flags;
@@ -72,13 +80,13 @@ void iez_open_begin(struct iez_open *op, int dirfd, const char *path, int flags,
     op->existed = 0;
     if (op->creating) {
         if (place) {
-            iez_place(dirfd, path, op->abs, op->abslen, mode, iez_cfg.place, &op->pl);
-            if (op->pl.created)
+            iez_open_place(dirfd, path, op->abs, op->abslen, mode, iez_cfg.place, &op->pl);
+            if (op->pl.outcome == IEZ_PLACE_CREATED)
                 op->flags &= ~O_EXCL; /* our create was the exclusive one */
         }
         /* whether this open creates the file, for the trace (with O_EXCL, if it succeeds) */
-        if (op->pl.known)
-            op->existed = op->pl.exists;
+        if (iez_place_known(&op->pl))
+            op->existed = op->pl.outcome == IEZ_PLACE_EXISTS;
         else if (op->track && !(flags & O_EXCL))
             op->existed = syscall(SYS_faccessat, dirfd, path, F_OK) == 0;
     }
@@ -88,14 +96,14 @@ out:
 
 int iez_open_retry(struct iez_open *op, int fd)
 {
-    if (!op->active || !op->pl.created || fd >= 0)
+    if (!op->active || op->pl.outcome != IEZ_PLACE_CREATED || fd >= 0)
         return 0;
     int saved = errno;
     syscall(SYS_unlinkat, op->dirfd, op->path, 0);
     iez_log_once(IEZ_LOG_CREATE, "opening %s after placing it failed (%s): plain create", op->abs, strerror(saved));
-    op->pl.created = 0;
-    op->pl.plan = 0;
-    op->pl.known = 0;
+    op->pl.outcome = IEZ_PLACE_FAILED;
+    op->pl.error = saved;
+    op->pl.plan = IEZ_PLAN_NONE;
     op->flags = op->orig_flags;
     errno = saved;
     return 1;
@@ -172,15 +180,16 @@ void iez_open_end(struct iez_open *op, int fd)
         return;
     int saved = errno;
     if (op->active && fd >= 0) {
-        if (op->pl.created && (op->mode & 0600) != 0600) {
+        int placed = op->pl.outcome == IEZ_PLACE_CREATED;
+        if (placed && (op->mode & 0600) != 0600) {
             /* placement made it owner read/write; take back what the application did not ask for */
             struct stat st;
             if (iez_sys_fstat(fd, &st) == 0)
                 syscall(SYS_fchmod, fd, st.st_mode & 07777 & ~(0600 & ~op->mode));
         }
         if (op->track)
-            trace_fd(fd, op->api, op->abs, op->abslen, op->flags, 0, 0, op->pl.created || (op->creating && !op->existed),
-                     op->pl.plan, op->pl.be, op->pl.set.data && op->pl.created ? &op->pl.set : NULL);
+            trace_fd(fd, op->api, op->abs, op->abslen, op->flags, 0, 0, placed || (op->creating && !op->existed),
+                     op->pl.plan, op->pl.be, op->pl.set.data && placed ? &op->pl.set : NULL);
     }
     if (IEZ_UNLIKELY(iez_access_files) && fd >= 0 && !(op->orig_flags & O_PATH))
         access_open(op, fd);

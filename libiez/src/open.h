@@ -27,6 +27,10 @@ struct iez_open {
     char abs[PATH_MAX];
 };
 
+/* Placement (iez_place) of a file about to be created, its outcome against the plan counted in
+ * the trace: every layer that creates files places them through this. */
+void iez_open_place(int dirfd, const char *path, const char *abs, size_t len, mode_t mode, int use_plan,
+                    struct iez_placement *out);
 void iez_open_begin(struct iez_open *op, int dirfd, const char *path, int flags, mode_t mode, int api);
 /* The real call failed on the file placement had created: it is removed again and the caller
  * must repeat the call with the application's own flags (1). */

@@ -10,7 +10,6 @@
 #include "core.h"
 #include "log.h"
 #include "plan.h"
-#include "trace.h"
 
 static pthread_once_t plan_once = PTHREAD_ONCE_INIT;
 static struct iez_plan *plan;
@@ -62,19 +61,21 @@ void iez_place(int dirfd, const char *path, const char *abs, size_t len, mode_t 
         rc = syscall(SYS_faccessat, dirfd, path, F_OK) == 0 ? -EEXIST : -ENOENT;
         errno = saved;
     }
-    out->known = rc == 0 || rc == -EEXIST || rc == -ENOENT;
-    out->exists = rc == -EEXIST;
     if (rc == 0) {
+        out->outcome = IEZ_PLACE_CREATED;
         out->be = be;
-        out->created = 1;
-    } else if (rc != -EEXIST && rc != -ENOENT) {
+    } else if (rc == -EEXIST || rc == -ENOENT) {
+        out->outcome = rc == -EEXIST ? IEZ_PLACE_EXISTS : IEZ_PLACE_LEFT;
+    } else {
+        out->outcome = IEZ_PLACE_FAILED;
+        out->error = -rc;
         iez_log_once(IEZ_LOG_CREATE, "cannot create %s with its layout (%s): plain create", abs, strerror(-rc));
     }
-    /* seed 000 counts the files a run creates that the plan does not know (a vfork child has no
-     * trace of its own) */
-    if (use_plan && (p || rejected) && !out->exists && owner) {
+    if (use_plan && (p || rejected) && out->outcome != IEZ_PLACE_EXISTS && owner) {
+        out->counted = 1;
         out->plan = !p ? IEZ_PLAN_NONE : spec ? IEZ_PLAN_HIT : IEZ_PLAN_MISS;
-        iez_trace_plan_count(out->plan, p ? iez_plan_size(p) : 0, rejected);
+        out->plan_entries = p ? iez_plan_size(p) : 0;
+        out->plan_rejected = rejected;
     }
     iez_plan_free(own);
 }

@@ -8,18 +8,41 @@
 
 #include "backend.h"
 
-struct iez_placement {
-    const struct iez_backend *be;    /* the backend that created the file, or NULL */
-    int created;                     /* the file now exists, made by us */
-    int exists;                      /* it existed (or another process created it first) */
-    int known;                       /* whether the file existed is known (created or exists) */
-    int plan;                        /* IEZ_PLAN_* */
-    struct iez_lum_bytes set;        /* the layout it got, if the backend knows it (malloc'd) */
+/* What placement did with a file about to be created. */
+enum iez_place_outcome {
+    IEZ_PLACE_NOT_OURS = 0,          /* not on Lustre, or trace-only on a real Lustre: nothing done */
+    IEZ_PLACE_CREATED,               /* created by us, with the planned layout (plan IEZ_PLAN_HIT)
+                                        or the default one; set holds it if the backend knows it */
+    IEZ_PLACE_EXISTS,                /* it existed (or another process created it first): untouched */
+    IEZ_PLACE_LEFT,                  /* not in the plan on a real Lustre, whose allocator places it
+                                        at the application's open; it does not exist yet */
+    IEZ_PLACE_FAILED,                /* nothing created (error: the errno): a plain create follows */
 };
+
+struct iez_placement {
+    enum iez_place_outcome outcome;
+    int error;                       /* IEZ_PLACE_FAILED: why */
+    const struct iez_backend *be;    /* IEZ_PLACE_CREATED: the backend that created the file */
+    struct iez_lum_bytes set;        /* the layout it got, if the backend knows it (malloc'd) */
+    /* The plan's count of this create (seed 000 counts the files a run creates that the plan
+     * does not know): counted only for a file that did not exist, created by the process that
+     * owns the trace (not a vfork child) while a plan was given. */
+    int counted;
+    int plan;                        /* IEZ_PLAN_* (IEZ_PLAN_NONE unless counted) */
+    size_t plan_entries;             /* the plan's size; 0 when it was rejected */
+    int plan_rejected;
+};
+
+/* Whether the file existed before is known from placement. */
+static inline int iez_place_known(const struct iez_placement *pl)
+{
+    return pl->outcome == IEZ_PLACE_CREATED || pl->outcome == IEZ_PLACE_EXISTS || pl->outcome == IEZ_PLACE_LEFT;
+}
 
 /* The file (dirfd, path), absolute name abs, may be created with mode (open with O_CREAT).
  * use_plan = 0 (trace-only mode): the plan is not consulted; only the emulated cluster acts, since
  * its MDS must see every create as a real one does (a real Lustre places the file itself). */
+/* Placement does no tracing: its caller records the outcome (open.c). */
 void iez_place(int dirfd, const char *path, const char *abs, size_t len, mode_t mode, int use_plan,
                struct iez_placement *out);
 

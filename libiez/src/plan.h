@@ -8,6 +8,12 @@
 
 struct iez_plan;
 
+/* A create's outcome against the plan, as trace records and shards count it: found in it,
+ * missing from it, or no plan to look in. */
+#define IEZ_PLAN_NONE 0
+#define IEZ_PLAN_HIT 1
+#define IEZ_PLAN_MISS 2
+
 /* Parse a whole plan; takes ownership of buf (malloc'd, len bytes). Any error rejects the
  * whole plan: NULL, with "SOURCE:LINE: why" in err. */
 struct iez_plan *iez_plan_parse(char *buf, size_t len, const char *source, char *err, size_t errlen);

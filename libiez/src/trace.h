@@ -11,6 +11,7 @@
 
 #include "core.h"
 #include "iolog.h"
+#include "plan.h"
 #include "shard.h"
 
 /* What a file descriptor refers to, shared by its duplicates as the kernel's open file
@@ -81,10 +82,6 @@ static inline void iez_seeked(int fd, int64_t pos)
     if (o)
         iez_trace_seeked(o, (uint64_t)pos);
 }
-
-#define IEZ_PLAN_NONE 0
-#define IEZ_PLAN_HIT 1
-#define IEZ_PLAN_MISS 2
 
 struct iez_file_info {
     int api;                         /* enum iez_api */
