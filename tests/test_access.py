@@ -439,6 +439,7 @@ def test_malformed_input_on_both_transports_gets_one_line_errors(controllers, si
     import zmq
 
     from iez.access.auth import Signer
+    from iez.zmqauth import curve_client
 
     c = controllers()
     host, port = c.line_addr.rsplit(":", 1)
@@ -454,6 +455,7 @@ def test_malformed_input_on_both_transports_gets_one_line_errors(controllers, si
         assert f.readline() == b""
     sock = zmq.Context.instance().socket(zmq.REQ)
     sock.setsockopt(zmq.LINGER, 0)
+    curve_client(sock, site_token)
     sock.connect(c.zmq)
     for bad in (b"", b"\x00\x01", "STATUS\textra".encode(), "RELEASE\ta:b\t" .encode() + b"0" * 32 + b"\tNaN"):
         for line in (bad, signer.sign_bytes(bad, time.time())):

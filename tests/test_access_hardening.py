@@ -1,7 +1,8 @@
 """IO-Cop under hostile input (issue 13): size limits on both sockets, STATUS with a thousand
 applications, `tbf --follow` through an outage, and requests signed with the site token (unsigned,
 forged, tampered, stale and replayed requests refused on both transports, by every client; the
-trusted-network mode). Real `iez access serve` processes, real sockets, real C clients."""
+trusted-network mode). Real `iez access serve` processes, real sockets, real C clients. The
+ROUTER's CURVE handshake against peers without the token: tests/test_zmq_auth.py."""
 
 from __future__ import annotations
 
@@ -22,12 +23,13 @@ from hypothesis import strategies as st
 
 from conftest import BUILD, fuzz_settings
 from iez.access import protocol as P
-from iez.access.auth import Signer, Verifier, mac
+from iez.access.auth import Signer, Verifier, client_token, mac
 from iez.access.client import AccessClient
 from iez.access.protocol import AccessError
 from iez.access.server import Spawned, spawn
 from iez.cli.access import fetch_status
 from iez.controller.auth import new_token
+from iez.zmqauth import curve_client
 from test_access import controllers, events, iocop_client, site_token, wait_until  # noqa: F401 (fixtures)
 
 LIB = BUILD / "libiez" / "libiez.so"
@@ -42,8 +44,10 @@ def rss_kib(pid: int) -> int:
 
 
 def zmq_request(endpoint: str, line: str | bytes, timeout: float = 5.0) -> list[bytes]:
+    """One request on a REQ socket that connects as the clients do (CURVE with $IEZ_TOKEN's keys)."""
     sock = zmq.Context.instance().socket(zmq.REQ)
     sock.setsockopt(zmq.LINGER, 0)
+    curve_client(sock, client_token())
     sock.connect(endpoint)
     try:
         sock.send(line.encode() if isinstance(line, str) else line)
@@ -88,6 +92,7 @@ def test_a_300_mb_frame_is_refused_without_the_memory(controllers, site_token):
     for frames in ([big], [b"", big]):  # as a DEALER and as a REQ would frame it
         sock = zmq.Context.instance().socket(zmq.DEALER)
         sock.setsockopt(zmq.LINGER, 0)
+        curve_client(sock, site_token)  # even a holder of the token: ZMQ_MAXMSGSIZE drops it
         sock.connect(c.zmq)
         sock.send_multipart(frames, copy=False)
         time.sleep(2.0)  # libzmq drops the peer at the frame's header: nothing to wait for but the send
@@ -140,6 +145,7 @@ def test_status_and_tbf_with_a_thousand_applications_holding_or_waiting(controll
     n, k = 1000, 10
     c = controllers("--policy", "k-concurrent", "-k", str(k), "--heartbeat", "120")  # waiters stay queued
     sock = zmq.Context.instance().socket(zmq.REQ)
+    curve_client(sock, site_token)
     sock.connect(c.zmq)
     signer = Signer(site_token)
 
@@ -261,18 +267,22 @@ def test_unsigned_forged_tampered_stale_and_replayed_requests_are_refused(contro
 
 def test_clients_without_the_token_are_refused_and_register_nothing(controllers, iocop_client, site_token, tmp_path):
     c = controllers()
-    with pytest.raises(AccessError, match="unsigned request") as e:
-        AccessClient(c.zmq, "1:py", token="").io_begin("io")
-    assert e.value.errno == "EACCES"
-    with pytest.raises(AccessError, match="bad signature"):
-        AccessClient(c.zmq, "2:py", token=new_token()).io_begin("io")
+    # Python clients (ZeroMQ): without the token, or with another, the CURVE handshake fails; the
+    # client runs its phase without a token after down_wait, never blocked for longer.
+    for n, token in enumerate(("", new_token())):
+        py = AccessClient(c.zmq, f"{n + 1}:py", token=token, down_wait=1, try_timeout=0.5)
+        t0 = time.monotonic()
+        assert py.io_begin("io") is None and py.untokened == 1 and time.monotonic() - t0 < 5
+        py.close()
     for env in ({"IEZ_TOKEN": ""}, {"IEZ_TOKEN": new_token()}):
         r = subprocess.run([iocop_client, c.line_addr, "3:c"], capture_output=True, text=True, timeout=30,
                            env=dict(os.environ, **env))
         assert r.returncode == 1 and "register" in r.stderr and "Permission denied" in r.stderr, r.stderr
-    r = subprocess.run([sys.executable, "-m", "iez", "access", "status", "--server", c.zmq],
+    r = subprocess.run([sys.executable, "-m", "iez", "access", "status", "--server", c.zmq, "--timeout", "1"],
                        capture_output=True, text=True, timeout=30, env=dict(os.environ, IEZ_TOKEN=new_token()))
-    assert r.returncode == 2 and r.stderr.startswith("iez: error: bad signature") and len(r.stderr.splitlines()) == 1
+    assert r.returncode == 2 and len(r.stderr.splitlines()) == 1, r.stderr
+    assert r.stderr.startswith("iez: error: the access controller at") and "did not answer within 1 s" in r.stderr
+    assert "refused the handshake" in r.stderr and "same token" in r.stderr
     assert registered(c, site_token) == [] and events(tmp_path / "events.jsonl") == []
 
 
@@ -329,9 +339,14 @@ def test_trusted_network_mode_takes_unsigned_requests_and_must_be_asked_for(iez_
         a.close()
         r = subprocess.run([iocop_client, c.line_addr, "2:c"], capture_output=True, text=True, timeout=30)
         assert r.returncode == 0, r.stderr
-        signed = AccessClient(c.zmq, "3:signed", token=new_token())  # a signed request is taken too
-        assert signed.io_begin("io") is not None
-        signed.close()
+        # a signed request is taken too, unverified, on the line socket; a Python client with a
+        # token speaks CURVE, which this controller does not: it runs without a token
+        r = subprocess.run([iocop_client, c.line_addr, "3:signed"], capture_output=True, text=True, timeout=30,
+                           env=dict(os.environ, IEZ_TOKEN=new_token()))
+        assert r.returncode == 0, r.stderr
+        curve = AccessClient(c.zmq, "4:curve", token=new_token(), down_wait=1, try_timeout=0.5)
+        assert curve.io_begin("io") is None
+        curve.close()
         assert [a["app"] for a in fetch_status(c.zmq, 5)["apps"]] == []
         assert [e["app"] for e in events(tmp_path / "events.jsonl") if e["ev"] == "grant"] == ["1:py", "2:c",
                                                                                                "3:signed"]

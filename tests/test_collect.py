@@ -12,12 +12,13 @@ import time
 from pathlib import Path
 
 import pytest
-import zmq
 
 from iez.alloc.gate import HostLoad as Load
 from iez.cluster import make_cluster
 from iez.collect.collectors import HostLoad, OstRates, OstSpace, OstStates, collectors_for, run_round
 from iez.collect.message import TOPIC, MessageError, OstReading, StatsMessage, decode, encode, from_json
+from iez.controller.local import free_port
+from iez.controller.server import StatsSocket
 from iez.emulated.paramtree import OSTCounters, OSTSpace, render_oss, write_tree
 from iez.lustre.params import ParamTree
 
@@ -217,12 +218,10 @@ def emulated(tmp_path, iez_cmd, subenv):
     run(iez_cmd + ["emulate", "down", str(d)], env=subenv)
 
 
-def subscriber() -> tuple[zmq.Socket, int]:
-    """A SUB socket bound on a free loopback port, as the controller's."""
-    sub = zmq.Context.instance().socket(zmq.SUB)
-    sub.setsockopt(zmq.LINGER, 0)
-    sub.setsockopt(zmq.SUBSCRIBE, TOPIC)
-    return sub, sub.bind_to_random_port("tcp://127.0.0.1")
+def subscriber() -> tuple[StatsSocket, int]:
+    """The controller's statistics socket (CURVE, the test's token), bound on a free loopback port."""
+    port = free_port()
+    return StatsSocket(f"tcp://127.0.0.1:{port}", TOKEN), port
 
 
 def start_collector(iez_cmd, env, tmp_path: Path, params: Path, port: int, interval: float) -> subprocess.Popen:
@@ -235,10 +234,11 @@ def start_collector(iez_cmd, env, tmp_path: Path, params: Path, port: int, inter
                             start_new_session=True)
 
 
-def recv(sock: zmq.Socket, timeout: float = 20.0) -> StatsMessage:
-    if not sock.poll(int(timeout * 1000)):
+def recv(sock: StatsSocket, timeout: float = 20.0) -> StatsMessage:
+    frames = sock.recv(int(timeout * 1000))
+    if frames is None:
         pytest.fail("no message from the collector")
-    return decode(sock.recv_multipart(), TOKEN)
+    return decode(frames, TOKEN)
 
 
 def test_collector_process_publishes_signed_rounds_and_survives_bad_parameters(emulated, tmp_path, iez_cmd, subenv):

@@ -7,7 +7,8 @@ collector message decoder and the HTTP request bodies.
 - collector messages bounded: clock skew, interval, sequence (no lockout by one forged message);
 - one run's failure, whatever the exception, fails that run alone; /health shows the worker;
 - SIGTERM while planning a large run stops within seconds, and the run is planned after a restart;
-- ZMQ_MAXMSGSIZE on the sockets that receive.
+- ZMQ_MAXMSGSIZE on the sockets that receive (the CURVE handshake against peers without the
+  token: tests/test_zmq_auth.py).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from iez.collect.message import (MAX_INTERVAL, TOPIC, MessageError, OstReading, 
                                  from_json)
 from iez.controller.local import free_port
 from iez.controller.view import GlobalView
+from iez.zmqauth import Zap, curve_client
 
 from test_controller import ADMIN, SITE, GiB, MiB
 
@@ -112,6 +114,7 @@ class Controller:
         """Publish signed messages as a collector does (PUB connected to the SUB), once delivered."""
         with zmq.Context.instance().socket(zmq.XPUB) as pub:
             pub.setsockopt(zmq.LINGER, 2000)
+            curve_client(pub, SITE)
             pub.connect(self.stats)
             assert pub.poll(10_000), "the controller never subscribed"
             pub.recv()
@@ -428,6 +431,7 @@ def test_a_300_mb_frame_to_the_controller_is_dropped_by_libzmq(controller):
     before = rss(c.proc.pid)
     with zmq.Context.instance().socket(zmq.XPUB) as pub:
         pub.setsockopt(zmq.LINGER, 0)
+        curve_client(pub, SITE)  # even a holder of the token: ZMQ_MAXMSGSIZE drops it
         pub.connect(c.stats)
         assert pub.poll(10_000)
         pub.recv()
@@ -444,9 +448,11 @@ def test_a_300_mb_frame_to_a_collector_is_dropped_by_libzmq(tmp_path, iez_cmd, s
     (params / "proc").mkdir(parents=True)
     (tmp_path / "site").write_text(SITE)
     port = free_port()
-    ctx = zmq.Context.instance()
-    with ctx.socket(zmq.XSUB) as sub:  # whoever answers on the controller's address
+    ctx = zmq.Context()
+    zap = Zap(ctx, SITE)
+    with ctx.socket(zmq.XSUB) as sub:  # whoever answers on the controller's address, with the token
         sub.setsockopt(zmq.LINGER, 0)
+        zap.secure(sub)
         sub.bind(f"tcp://127.0.0.1:{port}")
         p = subprocess.Popen(iez_cmd + ["collect", "oss", "--oss-id", "oss0", "--params", str(params),
                                         "--proc", str(params / "proc"), "--publish", f"tcp://127.0.0.1:{port}",
@@ -454,7 +460,7 @@ def test_a_300_mb_frame_to_a_collector_is_dropped_by_libzmq(tmp_path, iez_cmd, s
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=subenv, start_new_session=True)
         try:
             sub.send(b"\x01" + TOPIC)
-            assert sub.poll(20_000), "the collector did not publish"
+            assert zap.wait(sub, 20_000), "the collector did not publish"
             sub.recv_multipart()
             before = rss(p.pid)
             frame = bytearray(300 * MiB)
@@ -467,7 +473,9 @@ def test_a_300_mb_frame_to_a_collector_is_dropped_by_libzmq(tmp_path, iez_cmd, s
         finally:
             p.send_signal(signal.SIGTERM)
             out = p.communicate(timeout=30)[0].decode()
-        assert p.returncode == 0 and "Traceback" not in out, out
+    zap.close()
+    ctx.term()
+    assert p.returncode == 0 and "Traceback" not in out, out
 
 
 # -- fuzz targets ----------------------------------------------------------------------------------------

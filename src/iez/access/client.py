@@ -39,6 +39,7 @@ from iez.access import protocol as P
 from iez.access.auth import Signer, client_token
 from iez.access.protocol import AccessError, Reply
 from iez.errors import ConfigError
+from iez.zmqauth import curve_client
 
 log = logging.getLogger("iez.access")
 
@@ -46,6 +47,9 @@ MODES = ("off", "coarse", "file", "phase", "fine")
 LEVEL_OF_MODE = {"coarse": "job", "file": "file", "phase": "phase", "fine": "call"}
 DEFAULT_SERVER = "tcp://127.0.0.1:5580"
 TRY_TIMEOUT = 1.0  # s, one request's reply time beyond the long-poll wait
+# A handshake refused looks like silence to a ZeroMQ client: say the likely reason with it.
+HANDSHAKE_HINT = ("not running, or it refused the handshake: a controller with a site token takes only "
+                  "clients with the same token, a --trusted-network one only clients without")
 
 
 @dataclass(frozen=True)
@@ -81,8 +85,9 @@ class AccessClient:
                  user: str | None = None, project: str | None = None, jobid: str | None = None,
                  osts: set[int] | frozenset[int] | None = None, down_wait: float = 10.0,
                  try_timeout: float = TRY_TIMEOUT, token: str | None = None):
-        """`token`: the site token requests are signed with (default: $IEZ_TOKEN_FILE or
-        $IEZ_TOKEN; "" sends them unsigned, for a --trusted-network controller)."""
+        """`token`: the site token requests are signed with, and whose CURVE keys the connection
+        uses (default: $IEZ_TOKEN_FILE or $IEZ_TOKEN; "" sends them unsigned over plain ZeroMQ,
+        for a --trusted-network controller)."""
         if mode not in MODES:
             raise ConfigError(f"IEZ_ACCESS={mode!r} is not one of {', '.join(MODES)}")
         self.server = server
@@ -129,15 +134,21 @@ class AccessClient:
 
     def _call_locked(self, line: str, timeout: float) -> Reply | None:
         if self._sock is None:
-            self._sock = self.ctx.socket(zmq.REQ)
-            self._sock.setsockopt(zmq.LINGER, 0)
-            self._sock.connect(self.server)
+            self._sock = self._connect()
         self._sock.send_string(self._signer.sign(line, time.time()))
         if not self._sock.poll(round(timeout * 1000)):
             self._sock.close(0)
             self._sock = None
             return None
         return P.parse_reply(self._sock.recv_string())
+
+    def _connect(self) -> zmq.Socket:
+        """A REQ socket to the controller: CURVE with the site token's keys when there is one."""
+        sock = self.ctx.socket(zmq.REQ)
+        sock.setsockopt(zmq.LINGER, 0)
+        curve_client(sock, self.token)
+        sock.connect(self.server)
+        return sock
 
     def _request(self, line: str, timeout: float | None = None) -> Reply:
         """Retry until a reply, for down_wait seconds at most (once if the controller was down)."""
@@ -194,8 +205,8 @@ class AccessClient:
                     break
         except ControllerDown:
             self.untokened += 1
-            log.warning("iez access: controller %s did not answer within %.0f s: phase %r of %s runs "
-                        "without a token", self.server, self.down_wait, phase, self.appid)
+            log.warning("iez access: controller %s did not answer within %.0f s (%s): phase %r of %s runs "
+                        "without a token", self.server, self.down_wait, HANDSHAKE_HINT, phase, self.appid)
             return None
         self.heartbeat = int(r.opt("heartbeat_ms", str(wait_ms))) / 1000
         self.grant = Grant(token=int(r.fields[0]), phase=phase, waited=time.monotonic() - t0,
@@ -328,9 +339,7 @@ class AccessClient:
         try:
             while not stop.wait(self.heartbeat):
                 if sock is None:
-                    sock = self.ctx.socket(zmq.REQ)
-                    sock.setsockopt(zmq.LINGER, 0)
-                    sock.connect(self.server)
+                    sock = self._connect()
                 sock.send_string(signer.sign(P.format_request("HEARTBEAT", self.appid, self._secret, token=token),
                                              time.time()))
                 if not sock.poll(round(self.heartbeat * 1000)):

@@ -62,7 +62,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--token-file", metavar="FILE",
                    help="the site token requests must be signed with (default $IEZ_SITE_TOKEN)")
     p.add_argument("--trusted-network", action="store_true",
-                   help="take unsigned requests from anyone who can reach the sockets (no site token)")
+                   help="take unsigned requests over plain ZeroMQ (no CURVE) from anyone who can reach the "
+                        "sockets (no site token)")
     p.add_argument("--max-skew", default="30",
                    help="refuse a request stamped further than this from our clock (default 30 s)")
     p.add_argument("--max-connections", type=int, default=MAX_CONNECTIONS,
@@ -159,7 +160,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
           f"{len(st.apps)} registered, {len(controller.holding())} holding, {len(controller.waiting())} waiting "
           f"(state {store.path}); zmq {' '.join(server.zmq_endpoints) or '-'}; "
           f"line {' '.join(server.line_endpoints) or '-'}; "
-          f"{'UNSIGNED requests (trusted network)' if verifier.key is None else 'signed requests'}", flush=True)
+          f"{'UNSIGNED requests (trusted network)' if verifier.key is None else 'signed requests, CURVE'}",
+          flush=True)
     serve(server)
     return 0
 
@@ -170,15 +172,19 @@ def fetch_status(server: str, timeout: float, token: str | None = None) -> dict:
 
     from iez.access import protocol as P
     from iez.access.auth import Signer, client_token
+    from iez.access.client import HANDSHAKE_HINT
+    from iez.zmqauth import curve_client
 
+    token = client_token() if token is None else token
     sock = zmq.Context.instance().socket(zmq.REQ)
     sock.setsockopt(zmq.LINGER, 0)
     sock.setsockopt(zmq.MAXMSGSIZE, P.MAX_ROW)
+    curve_client(sock, token)
     try:
         sock.connect(server)
-        sock.send_string(Signer(client_token() if token is None else token).sign("STATUS", time.time()))
+        sock.send_string(Signer(token).sign("STATUS", time.time()))
         if not sock.poll(round(timeout * 1000)):
-            raise IezError(f"the access controller at {server} did not answer within {timeout:g} s")
+            raise IezError(f"the access controller at {server} did not answer within {timeout:g} s ({HANDSHAKE_HINT})")
         header, *rows = sock.recv_multipart()
         try:
             n = P.status_rows(header.decode())

@@ -44,7 +44,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         p.add_argument("--proc", default="/proc", metavar="DIR",
                        help="where loadavg and meminfo are read (default /proc)")
         p.add_argument("--token-file", metavar="FILE",
-                       help="the site token (default: $IEZ_SITE_TOKEN); messages are signed with it")
+                       help="the site token (default: $IEZ_SITE_TOKEN); messages are signed with it and the "
+                            "connection to the controller is CURVE with keys derived from it")
         p.set_defaults(func=cmd_collect, role=role)
 
 

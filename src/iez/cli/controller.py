@@ -39,7 +39,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--listen", default="127.0.0.1:8760", metavar="HOST:PORT",
                    help="HTTP address (default 127.0.0.1:8760; 0.0.0.0:8760 for every interface)")
     p.add_argument("--stats", default="tcp://*:5556", metavar="ENDPOINT",
-                   help="ZeroMQ address collectors publish to (default tcp://*:5556)")
+                   help="ZeroMQ address collectors publish to (default tcp://*:5556); a CURVE server that "
+                        "admits holders of the site token only")
     p.add_argument("--site-token-file", metavar="FILE", help="site token (default $IEZ_SITE_TOKEN)")
     p.add_argument("--admin-token-file", metavar="FILE", help="admin token (default $IEZ_ADMIN_TOKEN)")
     p.add_argument("--uploads", choices=("site", "admin"), default="site",

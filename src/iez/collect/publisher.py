@@ -6,6 +6,10 @@ configuration. The publisher is an XPUB socket: it sees the controller's subscri
 and publishes at once instead of waiting for the next tick, so a controller that (re)starts has
 fresh statistics within a second, not an interval later.
 
+The connection is CURVE with keys derived from the site token (iez.zmqauth): the controller
+admits only publishers holding the token, and a collector talks only to a controller holding it,
+so nothing else answering on the controller's address gets a message through to it.
+
 A parameter that is missing or unreadable is reported in the message's `errors` (and logged
 when the set of errors changes), never fatal: the collector keeps running.
 """
@@ -24,6 +28,7 @@ from iez.collect.collectors import Collector, run_round
 from iez.collect.message import StatsMessage, check_interval, encode
 from iez.errors import IezError
 from iez.lustre.params import ParamTree
+from iez.zmqauth import curve_client
 
 log = logging.getLogger("iez.collect")
 
@@ -76,6 +81,7 @@ class Publisher:
         # It receives subscriptions only (a byte and the topic): libzmq drops a peer sending more
         # before it allocates the frame, whoever answers on the endpoint.
         sock.setsockopt(zmq.MAXMSGSIZE, MAX_SUBSCRIPTION)
+        curve_client(sock, self.token)  # and ZMQ_HANDSHAKE_IVL
         try:
             sock.connect(endpoint)
         except zmq.ZMQError as e:

@@ -4,6 +4,11 @@
     clients ──HTTP──► uvicorn ──► api routes ──► Controller (uploads, plans) ──► database
                                               worker thread ──► predict / allocate ──► database
 
+The SUB socket is a CURVE server with keys derived from the site token (iez.zmqauth): a
+publisher without the token is disconnected in the handshake, before libzmq buffers a message of
+it, which ZMQ_MAXMSGSIZE alone cannot prevent (it bounds a frame, not the frames of a message).
+Its ZAP check is answered by the subscriber thread that reads the socket.
+
 SIGTERM and SIGINT stop it within a few seconds (uvicorn handles them; open requests get
 `SHUTDOWN_GRACE` s, the worker as long): a run the worker was still planning is not waited for,
 its plan was never committed, and the next start plans it again from the database. SIGKILL loses
@@ -24,40 +29,56 @@ from iez.controller.api import BodyCaps
 from iez.controller.auth import Tokens
 from iez.controller.service import Controller
 from iez.errors import IezError
+from iez.zmqauth import HANDSHAKE_MS, Zap
 
 log = logging.getLogger("iez.controller")
 
 SHUTDOWN_GRACE = 2.0  # seconds open requests and the worker get after SIGTERM
 
 
-def bind_stats(endpoint: str) -> zmq.Socket:
-    """The SUB socket collectors publish to, bound (a one-line IezError if it cannot be)."""
-    sock = zmq.Context.instance().socket(zmq.SUB)
-    sock.setsockopt(zmq.LINGER, 0)
-    sock.setsockopt(zmq.MAXMSGSIZE, MAX_BYTES + 4096)  # a peer sending more is disconnected
-    sock.setsockopt(zmq.RCVHWM, 10000)
-    sock.setsockopt(zmq.SUBSCRIBE, TOPIC)
-    try:
-        sock.bind(endpoint)
-    except zmq.ZMQError as e:
-        sock.close()
-        raise IezError(f"cannot bind the statistics socket {endpoint}: {e}") from None
-    return sock
+class StatsSocket:
+    """The SUB socket collectors publish to, bound (a one-line IezError if it cannot be): a CURVE
+    server admitting holders of `token` only, in a context of its own with its ZAP handler."""
+
+    def __init__(self, endpoint: str, token: str) -> None:
+        self.ctx = zmq.Context()
+        self.zap = Zap(self.ctx, token)
+        self.sock = self.ctx.socket(zmq.SUB)
+        self.sock.setsockopt(zmq.LINGER, 0)
+        self.sock.setsockopt(zmq.MAXMSGSIZE, MAX_BYTES + 4096)  # a peer sending more is disconnected
+        self.sock.setsockopt(zmq.HANDSHAKE_IVL, HANDSHAKE_MS)
+        self.sock.setsockopt(zmq.RCVHWM, 10000)
+        self.sock.setsockopt(zmq.SUBSCRIBE, TOPIC)
+        self.zap.secure(self.sock)
+        try:
+            self.sock.bind(endpoint)
+        except zmq.ZMQError as e:
+            self.close()
+            raise IezError(f"cannot bind the statistics socket {endpoint}: {e}") from None
+
+    def recv(self, timeout_ms: int) -> list[bytes] | None:
+        """The next message within `timeout_ms` (None if none), answering handshakes meanwhile."""
+        return self.sock.recv_multipart() if self.zap.wait(self.sock, timeout_ms) else None
+
+    def close(self) -> None:
+        self.sock.close(0)
+        self.zap.close()
+        self.ctx.term()
 
 
-def subscribe(controller: Controller, sock: zmq.Socket, stop: threading.Event) -> None:
-    """Receive collector messages until `stop` is set (the thread owns `sock` from now on)."""
+def subscribe(controller: Controller, stats: StatsSocket, stop: threading.Event) -> None:
+    """Receive collector messages until `stop` is set (the thread owns `stats` from now on)."""
     try:
         while not stop.is_set():
-            if not sock.poll(200):
+            frames = stats.recv(200)
+            if frames is None:
                 continue
-            frames = sock.recv_multipart()
             try:
                 controller.on_message(frames, time.time())
             except Exception:  # one bad message must never stop the subscriber
                 log.exception("collector message failed")
     finally:
-        sock.close()
+        stats.close()
 
 
 def serve(controller: Controller, tokens: Tokens, host: str, port: int, stats: str, *, uploads: str = "site",
@@ -68,7 +89,8 @@ def serve(controller: Controller, tokens: Tokens, host: str, port: int, stats: s
 
     app = create_app(controller, tokens, uploads, caps)
     stop = threading.Event()
-    sub = threading.Thread(target=subscribe, args=(controller, bind_stats(stats), stop), name="iez-sub", daemon=True)
+    sub = threading.Thread(target=subscribe, args=(controller, StatsSocket(stats, tokens.site), stop), name="iez-sub",
+                           daemon=True)
     sub.start()
     controller.start()
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False,
