@@ -1,9 +1,10 @@
 """IO-Cop controller speed (issue #8): request rate and latency, each against a baseline
 measured in the same run.
 
-- transport: one request's round trip (HELLO) over the ZeroMQ ROUTER socket and the raw-TCP line
-  socket, against an HTTP server doing nothing (FastAPI on uvicorn, httpx keep-alive client):
-  the measurement behind choosing ZeroMQ (docs/iocop.md);
+- transport: one request's round trip (HELLO) over the ZeroMQ ROUTER socket (CURVE, signed) and
+  the raw-TCP line socket, against an HTTP server doing nothing (FastAPI on uvicorn, httpx
+  keep-alive client): the measurement behind choosing ZeroMQ (docs/iocop.md); and against a
+  --trusted-network controller (plain ZeroMQ, unsigned): what authentication costs;
 - a grant: ACQUIRE + RELEASE by one client (state saved to SQLite before each reply), against
   two bare round trips;
 - churn: 1,000 C clients x 3 cycles under exclusive, grants per second, against one C client
@@ -29,6 +30,7 @@ from iez.access.auth import Signer
 from iez.access.client import AccessClient
 from iez.access.server import spawn
 from iez.controller.auth import new_token
+from iez.zmqauth import curve_client
 
 TOKEN = new_token()  # this run's site token; main() hands it to the clients through the environment
 
@@ -66,18 +68,29 @@ def show(name: str, m: tuple[float, float, float]) -> None:
     print(f"  {name}: median {m[0] * 1e6:.0f} us, p99 {m[1] * 1e6:.0f} us, {m[2]:,.0f} requests/s")
 
 
-def transport(ctl) -> None:
+def req(endpoint: str, token: str) -> zmq.Socket:
+    """A REQ socket as the clients make it: CURVE with the token's keys, plain without one."""
+    sock = zmq.Context.instance().socket(zmq.REQ)
+    curve_client(sock, token)
+    sock.connect(endpoint)
+    return sock
+
+
+def transport(ctl, plain) -> None:
     import socket
 
     import httpx
 
-    sock = zmq.Context.instance().socket(zmq.REQ)
-    sock.connect(ctl.zmq)
+    sock, psock = req(ctl.zmq, TOKEN), req(plain.zmq, "")
     zs, ls = Signer(TOKEN), Signer(TOKEN)  # signed as every client signs
 
     def z():
         sock.send_string(zs.sign("HELLO", time.time()))
         sock.recv()
+
+    def p():
+        psock.send_string("HELLO")
+        psock.recv()
 
     host, port = ctl.line_addr.rsplit(":", 1)
     conn = socket.create_connection((host, int(port)))
@@ -103,25 +116,27 @@ def transport(ctl) -> None:
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.1)
-        zm, lm = timed(z), timed(line)
+        zm, lm, pm = timed(z), timed(line), timed(p)
         hm = timed(lambda: client.post(f"http://127.0.0.1:{hport}/hello"), n=N // 3)
     finally:
         http.kill()
         http.wait()
     print("transport, one request round trip on loopback:")
-    show("ZeroMQ ROUTER (REQ client)", zm)
-    show("raw-TCP line socket", lm)
+    show("ZeroMQ ROUTER (REQ client; CURVE, signed)", zm)
+    show("ZeroMQ ROUTER, trusted network (plain ZeroMQ, unsigned)", pm)
+    show("raw-TCP line socket (signed)", lm)
     show("HTTP baseline (FastAPI/uvicorn, httpx)", hm)
     print(f"  HTTP / ZeroMQ median latency: {hm[0] / zm[0]:.1f}x; ZeroMQ / HTTP rate: {zm[2] / hm[2]:.1f}x")
+    print(f"  CURVE and signature / trusted network, median latency: {zm[0] / pm[0]:.2f}x")
     sock.close(0)
+    psock.close(0)
     conn.close()
 
 
 def grants(ctl) -> None:
     c = AccessClient(ctl.zmq, "1:bench")
     c._registered()
-    sock = zmq.Context.instance().socket(zmq.REQ)
-    sock.connect(ctl.zmq)
+    sock = req(ctl.zmq, TOKEN)
     signer = Signer(TOKEN)
 
     def hello2():
@@ -201,11 +216,13 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         ctl = spawn(tmp / "state.db", "--heartbeat", "1", token=TOKEN)
+        plain = spawn(tmp / "plain.db", "--trusted-network", line_bind="")
         try:
-            transport(ctl)
+            transport(ctl, plain)
             grants(ctl)
         finally:
             ctl.stop()
+            plain.stop()
         churn(tmp)
         estimate_cost()
 
