@@ -20,9 +20,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core.h"
 #include "iocop.h"
 #include "log.h"
+#include "module.h"
+#include "state.h"
 #include "sysio.h"
 
 #define TRY_MS 1000         /* one attempt once the controller was found down (client.py TRY_TIMEOUT) */
@@ -77,7 +78,8 @@ static void add_opt(size_t *at, const char *key, const char *v)
     *at += (size_t)snprintf(reg_opts + *at, sizeof reg_opts - *at, "%s%s=%s", *at ? "\t" : "", key, v);
 }
 
-void iez_access_init(void)
+/* Read IEZ_ACCESS*. */
+static void access_init(void)
 {
     const char *mode = getenv("IEZ_ACCESS");
     int level = IEZ_ACCESS_NONE;
@@ -375,7 +377,8 @@ void iez_access_dup(int from, int to)
 
 /* ---- process life ---------------------------------------------------------------------------- */
 
-void iez_access_forked(void)
+/* In a fork child: the parent's connection and token are not the child's. */
+static void access_fork_child(void)
 {
     pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER, fresh_levels = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
     mu = fresh;
@@ -391,7 +394,8 @@ void iez_access_forked(void)
     memset(files, 0, sizeof files);
 }
 
-void iez_access_fini(void)
+/* Process end: release and unregister (only the process that registered). */
+static void access_fini(void)
 {
     if (!connected || owner != getpid())
         return;
@@ -405,16 +409,5 @@ void iez_access_fini(void)
     pthread_mutex_unlock(&mu);
 }
 
-/* ---- the C API (iez.h) ------------------------------------------------------------------------- */
-
-IEZ_EXPORT int iez_io_begin(const char *phase)
-{
-    iez_init();
-    return iez_access_enter(IEZ_ACCESS_PHASE, phase && *phase ? phase : "io");
-}
-
-IEZ_EXPORT int iez_io_end(void)
-{
-    iez_init();
-    return iez_access_exit(IEZ_ACCESS_PHASE);
-}
+const struct iez_module iez_access_module = {
+    .name = "access", .init = access_init, .fork_child = access_fork_child, .fini = access_fini};

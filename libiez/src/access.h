@@ -9,7 +9,6 @@ enum iez_access_level { IEZ_ACCESS_NONE = 0, IEZ_ACCESS_JOB, IEZ_ACCESS_FILE, IE
 extern int iez_access_level;     /* IEZ_ACCESS's level; NONE: off */
 extern int iez_access_files;     /* opens and closes of the job's files are counted (file, POSIX coarse) */
 
-void iez_access_init(void);      /* read IEZ_ACCESS* (from iez_init) */
 /* Enter / leave a level; the mode's level takes the token at depth 0 -> 1 and gives it back at
  * 1 -> 0. enter returns 1 if the job holds a token for it, 0 if it runs without one. */
 int iez_access_enter(int level, const char *phase);
@@ -19,10 +18,6 @@ int iez_access_exit(int level);
 void iez_access_opened(int fd);
 void iez_access_closed(int fd);
 void iez_access_dup(int from, int to);
-/* In a fork child: the parent's connection and token are not the child's. */
-void iez_access_forked(void);
-/* Process end: release and unregister (only the process that registered). */
-void iez_access_fini(void);
 
 /* The local coordinator of an MPI job (libiez-mpi, after MPI_Init): rank 0 of MPI_COMM_WORLD
  * talks to the controller; bcast gives every rank rank 0's token, barrier ends a hold. NULL:

@@ -6,7 +6,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "core.h"
+#include "state.h"
 
 static int under_emulated(const char *abs, size_t len)
 {

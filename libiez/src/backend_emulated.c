@@ -8,10 +8,10 @@
 #include <sys/xattr.h>
 
 #include "backend.h"
-#include "core.h"
 #include "log.h"
 #include "lum.h"
 #include "mds.h"
+#include "state.h"
 #include "sysio.h"
 
 #define XATTR "user.lustre.lov" /* the real client's lustre.lov, in the namespace users may write */

@@ -18,9 +18,9 @@
 #include <unistd.h>
 
 #include "config.h"
-#include "core.h"
 #include "log.h"
 #include "path.h"
+#include "state.h"
 
 static void copy(char *dst, size_t cap, const char *src)
 {

@@ -1,7 +1,7 @@
 #ifndef IEZ_CONFIG_H
 #define IEZ_CONFIG_H
 
-#include "core.h"
+#include "state.h"
 
 /* Read the environment into c (see config.c for the variables). */
 void iez_config_load(struct iez_config *c);

@@ -1,75 +1,73 @@
-/* Lifecycle: the constructor resolves the real functions and reads the configuration; fork
- * handlers give a child its own trace; the destructor (and _exit) finish the trace. */
+/* Lifecycle: the constructor resolves the real functions and reads the configuration, then the
+ * modules start; fork handlers give a child its own state; the destructor (and _exit) finish
+ * them. core.c names no module but in the table below. */
 #include "core.h"
 
+#include <errno.h>
 #include <pthread.h>
-#include <time.h>
 #include <unistd.h>
 
-#include "access.h"
 #include "config.h"
-#include "iolog.h"
 #include "log.h"
+#include "module.h"
 #include "real.h"
-#include "open.h"
-#include "trace.h"
 
-struct iez_config iez_cfg;
-int iez_tracing;
-pid_t iez_pid;
-unsigned iez_gen;
-int iez_fork_single;
-__thread int iez_busy __attribute__((tls_model("initial-exec")));
+/* The order of every walk (fini: reversed): the log first, so that any module may report;
+ * the trace after the I/O event log it feeds; open last, as it uses them all. */
+static const struct iez_module *const modules[] = {
+    &iez_log_module, &iez_iolog_module, &iez_trace_module, &iez_access_module, &iez_open_module,
+};
+#define NMODULES (sizeof modules / sizeof *modules)
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static int inited;
 
-static void fork_prepare(void) { iez_trace_lock(); }
+static void fork_prepare(void)
+{
+    for (size_t i = 0; i < NMODULES; i++)
+        if (modules[i]->fork_prepare)
+            modules[i]->fork_prepare();
+}
+
 static void fork_parent(void)
 {
-    iez_trace_forked();
-    iez_trace_unlock();
+    for (size_t i = 0; i < NMODULES; i++)
+        if (modules[i]->fork_parent)
+            modules[i]->fork_parent();
 }
+
 static void fork_child(void)
 {
     iez_pid = getpid();
     iez_gen++;
     iez_fork_single = 1;
-    iez_log_forget();
-    iez_access_forked();
-    iez_trace_forked();
-    iez_trace_fork_child();
+    for (size_t i = 0; i < NMODULES; i++)
+        if (modules[i]->fork_child)
+            modules[i]->fork_child();
 }
 
 static void init_once(void)
 {
-    int entered = iez_enter();
+    int entered = iez_enter(), saved = errno;
     iez_config_load(&iez_cfg);
     iez_pid = getpid();
     iez_tracing = iez_cfg.trace && iez_cfg.trace_dir[0];
     if (iez_cfg.trace && !iez_cfg.trace_dir[0])
         iez_log_once(IEZ_LOG_CONFIG, "tracing asked for but IEZ_TRACE_DIR is not set: no trace");
-    iez_iolog_init();
-    iez_access_init();
+    for (size_t i = 0; i < NMODULES; i++)
+        if (modules[i]->init)
+            modules[i]->init();
     pthread_atfork(fork_prepare, fork_parent, fork_child);
     __atomic_store_n(&inited, 1, __ATOMIC_RELEASE);
+    errno = saved;
     if (entered)
         iez_leave();
 }
 
 void iez_init(void)
 {
-    if (!__atomic_load_n(&inited, __ATOMIC_ACQUIRE))
+    if (!__atomic_load_n(&inited, __ATOMIC_ACQUIRE) && !iez_busy)
         pthread_once(&once, init_once);
-}
-
-int iez_owner(void) { return getpid() == iez_pid; }
-
-uint64_t iez_now_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_REALTIME, &t);
-    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
 
 void iez_fini(void)
@@ -77,9 +75,9 @@ void iez_fini(void)
     if (!__atomic_load_n(&inited, __ATOMIC_ACQUIRE) || !iez_owner())
         return;
     int entered = iez_enter();
-    iez_access_fini();
-    iez_trace_fini();
-    iez_iolog_fini();
+    for (size_t i = NMODULES; i-- > 0;)
+        if (modules[i]->fini)
+            modules[i]->fini();
     if (entered)
         iez_leave();
 }
@@ -90,7 +88,6 @@ __attribute__((constructor)) static void iez_constructor(void)
     iez_init();
     if (iez_cfg.trace || iez_cfg.place)
         iez_config_export_run();
-    iez_open_inherited();
 }
 
 __attribute__((destructor)) static void iez_destructor(void) { iez_fini(); }

@@ -1,60 +1,15 @@
-/* libiez's shared core: configuration, lifecycle (init once, fork, exit) and the per-thread
- * recursion guard that keeps libiez's own work out of its wrappers. */
+/* libiez's lifecycle: read the configuration once, then walk the module table (module.h) at
+ * init, fork and exit. The layers that intercept calls (posix.c, stdio.c, hdf5.c, MPI) sit
+ * above it; the modules and the global state (state.h) below. */
 #ifndef IEZ_CORE_H
 #define IEZ_CORE_H
 
-#include <limits.h>
-#include <stdint.h>
-#include <sys/types.h>
+#include "state.h"
 
-#define IEZ_EXPORT __attribute__((visibility("default")))
-#define IEZ_LIKELY(x) __builtin_expect(!!(x), 1)
-#define IEZ_UNLIKELY(x) __builtin_expect(!!(x), 0)
-
-enum iez_api { IEZ_API_POSIX = 0, IEZ_API_STDIO = 1, IEZ_API_MPIIO = 2, IEZ_API_HDF5 = 3 };
-
-struct iez_config {
-    int trace, place;            /* IEZ_MODE */
-    char app[128], run[128], host[64];
-    int rank;
-    char trace_dir[PATH_MAX];    /* "" = no tracing */
-    char plan[PATH_MAX];         /* "" = no plan */
-    char log[PATH_MAX];          /* "" = silent; "-" = stderr */
-    char iolog[PATH_MAX];        /* IEZ_IOLOG: the I/O event log directory; "" = none */
-    char nid[64];                /* IEZ_NID: the client NID of I/O events; "" = this host's */
-    /* IEZ_EMULATED: "<DIR>/fs/" as given (made absolute) and resolved, and the MDS socket */
-    char emu_fs[PATH_MAX], emu_fs_real[PATH_MAX], emu_run[PATH_MAX];
-    size_t emu_fs_len, emu_fs_real_len;
-};
-
-extern struct iez_config iez_cfg;
-extern int iez_tracing;          /* trace mode with a trace directory: the hot-path test */
-extern pid_t iez_pid;            /* the process libiez's state belongs to */
-extern unsigned iez_gen;         /* bumped in each fork child: records of the parent are not ours */
-extern int iez_fork_single;      /* a fork child that has not created a thread (yet) */
-
-/* Whether another thread may update the same counters: glibc's flag says whether a thread was
- * ever created, but stays false in a fork child, where only the forking thread lives on. */
-#include <sys/single_threaded.h>
-static inline int iez_multithreaded(void) { return !__libc_single_threaded && !iez_fork_single; }
-
-void iez_init(void);             /* idempotent; every wrapper that does work calls it */
-/* Not a vfork child (or a child made by a raw clone) sharing the parent's memory. */
-int iez_owner(void);
-/* Finish this process's trace: normal exit, _exit. Idempotent. */
+/* Idempotent; every wrapper that does work calls it before its own work (before iez_enter):
+ * a thread already inside libiez's work does not wait for it. Keeps errno. */
+void iez_init(void);
+/* Finish this process's modules: normal exit, _exit. Idempotent. */
 void iez_fini(void);
-
-uint64_t iez_now_ns(void);       /* CLOCK_REALTIME */
-
-extern __thread int iez_busy;
-/* Enter libiez's own work; 0 if this thread is already inside it (then pass through). */
-static inline int iez_enter(void)
-{
-    if (iez_busy)
-        return 0;
-    iez_busy = 1;
-    return 1;
-}
-static inline void iez_leave(void) { iez_busy = 0; }
 
 #endif

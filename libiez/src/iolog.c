@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "module.h"
 #include "sysio.h"
 
 #define CHUNK (1u << 20)
@@ -50,7 +51,8 @@ struct ident {
 };
 static struct ident *ident;
 
-void iez_iolog_init(void)
+/* After the configuration is read: turn the log on if asked. */
+static void iolog_init(void)
 {
     if (!iez_cfg.iolog[0])
         return;
@@ -241,9 +243,12 @@ void iez_iolog_event(int write, uint64_t t0, uint64_t off, uint64_t len, const c
     iez_leave();
 }
 
-void iez_iolog_fini(void)
+/* End of the process: cut this thread's file after its last event. */
+static void iolog_fini(void)
 {
     struct iolog *l = mine;
     if (l && l->gen == iez_gen)
         seal(l);
 }
+
+const struct iez_module iez_iolog_module = {.name = "iolog", .init = iolog_init, .fini = iolog_fini};

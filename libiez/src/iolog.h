@@ -8,20 +8,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core.h"
+#include "state.h"
 
 extern int iez_iolog_on;             /* IEZ_IOLOG is set and tracing is on */
 
 /* When an I/O call starts: only read the clock if the event log is on. */
 static inline uint64_t iez_io_t0(void) { return IEZ_UNLIKELY(iez_iolog_on) ? iez_now_ns() : 0; }
 
-/* After the configuration is read (init): turn the log on if asked. */
-void iez_iolog_init(void);
 /* One event: a read (write = 0) or write of len bytes at off of the file path, started at t0. */
 void iez_iolog_event(int write, uint64_t t0, uint64_t off, uint64_t len, const char *path, size_t plen);
 /* The rank or run changed (MPI_Init): the NID and job id of later events follow. */
 void iez_iolog_ident_changed(void);
-/* End of the process (or of this thread): cut this thread's file after its last event. */
-void iez_iolog_fini(void);
 
 #endif

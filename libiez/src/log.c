@@ -6,7 +6,8 @@
 #include <stdio.h>
 #include <unistd.h>
 
-#include "core.h"
+#include "module.h"
+#include "state.h"
 #include "sysio.h"
 
 static int said[IEZ_LOG_NKINDS];
@@ -56,8 +57,11 @@ void iez_log_once(enum iez_log_kind kind, const char *fmt, ...)
     va_end(ap);
 }
 
-void iez_log_forget(void)
+/* A fork child is a new process: it reports its own failures once again. */
+static void log_fork_child(void)
 {
     for (int i = 0; i < IEZ_LOG_NKINDS; i++)
         said[i] = 0;
 }
+
+const struct iez_module iez_log_module = {.name = "log", .fork_child = log_fork_child};

@@ -9,7 +9,5 @@ enum iez_log_kind {
 
 void iez_log_once(enum iez_log_kind kind, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void iez_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* A fork child is a new process: it reports its own failures once again. */
-void iez_log_forget(void);
 
 #endif

@@ -11,9 +11,10 @@
 #include <unistd.h>
 
 #include "access.h"
-#include "core.h"
 #include "log.h"
+#include "module.h"
 #include "path.h"
+#include "state.h"
 #include "sysio.h"
 #include "trace.h"
 
@@ -57,7 +58,6 @@ void iez_open_begin(struct iez_open *op, int dirfd, const char *path, int flags,
     op->dirfd = dirfd;
     op->path = path;
     int saved = errno;
-    iez_init();
     op->creating = (flags & O_CREAT) && (flags & __O_TMPFILE) != __O_TMPFILE && !(flags & (O_DIRECTORY | O_PATH));
     /* a vfork child shares the parent's memory, trace included: it places, but is not traced */
     op->track = iez_tracing && !(flags & O_PATH) && (op->creating || (flags & O_ACCMODE) != O_RDONLY) && iez_owner();
@@ -199,9 +199,10 @@ void iez_open_end(struct iez_open *op, int fd)
     iez_leave();
 }
 
-void iez_open_inherited(void)
+/* Trace the writable files this process was started with (a shell redirect, say). */
+static void open_init(void)
 {
-    if (!iez_tracing || !iez_enter())
+    if (!iez_tracing)
         return;
     int saved = errno;
     int dfd = iez_sys_openat(AT_FDCWD, "/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
@@ -232,5 +233,6 @@ void iez_open_inherited(void)
     if (dfd >= 0)
         iez_sys_close(dfd);
     errno = saved;
-    iez_leave();
 }
+
+const struct iez_module iez_open_module = {.name = "open", .init = open_init};

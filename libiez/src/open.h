@@ -2,6 +2,7 @@
  * (posix.c, stdio.c): placement before the real call, tracing after it.
  *
  *   struct iez_open op;
+ *   iez_init();
  *   iez_open_begin(&op, dirfd, path, flags, mode, api);
  *   fd = real(..., op.flags ...);
  *   if (iez_open_retry(&op, fd)) fd = real(..., flags ...);
@@ -36,8 +37,6 @@ void iez_open_begin(struct iez_open *op, int dirfd, const char *path, int flags,
  * must repeat the call with the application's own flags (1). */
 int iez_open_retry(struct iez_open *op, int fd);
 void iez_open_end(struct iez_open *op, int fd);
-/* Trace the writable files this process was started with (a shell redirect, say). */
-void iez_open_inherited(void);
 
 /* The absolute, lexically normalised name of (dirfd, path), as plan keys are written: its
  * length, or -1. */

@@ -7,9 +7,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "core.h"
 #include "log.h"
 #include "plan.h"
+#include "state.h"
 
 static pthread_once_t plan_once = PTHREAD_ONCE_INIT;
 static struct iez_plan *plan;

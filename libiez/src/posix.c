@@ -33,6 +33,7 @@ int __openat64_2(int, const char *, int);
 /* Every open wrapper: CALL(f) is the real call with open flags f. */
 #define IEZ_OPEN(dirfd_, path_, flags_, mode_, CALL)                  \
     struct iez_open op;                                               \
+    iez_init();                                                       \
     iez_open_begin(&op, dirfd_, path_, flags_, mode_, IEZ_API_POSIX); \
     int fd = CALL(op.flags);                                          \
     if (iez_open_retry(&op, fd))                                      \

@@ -97,6 +97,7 @@ static FILE *do_fopen(FILE *(*real)(const char *, const char *), const char *pat
     if (flags < 0)
         return real(path, mode);
     struct iez_open op;
+    iez_init();
     iez_open_begin(&op, AT_FDCWD, path, flags, 0666, IEZ_API_STDIO);
     char m[64];
     const char *use = mode;

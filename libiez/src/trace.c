@@ -10,6 +10,7 @@
 
 #include "hash.h"
 #include "log.h"
+#include "module.h"
 #include "sysio.h"
 
 struct iez_ofd **iez_fdtab[IEZ_FD_CHUNKS];
@@ -40,8 +41,7 @@ static uint32_t plan_flags;
 static struct iez_rec **open_files;
 static size_t n_open_files, open_files_cap;
 
-void iez_trace_lock(void) { pthread_mutex_lock(&lock); }
-void iez_trace_unlock(void) { pthread_mutex_unlock(&lock); }
+static void trace_fini(void);
 
 static const char *rec_path(const struct iez_rec *r) { return (const char *)r + IEZ_REC_FIXED; }
 
@@ -417,7 +417,7 @@ void iez_trace_set_ident(int rank, const char *run)
 
 uint64_t iez_trace_finish(struct iez_own *file)
 {
-    iez_trace_fini();
+    trace_fini();
     pthread_mutex_lock(&lock);
     uint64_t size = shard_state == 1 ? (uint64_t)shard.chunk_no * IEZ_SHARD_CHUNK + shard.used : 0;
     *file = shard.file;
@@ -439,7 +439,8 @@ void iez_trace_plan_count(int outcome, size_t entries, int rejected)
     pthread_mutex_unlock(&lock);
 }
 
-void iez_trace_forked(void)
+/* After fork, in parent and child: every descriptor open now shares its position. */
+static void trace_forked(void)
 {
     for (struct ofd_block *b = blocks; b; b = b->next)
         for (size_t i = 0; i < 64; i++)
@@ -447,9 +448,19 @@ void iez_trace_forked(void)
                 __atomic_store_n(&b->ofd[i].ask_pos, 1, __ATOMIC_RELAXED);
 }
 
-void iez_trace_fork_child(void)
+/* the forking thread holds the lock across fork: no record is half written in the child */
+static void trace_fork_prepare(void) { pthread_mutex_lock(&lock); }
+
+static void trace_fork_parent(void)
 {
-    /* the forking thread held the lock across fork; the child starts afresh with its own shard */
+    trace_forked();
+    pthread_mutex_unlock(&lock);
+}
+
+static void trace_fork_child(void)
+{
+    trace_forked();
+    /* the child starts afresh with its own shard */
     pthread_mutex_init(&lock, NULL);
     memset(&shard, 0, sizeof shard);
     shard_state = 0;
@@ -461,7 +472,7 @@ void iez_trace_fork_child(void)
     n_open_files = 0;
 }
 
-void iez_trace_fini(void)
+static void trace_fini(void)
 {
     pthread_mutex_lock(&lock);
     if (finished) {
@@ -489,3 +500,9 @@ void iez_trace_fini(void)
                 (unsigned long long)plan_hits, (unsigned long long)plan_misses, (unsigned long long)plan_entries);
     pthread_mutex_unlock(&lock);
 }
+
+const struct iez_module iez_trace_module = {.name = "trace",
+                                            .fork_prepare = trace_fork_prepare,
+                                            .fork_parent = trace_fork_parent,
+                                            .fork_child = trace_fork_child,
+                                            .fini = trace_fini};

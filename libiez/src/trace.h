@@ -9,7 +9,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "core.h"
+#include "state.h"
 #include "iolog.h"
 #include "plan.h"
 #include "shard.h"
@@ -119,15 +119,8 @@ void iez_trace_closed(int fd);
 void iez_trace_dup(int oldfd, int newfd);
 void iez_trace_close_range(unsigned first, unsigned last);
 void iez_trace_set_append(int fd, int append);
-/* After fork, in parent and child: every descriptor open now shares its position. */
-void iez_trace_forked(void);
 /* A create on Lustre or the emulated cluster: found in the plan (IEZ_PLAN_HIT), missing
  * from it (IEZ_PLAN_MISS), or the plan was rejected (IEZ_PLAN_NONE). */
 void iez_trace_plan_count(int outcome, size_t plan_entries, int rejected);
-
-void iez_trace_lock(void);
-void iez_trace_unlock(void);
-void iez_trace_fork_child(void);
-void iez_trace_fini(void);
 
 #endif

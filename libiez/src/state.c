@@ -1,0 +1,20 @@
+#include "state.h"
+
+#include <time.h>
+#include <unistd.h>
+
+struct iez_config iez_cfg;
+int iez_tracing;
+pid_t iez_pid;
+unsigned iez_gen;
+int iez_fork_single;
+__thread int iez_busy __attribute__((tls_model("initial-exec")));
+
+int iez_owner(void) { return getpid() == iez_pid; }
+
+uint64_t iez_now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
