@@ -120,7 +120,7 @@ static void begin(struct h5create *op, create_fn create, const char *name, unsig
     if (!name || !iez_owner())
         return;
     iez_init();
-    int placing = iez_cfg.place || (iez_cfg.trace && iez_cfg.emu_fs_len);
+    int placing = iez_placing();
     if (!placing && !iez_tracing)
         return;
     int parallel = mpio_fapl(create, fapl);

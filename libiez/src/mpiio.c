@@ -29,7 +29,7 @@
 int iez_mpi_placing(void)
 {
     iez_init();
-    return iez_cfg.place || (iez_cfg.trace && iez_cfg.emu_fs_len);
+    return iez_placing();
 }
 
 void iez_mpi_place(MPI_Comm comm, const char *path, const char *abs, int len, int place, struct iez_mpi_create *out)

@@ -62,7 +62,7 @@ void iez_open_begin(struct iez_open *op, int dirfd, const char *path, int flags,
     /* a vfork child shares the parent's memory, trace included: it places, but is not traced */
     op->track = iez_tracing && !(flags & O_PATH) && (op->creating || (flags & O_ACCMODE) != O_RDONLY) && iez_owner();
     /* the emulated cluster's MDS sees every create, traced or placed (IEZ_MODE=off: nothing) */
-    int place = op->creating && (iez_cfg.place || (iez_cfg.trace && iez_cfg.emu_fs_len));
+    int place = op->creating && iez_placing();
     if (!op->track && !place)
         goto out;
     int n = iez_absolute(dirfd, path, op->abs, sizeof op->abs);

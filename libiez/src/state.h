@@ -40,6 +40,10 @@ extern int iez_fork_single;      /* a fork child that has not created a thread (
  * ever created, but stays false in a fork child, where only the forking thread lives on. */
 static inline int iez_multithreaded(void) { return !__libc_single_threaded && !iez_fork_single; }
 
+/* Whether creates go through placement: IEZ_MODE place, or the emulated cluster, whose MDS sees
+ * every create (trace mode too), as a real MDS lays out every file. */
+static inline int iez_placing(void) { return iez_cfg.place || (iez_cfg.trace && iez_cfg.emu_fs_len); }
+
 /* Not a vfork child (or a child made by a raw clone) sharing the parent's memory. */
 int iez_owner(void);
 uint64_t iez_now_ns(void);       /* CLOCK_REALTIME */
