@@ -169,7 +169,8 @@ def load(path: str | Path) -> Plan:
         text = raw.decode()
     except UnicodeDecodeError:
         raise ConfigError(f"{p}: not an iez plan (not UTF-8 text)") from None
-    return loads(text, source=str(p))
+    # lines end as in text mode (universal newlines), the way libiez's parser reads them too
+    return loads(text.replace("\r\n", "\n").replace("\r", "\n"), source=str(p))
 
 
 def save(plan: Plan, path: str | Path) -> None:
