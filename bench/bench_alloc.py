@@ -19,7 +19,8 @@ from rich.progress import track
 from rich.table import Table
 
 from iez.alloc.balanced import rr_orders, solve
-from iez.alloc.policy import AllocOptions, get_policy, job_bytes, makespan, tables
+from iez.alloc.policy import AllocOptions, job_bytes, makespan, tables
+from iez.alloc.registry import get_policy
 from iez.alloc.scenarios import GiB, paper_scenarios, uneven_fill
 from iez.cluster import DEFAULT_NIC_BW, Snapshot, make_cluster
 from iez.errors import AllocationError

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import httpx
 
-from iez.alloc.policy import AllocOptions, get_policy
+from iez.alloc.policy import AllocOptions
+from iez.alloc.registry import get_policy
 from iez.cluster import Snapshot, make_cluster
 from iez.controller.client import request_json
 from iez.controller.local import LocalControlPlane

@@ -26,7 +26,8 @@ from iez.alloc.balanced import (
     water_fill,
 )
 from iez.alloc.lustre_rr import RRState, alloc_rr
-from iez.alloc.policy import AllocOptions, get_policy, ost_table, request_table, stripe_bytes, stripe_size, tables
+from iez.alloc.policy import AllocOptions, ost_table, request_table, stripe_bytes, stripe_size, tables
+from iez.alloc.registry import get_policy
 from iez.cluster import Snapshot, make_cluster
 from iez.errors import AllocationError
 from iez.layout.raid0 import bytes_per_stripe

@@ -11,15 +11,8 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from iez.alloc.policy import (
-    POLICIES,
-    AllocOptions,
-    get_policy,
-    job_bytes,
-    makespan,
-    ost_table,
-    stripe_size,
-)
+from iez.alloc.policy import AllocOptions, job_bytes, makespan, ost_table, stripe_size
+from iez.alloc.registry import DEFAULT_POLICY, get_policy, names
 from iez.alloc.scenarios import GiB, hacc_io, ior, paper_scenarios, uneven_fill
 from iez.cluster import OSSStats, Snapshot, make_cluster, parse_cluster
 from iez.errors import AllocationError, ConfigError
@@ -78,10 +71,16 @@ def rr_fits(cluster, snap, placed) -> bool:
 # -- the interface -----------------------------------------------------------------------------
 
 
+POLICIES = names()
+
+
 def test_policy_names():
-    assert POLICIES == ("balanced", "iez-paper", "rr", "qos")
+    # Display order: Lustre's baselines, the paper's algorithm, iez's own (seed 000's figures).
+    assert POLICIES == ("rr", "qos", "iez-paper", "balanced") and DEFAULT_POLICY in POLICIES
+    assert names(kind="lustre") == ("rr", "qos") and names(kind="iez") == ("balanced",)
     assert [get_policy(n).name for n in POLICIES] == list(POLICIES)
-    with pytest.raises(ConfigError, match="unknown allocation policy 'fastest'.*balanced, iez-paper, rr, qos"):
+    assert get_policy("rr") is not get_policy("rr")  # a new instance each time: no state shared
+    with pytest.raises(ConfigError, match="unknown allocation policy 'fastest'.*rr, qos, iez-paper, balanced"):
         get_policy("fastest")
 
 

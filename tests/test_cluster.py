@@ -203,3 +203,21 @@ def test_snapshot_from_cluster():
     assert s.osts[4].state == "degraded"
     assert sorted(s.active()) == [0, 1, 2, 3]
     assert isinstance(c, Cluster)
+
+
+@pytest.mark.parametrize("written", [1, 1023, 1024, 1025, 5 << 20, (5 << 20) + 1])
+def test_snapshot_debit_rounds_up_as_the_osts_report_free_space(written):
+    """Debiting n bytes leaves what statfs (here the emulated OSSs' scan) reports once n bytes
+    are on the OST: free KiB are the floor of the free bytes, so the debit is n KiB rounded up."""
+    from iez.emulated.mds import snapshot_from_space, space_from_scan
+    from iez.emulated.usage import ScanResult
+
+    c = make_cluster(n_oss=1, osts_per_oss=2)
+    empty = snapshot_from_space(c, space_from_scan(c, ScanResult({}, 0, 0)), 0.0)
+    scanned = snapshot_from_space(c, space_from_scan(c, ScanResult({0: written}, 1, 0)), 0.0)
+    debited = empty.debit({0: written, 7: written})  # OST 7 is not in the snapshot: skipped
+    assert debited.osts == scanned.osts
+    assert empty.osts[0].debit(written) == scanned.osts[0]
+    assert debited.osts[0].kbytesavail == empty.osts[0].kbytesavail - -(-written // 1024)
+    assert Snapshot(0.0, {0: replace(empty.osts[0], kbytesfree=None)}).debit({0: written}).osts[0].kbytesfree is None
+    assert empty.debit({0: 1 << 62}).osts[0].kbytesavail == 0  # never below empty

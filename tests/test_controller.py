@@ -222,7 +222,7 @@ def test_requests_in_plan_out(stack):
 
 
 def test_two_applications_from_two_clients_are_placed_together(stack):
-    from iez.alloc.policy import get_policy
+    from iez.alloc.registry import get_policy
     from iez.cluster import Snapshot
 
     stack.start_collectors()

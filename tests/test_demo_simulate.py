@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT
-from iez.alloc.policy import AllocOptions, get_policy
+from iez.alloc.policy import AllocOptions
+from iez.alloc.registry import get_policy
 from iez.alloc.scenarios import paper_scenarios
 from iez.cluster import Snapshot, load_cluster, make_cluster
 from iez.demo.simulate import SEED000_CLIENTS, SEED000_NIC_BW, simulate_rates, seed000_hardware

@@ -13,11 +13,12 @@ from iez.errors import ConfigError
 from iez.layout.layout import FileLayout, Layout
 from iez.layout.raid0 import bytes_per_ost
 from iez.layout.raid0 import range_bytes
-from iez.sim.scenario import load_scenario, parse_duration, parse_rate, variants
+from iez.sim.scenario import load_scenario, parse_rate, variants
 from iez.sim.study import compare, simulate
 from iez.sim.trace import workload_from_records
 from iez.sim.workload import Pattern, build
 from iez.trace.record import FileRecord
+from iez.units import parse_duration
 
 MIB = 1 << 20
 
@@ -28,6 +29,7 @@ def test_rates_and_durations():
     assert parse_rate(2e9, "x") == 2e9
     assert parse_duration("200us", "x") == pytest.approx(2e-4)
     assert parse_duration("2min", "x") == 120
+    assert parse_duration("7d", "--reservation-ttl") == 7 * 86400
     with pytest.raises(ConfigError, match="bandwidth"):
         parse_rate("fast", "sim.client_nic_bw")
     with pytest.raises(ConfigError, match=">= 0"):

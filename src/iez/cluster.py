@@ -462,6 +462,14 @@ class OSTStats:
         free = self.kbytesfree if self.kbytesfree is not None else self.kbytesavail
         return (self.kbytestotal - free) / self.kbytestotal
 
+    def debit(self, nbytes: int) -> "OSTStats":
+        """The OST once `nbytes` more are written to it. Whole KiB are debited, rounded up: free
+        space in KiB is the floor of the free bytes (statfs, and the emulated OSSs' scan), so a
+        byte written takes a KiB the OST no longer reports free."""
+        kb = -(-nbytes // 1024)
+        return replace(self, kbytesavail=max(0, self.kbytesavail - kb),
+                       kbytesfree=None if self.kbytesfree is None else max(0, self.kbytesfree - kb))
+
 
 @dataclass(frozen=True)
 class OSSStats:
@@ -499,6 +507,15 @@ class Snapshot:
     def with_ost(self, stats: OSTStats) -> "Snapshot":
         osts = dict(self.osts)
         osts[stats.index] = stats
+        return replace(self, osts=osts)
+
+    def debit(self, bytes_on: dict[int, int]) -> "Snapshot":
+        """The snapshot once `bytes_on[i]` more bytes are on OST i (OSTs it does not hold are
+        skipped: stale ones the controller left out)."""
+        osts = dict(self.osts)
+        for i, n in bytes_on.items():
+            if i in osts:
+                osts[i] = osts[i].debit(n)
         return replace(self, osts=osts)
 
 

@@ -1,14 +1,18 @@
-"""Byte sizes as people write them: 1048576, "1M", "64KiB", "10 GiB" (binary, like lfs)."""
+"""Quantities as people write them: byte sizes (1048576, "1M", "64KiB", "10 GiB", binary like lfs)
+and durations (30, "200us", "5ms", "2min", "7d")."""
 
 import math
 import re
 from decimal import Decimal
+from typing import Any
 
 from iez.errors import ConfigError, shown
 
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50}
 _RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgtp]?)(?:i?b)?\s*$", re.IGNORECASE)
 MAX_SIZE = (1 << 63) - 1  # Lustre's largest file size (and what a signed 64-bit field holds)
+_TIME = re.compile(r"^\s*(\d+(?:\.\d+)?(?:e[+-]?\d+)?)\s*(ns|us|µs|ms|s|min|h|d)?\s*$")
+_TIME_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "min": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
 
 
 def parse_size(value: int | str, what: str = "size") -> int:
@@ -37,3 +41,17 @@ def format_size(n: float) -> str:
             return f"{n:.1f}{unit}" if unit else f"{int(n)}"
         n /= 1024
     raise AssertionError("unreachable")
+
+
+def parse_duration(v: Any, what: str) -> float:
+    """Seconds: a number, or text like "200us", "5ms", "30s", "2min", "7d"."""
+    if isinstance(v, bool):
+        raise ConfigError(f"{what}: expected a duration, got {v!r}")
+    if isinstance(v, (int, float)):
+        if v < 0:
+            raise ConfigError(f"{what}: duration must be >= 0, got {v}")
+        return float(v)
+    m = _TIME.match(str(v))
+    if not m:
+        raise ConfigError(f"{what}: cannot read {v!r} as a duration (examples: 30, 200us, 5ms, 2min)")
+    return float(m.group(1)) * _TIME_UNITS[m.group(2)]

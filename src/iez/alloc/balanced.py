@@ -85,6 +85,7 @@ import numpy as np
 
 from iez.alloc.lustre_rr import calc_rr, server_order
 from iez.alloc.policy import AllocOptions, OstTable, RequestTable, make_placements, room_bytes, stripe_bytes, tables
+from iez.alloc.registry import Registration
 from iez.cluster import Cluster, Snapshot
 from iez.errors import AllocationError
 from iez.layout.layout import LOV_MAX_STRIPE_COUNT
@@ -118,6 +119,9 @@ class Balanced:
         flat, at = osts.index[sol.stripes].tolist(), sol.offsets.tolist()
         lists = [tuple(flat[at[i]:at[i + 1]]) for i in range(len(requests))]
         return make_placements(requests, table, lists, self.name)
+
+
+POLICIES = {Balanced.name: Registration(Balanced, "iez")}
 
 
 @dataclass(frozen=True)

@@ -16,10 +16,12 @@ applications' plans. Excluded OSTs are shown to LOD as inactive.
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import partial
 from typing import Sequence
 
 from iez.alloc.lod import LodAllocator
 from iez.alloc.policy import AllocOptions, make_placements, tables
+from iez.alloc.registry import Registration
 from iez.cluster import Cluster, Snapshot
 from iez.layout.layout import Layout
 from iez.layout.raid0 import bytes_per_ost
@@ -52,8 +54,8 @@ class Lustre:
                                seen, now=r.create_time)
             lists[i] = lay.osts
             for ost, b in bytes_per_ost(lay, r.write_bytes).items():
-                st = view[ost]
-                kb = -(-b // 1024)
-                view[ost] = replace(st, kbytesavail=max(0, st.kbytesavail - kb),
-                                    kbytesfree=None if st.kbytesfree is None else max(0, st.kbytesfree - kb))
+                view[ost] = view[ost].debit(b)
         return make_placements(requests, table, lists, self.name)
+
+
+POLICIES = {name: Registration(partial(Lustre, name), "lustre") for name in THRESHOLD}

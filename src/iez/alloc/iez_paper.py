@@ -28,10 +28,10 @@ from __future__ import annotations
 
 from typing import Sequence
 
-import networkx as nx
 import numpy as np
 
 from iez.alloc.policy import AllocOptions, make_placements, room_bytes, tables
+from iez.alloc.registry import Registration
 from iez.cluster import Cluster, Snapshot
 from iez.errors import AllocationError
 from iez.request import Placement, Request
@@ -46,6 +46,9 @@ class IezPaper:
               options: AllocOptions = AllocOptions()) -> list[Placement]:
         if not requests:
             return []
+        # Imported here: networkx takes ~0.6 s to load, and the policy table imports every policy.
+        import networkx as nx
+
         osts, table = tables(requests, cluster, snapshot, options)
         stripe = int(room_bytes(table.write_bytes, table.size, table.count).max())
         capacity = np.floor(osts.room / stripe).astype(np.int64)
@@ -79,3 +82,6 @@ class IezPaper:
             chosen = [int(osts.index[node[1]]) for node, f in flow[("request", i)].items() if f > 0]
             lists.append(tuple(chosen))
         return make_placements(requests, table, lists, self.name)
+
+
+POLICIES = {IezPaper.name: Registration(IezPaper, "paper")}

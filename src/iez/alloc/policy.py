@@ -1,11 +1,13 @@
 """The OST allocation interface: requests + a cluster + its live snapshot -> one placement each.
 
-    policy = get_policy("balanced")
+    policy = iez.alloc.registry.get_policy("balanced")
     placements = policy.place(requests, cluster, snapshot, AllocOptions(capacity_weight=0.5))
 
 Every policy returns, in request order, a `Placement` whose layout is resolved: stripe size,
-stripe count and the OST of every stripe. Policies: `balanced` (the default, iez's own),
-`iez-paper` (seed 000 Algorithm 2 as printed), `rr` and `qos` (Lustre's LOD, the baselines).
+stripe count and the OST of every stripe. A policy module declares its policies in a
+module-level `POLICIES = {name: Registration(factory, kind)}`, which `iez.alloc.registry`
+gathers: `balanced` (the default, iez's own), `iez-paper` (seed 000 Algorithm 2 as printed),
+`rr` and `qos` (Lustre's LOD, the baselines).
 
 This module also holds what the policies share: the per-OST view of a snapshot (`OstTable`:
 capacity, used and free bytes, states, the bandwidth left for this job), the per-request view
@@ -30,8 +32,6 @@ from iez.layout.raid0 import bytes_per_ost
 from iez.layout.stripe import AP, UNIT, method1, method2_stripe_size
 from iez.request import Placement, Request
 
-POLICIES: tuple[str, ...] = ("balanced", "iez-paper", "rr", "qos")
-DEFAULT_POLICY = "balanced"
 STRIPE_METHODS = ("method2", "method1", "fixed")
 
 # A job never gets less than this share of an OST's or OSS's bandwidth in the time model, even
@@ -100,21 +100,6 @@ class Policy(Protocol):
 
     def place(self, requests: Sequence[Request], cluster: Cluster, snapshot: Snapshot,
               options: AllocOptions = AllocOptions()) -> list[Placement]: ...
-
-
-def get_policy(name: str) -> Policy:
-    """The policy called `name` (one of POLICIES)."""
-    # Imported here: the policy modules import this one.
-    if name == "balanced":
-        from iez.alloc.balanced import Balanced
-        return Balanced()
-    if name == "iez-paper":
-        from iez.alloc.iez_paper import IezPaper
-        return IezPaper()
-    if name in ("rr", "qos"):
-        from iez.alloc.baselines import Lustre
-        return Lustre(name)
-    raise ConfigError(f"unknown allocation policy {name!r} (policies: {', '.join(POLICIES)})")
 
 
 # -- stripe size -------------------------------------------------------------------------------

@@ -6,13 +6,15 @@ import argparse
 import time
 from pathlib import Path
 
+from iez.alloc.registry import DEFAULT_POLICY
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("demo", help="the main job: seed 000's evaluation on an emulated cluster, default vs iez")
     p.add_argument("-o", "--out", default="demo-out", help="where the report and PNGs go (default demo-out)")
     p.add_argument("--scale", type=int, default=32, help="divide OST capacity and file sizes by this (default 32)")
     p.add_argument("--seed", type=int, default=1, help="seed of the emulated MDS's allocator (default 1)")
-    p.add_argument("--policy", default="balanced", help="iez allocation policy (default balanced)")
+    p.add_argument("--policy", default=DEFAULT_POLICY, help=f"iez allocation policy (default {DEFAULT_POLICY})")
     p.add_argument("--only", action="append", default=[], metavar="TEXT",
                    help="run only scenarios whose name contains TEXT (repeatable)")
     p.set_defaults(func=cmd_demo)

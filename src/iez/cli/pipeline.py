@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 from rich.console import Console
 from rich.table import Table
 
+from iez.alloc.registry import DEFAULT_POLICY, display_rank
 from iez.cli.trace_import import db_option, open_db
 from iez.cluster import Cluster, Snapshot, load_cluster, make_cluster, states_ok
 from iez.db.errors import DatabaseError
@@ -34,7 +35,6 @@ from iez.units import format_size
 if TYPE_CHECKING:
     from iez.db import PlacementSet
 
-DEFAULT_POLICY = "balanced"
 COST_NOTE = "OSTCost = max / mean OST utilization (seed 000 eq. 7); 1.000 is perfect balance."
 
 
@@ -74,7 +74,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                  "Place the newest predicted run of APP (or --run N) with each policy.", cmd_allocate,
                  "the predicted run to place (default: the newest)")
     p.add_argument("--policy", default=DEFAULT_POLICY, metavar="P",
-                   help="rr, qos, iez-paper or balanced (default); several separated by commas")
+                   help=f"allocation policy (default {DEFAULT_POLICY}; an unknown name lists them all); "
+                        "several separated by commas")
     where = p.add_mutually_exclusive_group()
     where.add_argument("--cluster", metavar="TOML", help="cluster description (docs/cluster-toml.md)")
     where.add_argument("--emulated", metavar="DIR", help="an emulated cluster: its model and current usage")
@@ -190,19 +191,6 @@ def cluster_snapshot(args: argparse.Namespace) -> tuple[Cluster, Snapshot, str]:
     return cluster, Snapshot.from_cluster(cluster, now), "default"
 
 
-def with_reserved(snap: Snapshot, reserved: dict[int, int]) -> Snapshot:
-    """The snapshot with space promised to other applications' plans taken as used: what the
-    allocator saw (AllocOptions.reserved), as stored with the placements for the report."""
-    for ost, n in reserved.items():
-        s = snap.osts.get(ost)
-        if s is None:
-            continue
-        kb = n // 1024
-        snap = snap.with_ost(replace(s, kbytesavail=max(0, s.kbytesavail - kb),
-                                     kbytesfree=None if s.kbytesfree is None else max(0, s.kbytesfree - kb)))
-    return snap
-
-
 GATE_POLL = 2.0  # seconds between looks at the host's load while waiting
 
 
@@ -237,7 +225,8 @@ def check_placements(policy: str, requests: Sequence[Request], placed: Sequence[
 
 
 def cmd_allocate(args: argparse.Namespace) -> int:
-    from iez.alloc.policy import AllocOptions, get_policy, job_bytes
+    from iez.alloc.policy import AllocOptions, job_bytes
+    from iez.alloc.registry import get_policy
 
     names = [n.strip() for n in args.policy.split(",") if n.strip()]
     if not names or len(set(names)) != len(names):
@@ -265,7 +254,7 @@ def cmd_allocate(args: argparse.Namespace) -> int:
                 check_placements(name, pred.requests, placed)
                 results[name] = placed
         ranks = {q.path: q.rank for q in pred.requests}
-        snap = with_reserved(snap, reserved)
+        snap = snap.debit(reserved)  # what the allocator saw: other plans' space taken as used
         with db.begin() as tx:
             sid = tx.add_snapshot(cluster, snap, source + (f"+{len(pending)} pending" if pending else ""))
             for name, placed in results.items():
@@ -273,7 +262,7 @@ def cmd_allocate(args: argparse.Namespace) -> int:
             if args.output:
                 write_plan(args.app, pred.run, names[0], cluster, results[names[0]], args.output)
                 tx.mark_planned(args.app, pred.run, names[0])
-    rows = [policy_balance(n, cluster, snap, results[n]) for n in sorted(results, key=policy_rank)]
+    rows = [policy_balance(n, cluster, snap, results[n]) for n in sorted(results, key=display_rank)]
     Console().print(balance_table(f"{args.app} run {pred.run}: placed {len(pred.requests)} files", rows))
     print(COST_NOTE)
     if args.output:
@@ -385,14 +374,6 @@ def balance_table(title: str, rows: Sequence[PolicyBalance]) -> Table:
     return table
 
 
-# Baselines first, as the paper's figures put RR before iez.
-POLICY_ORDER = ("rr", "qos", "iez-paper", "balanced")
-
-
-def policy_rank(name: str) -> tuple[int, str]:
-    return (POLICY_ORDER.index(name) if name in POLICY_ORDER else len(POLICY_ORDER), name)
-
-
 def write_report(outdir: Path, app: str, run: int, rows: Sequence[PolicyBalance]) -> list[Path]:
     from iez.report.charts import Series, utilization_chart
     from iez.report.html import Page
@@ -436,7 +417,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         sets = tx.placement_sets(args.app, args.run)
         snaps = {s.snapshot_id: tx.snapshot(s.snapshot_id) for s in sets}
     rows = [policy_balance(s.policy, *snaps[s.snapshot_id], s.placements)
-            for s in sorted(sets, key=lambda s: policy_rank(s.policy))]
+            for s in sorted(sets, key=lambda s: display_rank(s.policy))]
     fsnames = {r.cluster.fsname for r in rows}
     if len({tuple(r.cluster.ost_indices()) for r in rows}) > 1 or len(fsnames) > 1:
         raise IezError(f"run {sets[0].run} of {args.app} was placed on different clusters: re-run iez allocate "

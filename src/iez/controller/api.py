@@ -25,7 +25,8 @@ from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from iez import __version__
-from iez.alloc.policy import MAX_WRITE_BYTES, POLICIES
+from iez.alloc.policy import MAX_WRITE_BYTES
+from iez.alloc.registry import names as policy_names
 from iez.controller.auth import ADMIN, SITE, Tokens
 from iez.controller.service import Conflict, Controller, HeldBack, Invalid, NotFound, check_app
 from iez.db.errors import DatabaseError
@@ -141,7 +142,7 @@ class RequestsUpload(_Requests):
 
 
 class AllocateRequest(_Strict):
-    policy: Literal[tuple(POLICIES)] | None = None  # type: ignore[valid-type]
+    policy: Literal[policy_names()] | None = None  # type: ignore[valid-type]
     capacity_weight: float | None = Field(None, ge=0.0, le=1.0)
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Any, Sequence
 
 from iez.alloc.gate import GateLimits, check
+from iez.alloc.registry import DEFAULT_POLICY, get_policy
 from iez.cluster import Cluster
 from iez.collect.message import MessageError, decode
 from iez.controller import store
@@ -54,7 +55,7 @@ class HeldBack(IezError):
 class Settings:
     cluster: Cluster
     db_url: str | None = None
-    policy: str = "balanced"
+    policy: str = DEFAULT_POLICY
     capacity_weight: float | None = None
     stale_after: float = 0.0  # seconds; 0 = three of each collector's intervals
     gate: GateLimits | None = GateLimits()  # None: allocate however busy the host is
@@ -75,7 +76,7 @@ class PlanResult:
 
 class Controller:
     def __init__(self, settings: Settings) -> None:
-        from iez.alloc.policy import AllocOptions, get_policy
+        from iez.alloc.policy import AllocOptions
         from iez.db import Database
 
         self.settings = settings
@@ -346,8 +347,8 @@ class Controller:
     def allocate(self, app: str, run: int, policy_name: str | None = None,
                  capacity_weight: float | None = None) -> dict[str, Any]:
         """Place run `run` of `app` on the global view and store the placements as its plan."""
-        from iez.alloc.policy import get_policy, job_bytes
-        from iez.cli.pipeline import check_placements, with_reserved
+        from iez.alloc.policy import job_bytes
+        from iez.cli.pipeline import check_placements
 
         policy = get_policy(policy_name) if policy_name else self.policy
         options = self.options if capacity_weight is None else replace(self.options, capacity_weight=capacity_weight)
@@ -374,7 +375,7 @@ class Controller:
                     raise HeldBack(f"{app} run {run}: {e} (OSTs {sorted(view.stale)} have no fresh statistics)") from None
                 raise
             check_placements(policy.name, pred.requests, placed)
-            snap = with_reserved(view.snapshot, reserved)
+            snap = view.snapshot.debit(reserved)
             ranks = {q.path: q.rank for q in pred.requests}
             with self.db.begin() as tx:
                 info = store.run_info(tx, app, run)

@@ -30,7 +30,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Sequence
 
-from iez.alloc.policy import AllocOptions, get_policy
+from iez.alloc.policy import AllocOptions
+from iez.alloc.registry import DEFAULT_POLICY, get_policy
 from iez.alloc.scenarios import Scenario, paper_scenarios, uneven_fill
 from iez.backend.emulated import EmulatedBackend
 from iez.cluster import Cluster, make_cluster
@@ -56,7 +57,7 @@ class DemoOptions:
     scale: int = 32  # OST capacity and every file are divided by this
     seed: int = 1  # the emulated MDS's random choices (RR start, QoS) and the drifted fill
     only: tuple[str, ...] = ()  # run only scenarios whose name contains one of these
-    policy: str = "balanced"
+    policy: str = DEFAULT_POLICY
     drift: tuple[float, float] = (0.1, 0.4)  # the drifted cluster's OSTs start this full
 
 

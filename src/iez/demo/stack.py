@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+from iez.alloc.registry import DEFAULT_POLICY
 from iez.cluster import Cluster
 from iez.controller.local import LocalControlPlane
 from iez.emulated.client import MdsClient, running_cluster
@@ -57,7 +58,7 @@ class Stack:
 
 
 @contextmanager
-def control_plane(workdir: Path, cluster: Cluster, seed: int | None = None, policy: str = "balanced") -> Iterator[Stack]:
+def control_plane(workdir: Path, cluster: Cluster, seed: int | None = None, policy: str = DEFAULT_POLICY) -> Iterator[Stack]:
     """Start the emulated cluster, its collectors and the controller; stop them all on exit."""
     with running_cluster(workdir / "cluster", cluster, seed=seed) as cd, \
             LocalControlPlane(cd, workdir / "plane", interval=COLLECT_INTERVAL) as plane:

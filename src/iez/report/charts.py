@@ -7,10 +7,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-# One colour per policy, the same in every picture iez draws.
-POLICY_COLOR = {"rr": "#ff7f0e", "qos": "#2ca02c", "iez-paper": "#d62728", "balanced": "#1f77b4",
-                "default": "#ff7f0e", "iez": "#1f77b4"}
+from iez.alloc.registry import DEFAULT_POLICY, names
+
+# One colour per policy, the same in every picture iez draws: matplotlib's tab10 from its orange
+# on, by the policy's place in the policy table (rr, qos, iez-paper, balanced, then any new one).
+PALETTE = ("#ff7f0e", "#2ca02c", "#d62728", "#1f77b4", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f")
+ALIASES = {"default": "rr", "iez": DEFAULT_POLICY}  # the demo's two sides: Lustre's allocator and iez's
 BARS_UP_TO = 64  # targets; beyond, bars get thinner than a pixel and per-target labels unreadable
+
+
+def policy_color(name: str) -> str | None:
+    """The colour of a policy's bars; None (matplotlib's next) for a name no policy has."""
+    order = names()
+    name = ALIASES.get(name, name)
+    return PALETTE[order.index(name) % len(PALETTE)] if name in order else None
 
 
 @dataclass(frozen=True)
@@ -51,9 +61,9 @@ def utilization_chart(path: Path, title: str, labels: list[str], series: dict[st
             label = f"{name} (cost {getattr(s, which + '_cost'):.3f})"
             if bars:
                 ax.bar([x - 0.4 + width * (j + 0.5) for x in xs], vals, width, label=label,
-                       color=POLICY_COLOR.get(name), edgecolor="black", linewidth=0.4)
+                       color=policy_color(name), edgecolor="black", linewidth=0.4)
             else:
-                ax.plot(xs, sorted(vals, reverse=True), label=label, color=POLICY_COLOR.get(name), linewidth=1.6)
+                ax.plot(xs, sorted(vals, reverse=True), label=label, color=policy_color(name), linewidth=1.6)
         ax.set_ylabel(ylabel)
         ax.grid(axis="y", alpha=0.35)
         ax.set_axisbelow(True)
@@ -80,7 +90,7 @@ def grouped_bars(path: Path, title: str, labels: list[str], series: dict[str, li
     width = 0.8 / k
     for j, (name, vals) in enumerate(series.items()):
         xs = [x - 0.4 + width * (j + 0.5) for x in range(n)]
-        ax.bar(xs, vals, width, label=name, color=POLICY_COLOR.get(name), edgecolor="black", linewidth=0.4)
+        ax.bar(xs, vals, width, label=name, color=policy_color(name), edgecolor="black", linewidth=0.4)
         ref = (reference or {}).get(name)
         if ref:
             pts = [(x, r) for x, r in zip(xs, ref) if r is not None]

@@ -1,5 +1,5 @@
 """Where each simulated file lives: a resolved layout per file, from an allocation policy
-(`iez.alloc.policy`: rr, qos, iez-paper, balanced), from a given OST list, or as a trace saw it.
+(`iez.alloc.registry`: rr, qos, iez-paper, balanced), from a given OST list, or as a trace saw it.
 
 Files of all jobs that use the same policy are placed in one call, in job order, so a global
 policy sees the whole workload at once, as iez's controller does for concurrent applications.
@@ -7,16 +7,14 @@ policy sees the whole workload at once, as iez's controller does for concurrent 
 
 from __future__ import annotations
 
-from iez.alloc.policy import AllocOptions, get_policy
+from iez.alloc.policy import AllocOptions
+from iez.alloc.registry import get_policy, names
 from iez.cluster import Cluster, Snapshot
 from iez.errors import ConfigError
 from iez.layout.layout import FileLayout, Layout
 from iez.request import Request
 from iez.sim.scenario import JobEntry
 from iez.sim.workload import Workload
-
-LUSTRE_POLICIES = ("rr", "qos")
-
 
 def place(cluster: Cluster, jobs: list[tuple[JobEntry, Workload]]) -> dict[str, FileLayout]:
     layouts: dict[str, FileLayout] = {}
@@ -43,7 +41,7 @@ def place(cluster: Cluster, jobs: list[tuple[JobEntry, Workload]]) -> dict[str, 
             for k, f in enumerate(wl.files):
                 # Lustre's own allocators keep the file's stripe size (the file-system default
                 # in the benchmarks); iez's policies size stripes themselves (seed 000 Method II).
-                fixed = f.stripe_size if entry.placement in LUSTRE_POLICIES else 0
+                fixed = f.stripe_size if entry.placement in names(kind="lustre") else 0
                 reqs = by_policy.setdefault((entry.placement, fixed), [])
                 shared = len(wl.files) == 1 and wl.ranks > 1
                 reqs.append(Request(path=f.path, write_bytes=f.size, stripe_count=f.stripe_count,

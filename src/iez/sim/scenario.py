@@ -20,14 +20,12 @@ from typing import Any
 from iez.cluster import DEFAULT_NIC_BW, Cluster, load_cluster, make_cluster
 from iez.errors import ConfigError
 from iez.sim.workload import KINDS, Pattern
-from iez.units import parse_size
+from iez.units import parse_duration, parse_size
 
 GRANULARITIES = ("none", "job", "phase", "call")
 METRICS = ("write_bw", "read_bw", "end_to_end", "makespan", "token_wait")
 
 _RATE = re.compile(r"^\s*(\d+(?:\.\d+)?(?:e[+-]?\d+)?)\s*([kmgt]?)(i?)(b|bit)?(?:/s|ps)?\s*$", re.IGNORECASE)
-_TIME = re.compile(r"^\s*(\d+(?:\.\d+)?(?:e[+-]?\d+)?)\s*(ns|us|µs|ms|s|min|h|d)?\s*$")
-_TIME_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "min": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
 
 
 def parse_rate(v: Any, what: str) -> float:
@@ -49,20 +47,6 @@ def parse_rate(v: Any, what: str) -> float:
     if value <= 0:
         raise ConfigError(f"{what}: bandwidth must be > 0, got {v!r}")
     return value
-
-
-def parse_duration(v: Any, what: str) -> float:
-    """Seconds: a number, or text like "200us", "5ms", "30s", "2min"."""
-    if isinstance(v, bool):
-        raise ConfigError(f"{what}: expected a duration, got {v!r}")
-    if isinstance(v, (int, float)):
-        if v < 0:
-            raise ConfigError(f"{what}: duration must be >= 0, got {v}")
-        return float(v)
-    m = _TIME.match(str(v))
-    if not m:
-        raise ConfigError(f"{what}: cannot read {v!r} as a duration (examples: 30, 200us, 5ms, 2min)")
-    return float(m.group(1)) * _TIME_UNITS[m.group(2)]
 
 
 @dataclass(frozen=True)
