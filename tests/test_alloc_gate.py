@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from iez.alloc.gate import GateClosed, GateLimits, HostLoad, check, decide, read_host_load, require_open
+from iez.alloc.gate import GateClosed, GateLimits, HostLoad, check, decide, read_host_load, require_open, wait_open
 from iez.errors import ConfigError, IezError
 
 MEMINFO = """MemTotal:       24684084 kB
@@ -82,3 +82,23 @@ def test_this_hosts_proc():
     load = read_host_load()
     assert load.cpu >= 0 and 0 <= load.mem <= 1
     assert isinstance(check().open, bool)
+
+
+def test_wait_open_waits_for_the_host_to_calm_down(tmp_path, monkeypatch):
+    import iez.alloc.gate as gate
+
+    proc = fake_proc(tmp_path, load="900.0 900.0 900.0 1/467 12345")
+    seen = []
+
+    def calm_after_first_look(_seconds: float) -> None:
+        fake_proc(tmp_path)  # the load drops while we sleep
+
+    monkeypatch.setattr(gate.time, "sleep", calm_after_first_look)
+    d = wait_open(GateLimits(max_cpu=1.0), timeout=60, on_wait=seen.append, proc=proc)
+    assert d.open and len(seen) == 1 and "CPU" in seen[0].reason and not seen[0].open
+
+
+def test_wait_open_gives_up_after_its_timeout(tmp_path):
+    proc = fake_proc(tmp_path, load="900.0 900.0 900.0 1/467 12345")
+    with pytest.raises(GateClosed, match="not allocating now, host busy: CPU"):
+        wait_open(GateLimits(max_cpu=1.0), timeout=0, proc=proc)  # no wait: one look, shut

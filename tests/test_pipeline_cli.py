@@ -315,7 +315,7 @@ def test_importing_a_predicted_run_reports_accuracy(iez, db_url):
 
 
 def test_retrace_notice_when_most_files_missed_the_plan():
-    from iez.cli.trace_import import prediction_notes
+    from iez.pipeline import prediction_notes
     from iez.trace.ingest import Ingested
 
     reqs = [Request(f"/mnt/f{i}", 10, 1, rank=i) for i in range(4)]

@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import math
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from iez.errors import ConfigError, IezError
 
 DEFAULT_MAX_CPU = 0.70
 DEFAULT_MAX_MEM = 0.50
+POLL = 2.0  # seconds between looks at the host's load while waiting
 
 
 class GateClosed(IezError):
@@ -93,6 +96,21 @@ def require_open(limits: GateLimits = GateLimits(), proc: str | Path = "/proc", 
     if not d.open:
         raise GateClosed(f"not allocating now, {d.reason} (limits are configurable)")
     return d
+
+
+def wait_open(limits: GateLimits = GateLimits(), timeout: float = 0.0,
+              on_wait: Callable[[Decision], None] | None = None, proc: str | Path = "/proc") -> Decision:
+    """`require_open` once the gate opens or `timeout` seconds have passed; `on_wait` hears each
+    look that found it shut."""
+    deadline = time.monotonic() + max(0.0, timeout)
+    while time.monotonic() < deadline:
+        d = check(limits, proc)
+        if d.open:
+            return d
+        if on_wait:
+            on_wait(d)
+        time.sleep(min(POLL, max(0.0, deadline - time.monotonic())))
+    return require_open(limits, proc)
 
 
 def _read(path: Path) -> str:

@@ -13,27 +13,24 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
-import time
-from dataclasses import dataclass, fields, is_dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 from rich.console import Console
 from rich.table import Table
 
+from iez import pipeline
 from iez.alloc.registry import DEFAULT_POLICY, display_rank
 from iez.cli.trace_import import db_option, open_db
-from iez.cluster import Cluster, Snapshot, load_cluster, make_cluster, states_ok
-from iez.db.errors import DatabaseError
-from iez.errors import AllocationError, IezError
+from iez.cluster import Cluster, Snapshot, states_ok
+from iez.errors import IezError
 from iez.metrics import BalanceReport, balance_report, integer_bound
-from iez.plan import Plan, save
-from iez.request import Placement, Request
-from iez.units import format_size
+from iez.request import Placement
+from iez.units import format_size, parse_duration
 
 if TYPE_CHECKING:
-    from iez.db import PlacementSet
+    from iez.db import Txn
 
 COST_NOTE = "OSTCost = max / mean OST utilization (seed 000 eq. 7); 1.000 is perfect balance."
 
@@ -46,7 +43,6 @@ def reservation_ttl_option(p: argparse.ArgumentParser) -> None:
 
 def reservation_ttl(args: argparse.Namespace) -> float:
     from iez.db.database import RESERVATION_TTL
-    from iez.sim.scenario import parse_duration
 
     if args.reservation_ttl is None:
         return RESERVATION_TTL
@@ -98,7 +94,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = _command(sub, "plan", "write the plan file of a run from its stored placements",
                  "Write the plan (docs/plan-format.md) that libiez loads for run N of APP.", cmd_plan,
                  "default: the newest run with placements")
-    p.add_argument("--policy", metavar="P", help="whose placements (default: balanced, or the only one)")
+    p.add_argument("--policy", metavar="P", help=f"whose placements (default: {DEFAULT_POLICY}, or the only one)")
     p.add_argument("-o", "--output", required=True, metavar="FILE")
 
     p = _command(sub, "report", "OSTCost and OST/OSS utilization of every policy, side by side",
@@ -110,43 +106,17 @@ def register(sub: argparse._SubParsersAction) -> None:
 # -- predict ---------------------------------------------------------------------------------
 
 
-def jsonable(obj: Any) -> Any:
-    """Model descriptions (dataclasses, numpy scalars, tuples) as plain JSON values."""
-    if is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: jsonable(getattr(obj, f.name)) for f in fields(obj)}
-    if isinstance(obj, dict):
-        return {str(k): jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [jsonable(v) for v in obj]
-    if hasattr(obj, "item") and callable(obj.item):  # numpy scalar
-        obj = obj.item()
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    return obj if isinstance(obj, (str, int, float, bool, type(None))) else str(obj)
-
-
 def cmd_predict(args: argparse.Namespace) -> int:
-    from iez.predict import predict_next_run
-
     err = Console(stderr=True)
     with open_db(args) as db:
-        with db.begin() as tx:
-            traced = tx.traced_runs(args.app)
-        if not traced:
-            raise DatabaseError(f"{args.app!r} has no traced run to learn from (iez trace import PATH --app {args.app})")
-        # Fitting may take seconds: no transaction is held meanwhile.
-        pred = predict_next_run([reqs for _, reqs in traced], progress=err.is_terminal)
-        target = traced[-1][0] + 1
-        models = {f.name: jsonable(getattr(pred, f.name)) for f in fields(pred) if f.name != "requests"}
-        with db.begin() as tx:
-            tx.add_prediction(args.app, target, pred.requests, models, [n for n, _ in traced])
-    reqs = pred.requests
-    print(f"{args.app}: predicted run {target} from run(s) {', '.join(str(n) for n, _ in traced)}: "
+        got = pipeline.predict(db, args.app, progress=err.is_terminal)
+    reqs = got.prediction.requests
+    print(f"{args.app}: predicted run {got.run} from run(s) {', '.join(str(n) for n in got.from_runs)}: "
               f"{len(reqs)} files, {format_size(sum(q.write_bytes for q in reqs))} written, "
               f"{sum(q.comm_size > 1 for q in reqs)} shared")
-    Console().print(models_table(models))
-    if pred.templates:
-        print("file name templates: " + ", ".join(pred.templates))
+    Console().print(models_table(got.models))
+    if got.prediction.templates:
+        print("file name templates: " + ", ".join(got.prediction.templates))
     return 0
 
 
@@ -172,98 +142,40 @@ def models_table(models: dict[str, Any]) -> Table:
 # -- allocate --------------------------------------------------------------------------------
 
 
-def cluster_snapshot(args: argparse.Namespace) -> tuple[Cluster, Snapshot, str]:
-    """The cluster model and its current statistics, as --cluster / --emulated say."""
-    now = time.time()
-    if args.emulated:
-        from iez.emulated.clusterdir import open_cluster_dir
-        from iez.emulated.mds import snapshot_from_space, space_from_scan
-        from iez.emulated.usage import UsageScanner
-
-        cd = open_cluster_dir(args.emulated)
-        cluster = cd.cluster()
-        snap = snapshot_from_space(cluster, space_from_scan(cluster, UsageScanner(cd.fs).scan()), now)
-        return cluster, snap, f"emulated:{cd.root}"
-    if args.cluster:
-        cluster = load_cluster(args.cluster)
-        return cluster, Snapshot.from_cluster(cluster, now), f"toml:{Path(args.cluster).absolute()}"
-    cluster = make_cluster()
-    return cluster, Snapshot.from_cluster(cluster, now), "default"
-
-
-GATE_POLL = 2.0  # seconds between looks at the host's load while waiting
-
-
-def wait_for_gate(args: argparse.Namespace) -> None:
-    """Return once the controller host is idle enough; GateClosed (one line) after --gate-wait."""
-    from iez.alloc.gate import GateLimits, check, require_open
-
-    given = {"max_cpu": args.max_cpu, "max_mem": args.max_mem}
-    limits = GateLimits(**{k: v for k, v in given.items() if v is not None})
-    deadline = time.monotonic() + max(0.0, args.gate_wait)
-    with Console(stderr=True).status("waiting for the host to be idle enough") as status:
-        while time.monotonic() < deadline:
-            d = check(limits)
-            if d.open:
-                return
-            status.update(f"waiting: {d.reason}")
-            time.sleep(min(GATE_POLL, max(0.0, deadline - time.monotonic())))
-    require_open(limits)
-
-
-def check_placements(policy: str, requests: Sequence[Request], placed: Sequence[Placement]) -> None:
-    """Every requested file placed once, with a layout that names its OSTs."""
-    want = {q.path for q in requests}
-    got = [p.path for p in placed]
-    if len(got) != len(set(got)) or set(got) != want:
-        missing, extra = want - set(got), set(got) - want
-        raise AllocationError(f"policy {policy} placed {len(got)} files for {len(want)} requests "
-                              f"(missing {len(missing)}, unexpected {len(extra)}, repeated {len(got) - len(set(got))})")
-    for p in placed:
-        if not p.layout.osts():
-            raise AllocationError(f"policy {policy} gave {p.path} no OSTs")
-
-
 def cmd_allocate(args: argparse.Namespace) -> int:
-    from iez.alloc.policy import AllocOptions, job_bytes
-    from iez.alloc.registry import get_policy
+    from iez.alloc.gate import GateLimits, wait_open
+    from iez.alloc.policy import AllocOptions
 
     names = [n.strip() for n in args.policy.split(",") if n.strip()]
     if not names or len(set(names)) != len(names):
         raise IezError(f"--policy {args.policy!r}: give one or more distinct policy names")
     if args.output and len(names) > 1:
         raise IezError("-o writes one plan: give a single --policy with it")
-    with open_db(args) as db:
-        with db.begin() as tx:
-            pred = tx.prediction(args.app, args.run)
-            pending = tx.pending_placements(args.app, reservation_ttl(args))
-        policies = {n: get_policy(n) for n in names}
-        cluster, snap, source = cluster_snapshot(args)
+    given = {"capacity_weight": args.capacity_weight, "stripe_method": args.stripe_method}
+    options = AllocOptions(**{k: v for k, v in given.items() if v is not None})
+    limits = {"max_cpu": args.max_cpu, "max_mem": args.max_mem}
+    gate = GateLimits(**{k: v for k, v in limits.items() if v is not None})
+    status = Console(stderr=True).status("reading the run")
+
+    def state() -> pipeline.ClusterState:
+        now = pipeline.cluster_state(args.cluster, args.emulated)
         if not args.no_gate:
-            wait_for_gate(args)
-        # Global view: other applications' planned, not yet written files hold their space.
-        reserved = job_bytes(pending)
-        given = {"capacity_weight": args.capacity_weight, "stripe_method": args.stripe_method}
-        options = AllocOptions(reserved=reserved, **{k: v for k, v in given.items() if v is not None})
-        results: dict[str, list[Placement]] = {}
-        with Console(stderr=True).status("allocating") as status:
-            for name, policy in policies.items():
-                status.update(f"allocating {len(pred.requests)} files of {args.app} run {pred.run} with {name}")
-                placed = [replace(p, app=args.app, run=str(pred.run), policy=name)
-                          for p in policy.place(pred.requests, cluster, snap, options)]
-                check_placements(name, pred.requests, placed)
-                results[name] = placed
-        ranks = {q.path: q.rank for q in pred.requests}
-        snap = snap.debit(reserved)  # what the allocator saw: other plans' space taken as used
-        with db.begin() as tx:
-            sid = tx.add_snapshot(cluster, snap, source + (f"+{len(pending)} pending" if pending else ""))
-            for name, placed in results.items():
-                tx.set_placements(args.app, pred.run, name, placed, sid, ranks)
-            if args.output:
-                write_plan(args.app, pred.run, names[0], cluster, results[names[0]], args.output)
-                tx.mark_planned(args.app, pred.run, names[0])
-    rows = [policy_balance(n, cluster, snap, results[n]) for n in sorted(results, key=display_rank)]
-    Console().print(balance_table(f"{args.app} run {pred.run}: placed {len(pred.requests)} files", rows))
+            status.update("waiting for the host to be idle enough")
+            wait_open(gate, args.gate_wait, lambda d: status.update(f"waiting: {d.reason}"))
+        return now
+
+    def plan(tx: Txn, done: pipeline.Allocation) -> None:
+        if args.output:
+            pipeline.write_plan(tx, args.app, done.run, names[0], done.cluster, done.placements[names[0]],
+                                args.output)
+
+    with open_db(args) as db, status:
+        done = pipeline.allocate(
+            db, args.app, args.run, names, state, options, reservation_ttl=reservation_ttl(args), commit=plan,
+            progress=lambda name, run, n: status.update(f"allocating {n} files of {args.app} run {run} with {name}"))
+    rows = [policy_balance(n, done.cluster, done.snapshot, done.placements[n])
+            for n in sorted(done.placements, key=display_rank)]
+    Console().print(balance_table(f"{args.app} run {done.run}: placed {len(done.requests)} files", rows))
     print(COST_NOTE)
     if args.output:
         print(f"plan written to {args.output}")
@@ -273,39 +185,11 @@ def cmd_allocate(args: argparse.Namespace) -> int:
 # -- plan ------------------------------------------------------------------------------------
 
 
-def choose(sets: Sequence[PlacementSet], policy: str | None) -> PlacementSet:
-    by = {s.policy: s for s in sets}
-    run = sets[0].run
-    if policy:
-        if policy not in by:
-            raise DatabaseError(f"no {policy} placements for run {run} (have: {', '.join(sorted(by))})")
-        return by[policy]
-    if DEFAULT_POLICY in by:
-        return by[DEFAULT_POLICY]
-    if len(by) == 1:
-        return sets[0]
-    raise DatabaseError(f"run {run} was placed by {', '.join(sorted(by))}: choose one with --policy")
-
-
-def write_plan(app: str, run: int, policy: str, cluster: Cluster, placed: Sequence[Placement],
-               path: str | Path) -> Plan:
-    plan = Plan(meta={"app": app, "run": str(run), "policy": policy, "fsname": cluster.fsname,
-                      "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
-    for p in placed:
-        plan.add(p.path, p.layout)
-    try:
-        save(plan, path)
-    except OSError as e:
-        raise IezError(f"cannot write plan {path}: {e.strerror}") from None
-    return plan
-
-
 def cmd_plan(args: argparse.Namespace) -> int:
     with open_db(args) as db, db.begin() as tx:
-        chosen = choose(tx.placement_sets(args.app, args.run), args.policy)
+        chosen = pipeline.choose(tx.placement_sets(args.app, args.run), args.policy)
         cluster, _ = tx.snapshot(chosen.snapshot_id)
-        plan = write_plan(args.app, chosen.run, chosen.policy, cluster, chosen.placements, args.output)
-        tx.mark_planned(args.app, chosen.run, chosen.policy)
+        plan = pipeline.write_plan(tx, args.app, chosen.run, chosen.policy, cluster, chosen.placements, args.output)
     print(f"{args.app} run {chosen.run}: {len(plan)} files ({chosen.policy}) planned in {args.output}")
     return 0
 

@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.progress import Progress
@@ -19,11 +17,11 @@ from rich.table import Table
 
 from iez.cli import subgroup
 from iez.errors import IezError
-from iez.trace.ingest import Ingested, TraceError, ingest
+from iez.pipeline import LoadedTrace, load_trace, prediction_notes
 from iez.units import format_size
 
 if TYPE_CHECKING:
-    from iez.db import Database, PredictionInfo
+    from iez.db import Database
 
 
 def db_option(p: argparse.ArgumentParser) -> None:
@@ -49,48 +47,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="run number (default: one after the newest traced run; a predicted run gets its trace)")
     db_option(p)
     p.set_defaults(func=cmd_import)
-
-
-@dataclass
-class LoadedTrace:
-    path: Path
-    source: str  # libiez | darshan
-    label: str
-    nprocs: int
-    ingested: Ingested
-    meta: dict[str, Any] = field(default_factory=dict)
-
-
-def load_trace(path: str | Path, app: str) -> LoadedTrace:
-    """Read one PATH and turn it into one run's requests (no database access)."""
-    p = Path(path)
-    if p.is_dir():
-        from iez.trace.shard import load_trace as load_shards
-
-        trace = load_shards(p)
-        runs = trace.runs()
-        if len(runs) > 1:
-            names = ", ".join(f"{r.app}/{r.run}" for r in runs[:3])
-            raise TraceError(f"{p}: holds shards of {len(runs)} runs ({names}{', ...' if len(runs) > 3 else ''}): "
-                             "give each run's shards as their own directory")
-        if not runs:
-            raise TraceError(f"{p}: no libiez trace shards (*.shard) here")
-        run = runs[0]
-        meta: dict[str, Any] = {"warnings": trace.warnings, "plan_rejected": run.plan_rejected}
-        loaded = LoadedTrace(p, "libiez", run.run, run.processes, ingest(trace.records, app=app), meta)
-    elif p.is_file():
-        from iez.trace.darshan import read_log
-
-        log = read_log(p)
-        loaded = LoadedTrace(p, "darshan", str(log.jobid), log.nprocs, ingest(log.records, app=app),
-                             {"exe": log.exe, "warnings": [f"{p}: {w}" for w in log.warnings],
-                              "start_time": log.start_time})
-    else:
-        raise TraceError(f"{p}: no such shard directory or Darshan log")
-    if not loaded.ingested.requests:
-        raise TraceError(f"{p}: the run created no file ({loaded.ingested.not_created} files were only read "
-                         "or written in place): nothing to place")
-    return loaded
 
 
 def cmd_import(args: argparse.Namespace) -> int:
@@ -133,25 +89,3 @@ def cmd_import(args: argparse.Namespace) -> int:
     for note in notes:
         print(note)
     return 0
-
-
-def prediction_notes(app: str, number: int, got: Ingested, predicted: PredictionInfo | None,
-                     plan_rejected: bool = False) -> list[str]:
-    """How well run `number` was foreseen, and whether it calls for a new prediction (seed 000
-    §III-B3: more than half of the created files missing from the plan)."""
-    if predicted is None and not (got.plan_hits or got.plan_misses or plan_rejected):
-        return []
-    from iez.predict import accuracy, needs_retrace
-
-    notes = []
-    if predicted is not None:
-        acc = accuracy(predicted.requests, got.requests)
-        notes.append(f"run {number}: prediction accuracy {100 * acc:.1f}% ({len(predicted.requests)} files "
-                     f"predicted, {len(got.requests)} created)")
-    again = f"run: iez predict {app} && iez allocate {app} --policy P -o PLAN"
-    if plan_rejected:
-        notes.append(f"run {number}: libiez rejected its plan file (IEZ_LOG says why) and placed nothing; {again}")
-    elif needs_retrace(got.plan_hits, got.plan_misses):
-        notes.append(f"run {number}: {got.plan_misses} of {got.plan_hits + got.plan_misses} created files were "
-                     f"not in the plan: the prediction no longer fits; this trace is the new training data, {again}")
-    return notes

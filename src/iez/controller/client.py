@@ -149,7 +149,7 @@ class ControllerClient:
     def upload_trace(self, app: str, trace: str | Path, run: int | None = None) -> dict[str, Any]:
         """Read a run's trace here (libiez shard directory or Darshan log, iez trace import's
         rules) and upload what it created, with its plan hits and misses."""
-        from iez.cli.trace_import import load_trace
+        from iez.pipeline import load_trace
 
         t = load_trace(trace, app)
         return self.upload_ingested(app, t.ingested.requests, run, label=t.label, source=t.source, nprocs=t.nprocs,

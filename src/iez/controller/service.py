@@ -14,9 +14,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from dataclasses import dataclass, fields, replace
-from typing import Any, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Sequence
 
+from iez import pipeline
 from iez.alloc.gate import GateLimits, check
 from iez.alloc.registry import DEFAULT_POLICY, get_policy
 from iez.cluster import Cluster
@@ -29,6 +30,9 @@ from iez.db.errors import DatabaseError
 from iez.errors import AllocationError, IezError
 from iez.metrics import ost_cost
 from iez.request import Request
+
+if TYPE_CHECKING:
+    from iez.db import Txn
 
 log = logging.getLogger("iez.controller")
 
@@ -155,7 +159,6 @@ class Controller:
                      source: str = "libiez", nprocs: int = 0, plan_hits: int = 0, plan_misses: int = 0,
                      meta: dict[str, Any] | None = None) -> dict[str, Any]:
         """Store what a run created; the worker then predicts the next run and plans it."""
-        from iez.cli.trace_import import prediction_notes
         from iez.predict import needs_retrace
         from iez.trace.ingest import Ingested
 
@@ -168,7 +171,7 @@ class Controller:
             number = tx.add_trace(app, requests, run, label=label, source=source, nprocs=nprocs,
                                   plan_hits=plan_hits, plan_misses=plan_misses, meta=meta or {})
             got = Ingested(list(requests), plan_hits=plan_hits, plan_misses=plan_misses)
-            notes = prediction_notes(app, number, got, tx.find_prediction(app, number))
+            notes = pipeline.prediction_notes(app, number, got, tx.find_prediction(app, number))
         self.wake.set()
         return {"app": app, "run": number, "files": len(requests), "notes": notes,
                 "retrace": needs_retrace(plan_hits, plan_misses), "next": number + 1}
@@ -321,18 +324,9 @@ class Controller:
             raise HeldBack(f"held back: {d.reason}")
 
     def _predict(self, app: str) -> None:
-        from iez.cli.pipeline import jsonable
-        from iez.predict import predict_next_run
-
-        with self.db.begin() as tx:
-            traced = tx.traced_runs(app)
         # workers=1: the ARIMA grid would otherwise fork this multi-threaded process.
-        pred = predict_next_run([reqs for _, reqs in traced], workers=1)
-        target = traced[-1][0] + 1
-        models = {f.name: jsonable(getattr(pred, f.name)) for f in fields(pred) if f.name != "requests"}
-        with self.db.begin() as tx:
-            tx.add_prediction(app, target, pred.requests, models, [n for n, _ in traced])
-        log.info("predicted %s run %d: %d files", app, target, len(pred.requests))
+        got = pipeline.predict(self.db, app, workers=1)
+        log.info("predicted %s run %d: %d files", app, got.run, len(got.prediction.requests))
 
     def release(self, app: str) -> dict[str, Any]:
         """The app's planned runs that have not run stop reserving space (admin)."""
@@ -347,49 +341,42 @@ class Controller:
     def allocate(self, app: str, run: int, policy_name: str | None = None,
                  capacity_weight: float | None = None) -> dict[str, Any]:
         """Place run `run` of `app` on the global view and store the placements as its plan."""
-        from iez.alloc.policy import job_bytes
-        from iez.cli.pipeline import check_placements
-
-        policy = get_policy(policy_name) if policy_name else self.policy
+        name = policy_name or self.settings.policy
         options = self.options if capacity_weight is None else replace(self.options, capacity_weight=capacity_weight)
-        with self.alloc_lock:
-            with self.db.begin() as tx:
-                try:
-                    pred = tx.prediction(app, run)
-                except DatabaseError as e:
-                    raise NotFound(str(e)) from None
-                pending = tx.pending_placements(app, self.settings.reservation_ttl)
+
+        stale: frozenset[int] = frozenset()
+
+        def fresh() -> pipeline.ClusterState:
+            nonlocal stale
             with self.lock:
                 view = self.view.snapshot(time.time())
+            stale = view.stale
             if not view.snapshot.osts:
                 raise HeldBack("waiting for fresh statistics: no collector has reported any OST recently")
-            log.info("placing %s run %d: %d files", app, run, len(pred.requests))
-            reserved = {i: b for i, b in job_bytes(pending).items() if i in view.snapshot.osts}
-            options = replace(options, reserved=reserved, exclude=view.stale)
-            t0 = time.perf_counter()
+            return pipeline.ClusterState(self.cluster, view.snapshot, "controller")
+
+        def plan(tx: Txn, done: pipeline.Allocation) -> None:
+            info = store.run_info(tx, app, run)
+            if info is not None and info.traced:
+                raise Conflict(f"run {run} of {app} was traced while it was being placed")
+            tx.mark_planned(app, run, name)
+
+        with self.alloc_lock:
             try:
-                placed = [replace(p, app=app, run=str(run), policy=policy.name)
-                          for p in policy.place(pred.requests, self.cluster, view.snapshot, options)]
+                done = pipeline.allocate(
+                    self.db, app, run, [name], fresh, options, reservation_ttl=self.settings.reservation_ttl,
+                    commit=plan, progress=lambda _, r, n: log.info("placing %s run %d: %d files", app, r, n))
+            except pipeline.NoPrediction as e:
+                raise NotFound(str(e)) from None
             except AllocationError as e:
-                if view.stale:  # the missing OSTs may be the ones it needs
-                    raise HeldBack(f"{app} run {run}: {e} (OSTs {sorted(view.stale)} have no fresh statistics)") from None
+                if stale:  # the missing OSTs may be the ones it needs
+                    raise HeldBack(f"{app} run {run}: {e} (OSTs {sorted(stale)} have no fresh statistics)") from None
                 raise
-            check_placements(policy.name, pred.requests, placed)
-            snap = view.snapshot.debit(reserved)
-            ranks = {q.path: q.rank for q in pred.requests}
-            with self.db.begin() as tx:
-                info = store.run_info(tx, app, run)
-                if info is not None and info.traced:
-                    raise Conflict(f"run {run} of {app} was traced while it was being placed")
-                sid = tx.add_snapshot(self.cluster, snap, "controller" + (f"+{len(pending)} pending" if pending else ""))
-                tx.set_placements(app, run, policy.name, placed, sid, ranks)
-                tx.mark_planned(app, run, policy.name)
-            seconds = time.perf_counter() - t0
         with self.lock:
-            self.latency.setdefault(policy.name, Histogram()).observe(seconds)
-        log.info("placed %s run %d with %s: %d files in %.3f s", app, run, policy.name, len(placed), seconds)
-        return {"app": app, "run": run, "policy": policy.name, "files": len(placed), "seconds": seconds,
-                "excluded_osts": sorted(view.stale), "reserved_osts": sorted(reserved)}
+            self.latency.setdefault(name, Histogram()).observe(done.seconds)
+        log.info("placed %s run %d with %s: %d files in %.3f s", app, run, name, len(done.requests), done.seconds)
+        return {"app": app, "run": run, "policy": name, "files": len(done.requests), "seconds": done.seconds,
+                "excluded_osts": sorted(done.excluded), "reserved_osts": sorted(done.reserved)}
 
     # -- metrics -------------------------------------------------------------------------------
 

@@ -12,14 +12,14 @@ made before.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 from sqlalchemy import func, select
 
 from iez.db import RunInfo, Txn
 from iez.db.schema import applications, predictions, runs
-from iez.plan import Plan, dumps
+from iez.pipeline import make_plan
+from iez.plan import dumps
 
 
 @dataclass(frozen=True)
@@ -79,8 +79,4 @@ def plan_text(tx: Txn, app: str, info: RunInfo) -> str:
     """The plan file (docs/plan-format.md) of a planned run, from its stored placements."""
     chosen = next(s for s in tx.placement_sets(app, info.number) if s.policy == info.planned_policy)
     cluster, snap = tx.snapshot(chosen.snapshot_id)
-    plan = Plan(meta={"app": app, "run": str(info.number), "policy": chosen.policy, "fsname": cluster.fsname,
-                      "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(snap.time))})
-    for p in chosen.placements:
-        plan.add(p.path, p.layout)
-    return dumps(plan)
+    return dumps(make_plan(app, info.number, chosen.policy, cluster, chosen.placements, created=snap.time))
