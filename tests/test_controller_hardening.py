@@ -240,7 +240,7 @@ def test_uploads_are_read_two_at_a_time_and_the_client_waits_its_turn(controller
     from iez.controller.client import ControllerClient
     from iez.request import Request
 
-    c = controller()
+    c = controller("--max-uploads", "2")
     go = threading.Event()
     sending = threading.Semaphore(0)
     answers: list[httpx.Response] = []
@@ -590,3 +590,14 @@ def test_a_fifo_as_a_token_file_is_refused_without_hanging(tmp_path, monkeypatch
     monkeypatch.setenv("IEZ_TOKEN_FILE", str(fifo))
     with pytest.raises(ControllerError, match="not a regular file"):
         ControllerClient.from_env("http://127.0.0.1:1")
+
+
+def test_limits_below_one_are_refused_in_one_line(iez_cmd, subenv, tmp_path):
+    (tmp_path / "site").write_text(SITE + "\n")
+    (tmp_path / "admin").write_text(ADMIN + "\n")
+    for option in (["--max-uploads", "0"], ["--max-other-body", "0"]):
+        r = subprocess.run(iez_cmd + ["controller", "--db", f"sqlite:///{tmp_path / 'db'}", "--site-token-file",
+                                      str(tmp_path / "site"), "--admin-token-file", str(tmp_path / "admin"),
+                                      "--listen", "127.0.0.1:1", *option],
+                           capture_output=True, text=True, env=subenv, timeout=60)
+        assert r.returncode == 2 and r.stderr == "iez: error: --max-*-body and --max-uploads must be at least 1\n", r.stderr

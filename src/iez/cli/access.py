@@ -27,7 +27,7 @@ def default_state() -> Path:
 
 
 def _seconds(text: str) -> float:
-    from iez.sim.scenario import parse_duration
+    from iez.units import parse_duration
 
     return parse_duration(text, "duration")
 

@@ -26,6 +26,7 @@ def size_arg(text: str) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    from iez.alloc.registry import DEFAULT_POLICY
     from iez.cli.pipeline import reservation_ttl_option
     from iez.cli.trace_import import db_option
     from iez.controller.view import MAX_CLOCK_SKEW
@@ -45,7 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--admin-token-file", metavar="FILE", help="admin token (default $IEZ_ADMIN_TOKEN)")
     p.add_argument("--uploads", choices=("site", "admin"), default="site",
                    help="which token may upload traces and requests (default site: jobs upload their own)")
-    p.add_argument("--policy", default="balanced", help="allocation policy (default balanced)")
+    p.add_argument("--policy", default=DEFAULT_POLICY, help=f"allocation policy (default {DEFAULT_POLICY})")
     p.add_argument("--capacity-weight", type=float, metavar="W", help="balanced's trade-off, 0..1 (default 0.5)")
     reservation_ttl_option(p)
     p.add_argument("--stale-after", type=float, default=0.0, metavar="S",
@@ -64,6 +65,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="largest POST /apps/APP/requests body (default 64MiB)")
     limits.add_argument("--max-other-body", type=size_arg, metavar="SIZE",
                         help="largest body of any other request (default 64KiB)")
+    limits.add_argument("--max-uploads", type=int, metavar="N",
+                        help="uploads read at once; others are told 503 and try again (default 2; each costs "
+                             "about 10x its body while parsed)")
     limits.add_argument("--max-clock-skew", type=float, default=MAX_CLOCK_SKEW, metavar="S",
                         help=f"refuse collector statistics stamped more than S seconds ahead of this host's clock "
                              f"(default {MAX_CLOCK_SKEW:g})")
@@ -113,6 +117,7 @@ def cmd_controller(args: argparse.Namespace) -> int:
     controller = Controller(settings)
     serve(controller, tokens, host, port, args.stats, uploads=args.uploads,
           caps=BodyCaps(**{k: v for k, v in (("trace", args.max_trace_body), ("requests", args.max_requests_body),
-                                             ("other", args.max_other_body)) if v is not None}),
+                                             ("other", args.max_other_body),
+                                             ("uploads_at_once", args.max_uploads)) if v is not None}),
           tls_cert=args.tls_cert, tls_key=args.tls_key)
     return 0

@@ -30,7 +30,7 @@ from iez.alloc.registry import names as policy_names
 from iez.controller.auth import ADMIN, SITE, Tokens
 from iez.controller.service import Conflict, Controller, HeldBack, Invalid, NotFound, check_app
 from iez.db.errors import DatabaseError
-from iez.errors import IezError
+from iez.errors import ConfigError, IezError
 from iez.layout.layout import LOV_MAX_STRIPE_COUNT, LOV_MAXPOOLNAME
 from iez.plan import check_path, parse_layout
 from iez.request import Request
@@ -167,6 +167,10 @@ class BodyCaps:
     # uploads read at once: each costs about 10x its body while parsed, so four 60 MiB traces
     # at once took 2.8 GB; the rest wait (503 + Retry-After, which the client honours)
     uploads_at_once: int = 2
+
+    def __post_init__(self) -> None:
+        if min(self.trace, self.requests, self.other, self.uploads_at_once) < 1:
+            raise ConfigError("--max-*-body and --max-uploads must be at least 1")
 
     def of(self, route_name: str | None) -> int:
         return {"upload_trace": self.trace, "upload_requests": self.requests}.get(route_name or "", self.other)
