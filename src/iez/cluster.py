@@ -25,13 +25,14 @@ key, e.g. `cluster.toml: ost[1].write_bw: expected a finite number > 0, got nan`
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable
+
+import tomli_w
 
 from iez.errors import ConfigError, shown
 from iez.layout.layout import LOV_MAX_STRIPE_COUNT, LOV_MAXPOOLNAME, LOV_MIN_STRIPE_SIZE, STRIPE_SIZE_LIMIT
@@ -404,35 +405,40 @@ def _ost_settings(t: dict[str, Any], where: str, inherited: dict[str, Any]) -> d
 
 
 def dump_cluster(c: Cluster) -> str:
-    """TOML text that load_cluster reads back to an equal Cluster."""
-    q = json.dumps  # a JSON string is a TOML basic string: quoting never depends on the name
-    lines = [f"fsname = {q(c.fsname)}", "", "[mds]", f"name = {q(c.mds.name)}"]
+    """TOML text that load_cluster reads back to an equal Cluster (defaults left out)."""
+    mds: dict[str, Any] = {"name": c.mds.name}
     if c.mds.nid:
-        lines.append(f"nid = {q(c.mds.nid)}")
+        mds["nid"] = c.mds.nid
     if c.mds.create_rate != MDS.create_rate:
-        lines.append(f"create_rate = {c.mds.create_rate!r}")
-    lines += ["", "[defaults]", f"stripe_count = {c.default_stripe_count}",
-              f"stripe_size = {c.default_stripe_size}", "", "[lod]",
-              f"qos_threshold_rr = {c.qos_threshold_rr}", f"qos_prio_free = {c.qos_prio_free}"]
+        mds["create_rate"] = c.mds.create_rate
+    osses = []
     for s in c.osses:
-        lines += ["", "[[oss]]", f"name = {q(s.name)}", f"osts = {list(s.osts)}"]
+        oss: dict[str, Any] = {"name": s.name, "osts": list(s.osts)}
         if s.nid:
-            lines.append(f"nid = {q(s.nid)}")
+            oss["nid"] = s.nid
         if s.nic_bw != DEFAULT_NIC_BW:
-            lines.append(f"nic_bw = {s.nic_bw!r}")
+            oss["nic_bw"] = s.nic_bw
+        osses.append(oss)
+    osts = []
     for o in c.osts:
-        lines += ["", "[[ost]]", f"index = {o.index}", f"size = {o.capacity}"]
+        ost: dict[str, Any] = {"index": o.index, "size": o.capacity}
         if o.used:
-            lines.append(f"used = {o.used}")
+            ost["used"] = o.used
         if o.state != "active":
-            lines.append(f"state = {q(o.state)}")
+            ost["state"] = o.state
         if o.read_bw != DEFAULT_OST_READ_BW:
-            lines.append(f"read_bw = {o.read_bw!r}")
+            ost["read_bw"] = o.read_bw
         if o.write_bw != DEFAULT_OST_WRITE_BW:
-            lines.append(f"write_bw = {o.write_bw!r}")
+            ost["write_bw"] = o.write_bw
+        osts.append(ost)
+    doc: dict[str, Any] = {
+        "fsname": c.fsname, "mds": mds,
+        "defaults": {"stripe_count": c.default_stripe_count, "stripe_size": c.default_stripe_size},
+        "lod": {"qos_threshold_rr": c.qos_threshold_rr, "qos_prio_free": c.qos_prio_free},
+        "oss": osses, "ost": osts}
     if c.pools:
-        lines += ["", "[pools]"] + [f"{q(k)} = {list(v)}" for k, v in sorted(c.pools.items())]
-    return "\n".join(lines) + "\n"
+        doc["pools"] = {k: list(v) for k, v in sorted(c.pools.items())}
+    return tomli_w.dumps(doc)
 
 
 # -- live statistics --------------------------------------------------------------------------
