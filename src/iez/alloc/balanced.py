@@ -526,10 +526,10 @@ def water_fill(k: int, a: np.ndarray, beta: np.ndarray, box: np.ndarray, grp: np
     v_hi = lo_t - a_s - gamma * n_lo
     full = np.bincount(grp, weights=ost_units(v_hi), minlength=n_srv) <= n_lo
     for _ in range(BISECT_STEPS):
-        mid = (v_lo + v_hi) / 2
-        ok = np.bincount(grp, weights=ost_units(mid), minlength=n_srv) <= n_lo
-        v_lo = np.where(ok, mid, v_lo)
-        v_hi = np.where(ok, v_hi, mid)
+        v_mid = (v_lo + v_hi) / 2
+        ok = np.bincount(grp, weights=ost_units(v_mid), minlength=n_srv) <= n_lo
+        v_lo = np.where(ok, v_mid, v_lo)
+        v_hi = np.where(ok, v_hi, v_mid)
     n = ost_units(np.where(full, lo_t - a_s - gamma * n_lo, v_lo))
     return _greedy_rest(k - int(n.sum()), n, a, beta, box, grp, a_s, gamma, box_s)
 
@@ -540,9 +540,9 @@ def _greedy_rest(rest: int, n: np.ndarray, a: np.ndarray, beta: np.ndarray, box:
     n = n.copy()
     per = np.bincount(grp, weights=n, minlength=len(a_s)).astype(np.int64)
     inner: list[list[tuple[float, int]]] = [[] for _ in a_s]
-    for j in np.flatnonzero(n < box):
-        inner[grp[j]].append((float(a[j] + beta[j] * (n[j] + 1)), int(j)))
-    outer = []
+    for j in map(int, np.flatnonzero(n < box)):
+        inner[grp[j]].append((float(a[j] + beta[j] * (n[j] + 1)), j))
+    outer: list[tuple[float, int]] = []
     for s, h in enumerate(inner):
         heapq.heapify(h)
         if h and per[s] < box_s[s]:

@@ -60,9 +60,9 @@ class IezPaper:
         g.add_node("source", demand=-total)
         g.add_node("sink", demand=total)
         reach = []
-        for p, allowed in enumerate(table.allowed):
+        for pool, allowed in enumerate(table.allowed):
             healthy = allowed & ~osts.degraded
-            need = int(table.count[table.pool == p].max())
+            need = int(table.count[table.pool == pool].max())
             reach.append(np.flatnonzero(healthy if healthy.sum() >= need else allowed))
         for i in range(table.n):
             r = ("request", i)

@@ -132,7 +132,8 @@ def room_bytes(write_bytes: np.ndarray, size: np.ndarray, count: np.ndarray | in
     return np.maximum(size, stripe_bytes(write_bytes, size, count, 0))
 
 
-def stripe_bytes(write_bytes: np.ndarray, size: np.ndarray, count: np.ndarray, k: np.ndarray | int) -> np.ndarray:
+def stripe_bytes(write_bytes: np.ndarray, size: np.ndarray, count: np.ndarray | int,
+                 k: np.ndarray | int) -> np.ndarray:
     """Bytes of stripe k of each file, vectorised (the RAID-0 map of iez.layout.raid0 from
     offset 0: whole rounds give every stripe `size`, the last partial round fills in order)."""
     width = size * count

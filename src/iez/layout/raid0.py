@@ -116,9 +116,10 @@ def pieces(layout: Layout | FileLayout, offset: int, length: int) -> list[Piece]
     parts = FileLayout.of(layout).parts()
     x = offset
     while x < end:
-        ci, comp = next(((i, c) for i, c in enumerate(parts) if c.start <= x < c.end), (None, None))
-        if comp is None:
+        found = next(((i, c) for i, c in enumerate(parts) if c.start <= x < c.end), None)
+        if found is None:
             raise LayoutError(f"offset {x} is outside every component")
+        ci, comp = found
         lay = comp.layout
         s = stripe_of_offset(lay, x)
         if len(lay.osts) <= s:
