@@ -13,6 +13,8 @@ from pathlib import Path
 
 import httpx
 import pytest
+from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.parser import text_string_to_metric_families
 
 from iez.alloc.gate import HostLoad
 from iez.cluster import make_cluster
@@ -20,7 +22,7 @@ from iez.collect.message import OstReading, StatsMessage
 from iez.controller.auth import Tokens, read_token
 from iez.controller.client import ControllerError
 from iez.controller.local import LocalControlPlane
-from iez.controller.metrics import Family, Histogram, render
+from iez.controller.metrics import Exposition, Histogram, add_known
 from iez.controller.view import GlobalView
 from iez.emulated.clusterdir import open_cluster_dir
 from iez.errors import ConfigError
@@ -100,14 +102,26 @@ def test_prometheus_text():
     h = Histogram((0.1, 1.0))
     for x in (0.05, 0.5, 0.5, 5.0):
         h.observe(x)
-    text = render([Family("x_seconds", "histogram", "h.", histograms=[({"policy": "balanced"}, h)]),
-                   Family("y", "gauge", "g.").add(0.5, ost="1", note='a "q"\\').add(None, ost="2")])
-    assert text.splitlines() == [
-        "# HELP x_seconds h.", "# TYPE x_seconds histogram",
-        'x_seconds_bucket{policy="balanced",le="0.1"} 1', 'x_seconds_bucket{policy="balanced",le="1.0"} 3',
-        'x_seconds_bucket{policy="balanced",le="+Inf"} 4', 'x_seconds_sum{policy="balanced"} 6.05',
-        'x_seconds_count{policy="balanced"} 4',
-        "# HELP y g.", "# TYPE y gauge", 'y{ost="1",note="a \\"q\\"\\\\"} 0.5']
+
+    def families():
+        lat = HistogramMetricFamily("x_seconds", "h.", labels=["policy"])
+        lat.add_metric(["balanced"], h.cumulative(), h.sum)
+        y = GaugeMetricFamily("y", "g.", labels=["ost", "note"])
+        add_known(y, ["1", 'a "q"\\'], 0.5)
+        add_known(y, ["2", ""], None)
+        return [lat, y]
+
+    text = Exposition(families).render().decode()
+    assert "_created" not in text
+    got = {f.name: (f.type, f.documentation, [(s.name, s.labels, s.value) for s in f.samples])
+           for f in text_string_to_metric_families(text)}
+    assert got == {
+        "x_seconds": ("histogram", "h.", [
+            ("x_seconds_bucket", {"policy": "balanced", "le": "0.1"}, 1),
+            ("x_seconds_bucket", {"policy": "balanced", "le": "1.0"}, 3),
+            ("x_seconds_bucket", {"policy": "balanced", "le": "+Inf"}, 4),
+            ("x_seconds_count", {"policy": "balanced"}, 4), ("x_seconds_sum", {"policy": "balanced"}, 6.05)]),
+        "y": ("gauge", "g.", [("y", {"ost": "1", "note": 'a "q"\\'}, 0.5)])}
 
 
 def test_tokens(tmp_path, monkeypatch):
@@ -204,15 +218,12 @@ def test_requests_in_plan_out(stack):
 
     # Metrics: per-OST and per-OSS utilization, OSTCost, allocation latency.
     m = httpx.get(f"{stack.url}/metrics", headers={"Authorization": f"Bearer {stack.site}"}).text
-    lines = [ln for ln in m.splitlines() if not ln.startswith("#")]
-    assert sum(ln.startswith("iez_ost_utilization{") for ln in lines) == 15
-    assert sum(ln.startswith("iez_oss_utilization{") for ln in lines) == 3
-    assert any(ln.startswith('iez_ost_cost{fsname="iez"}') for ln in lines)
-    assert 'iez_allocation_seconds_count{policy="balanced"} 2' in lines
-    assert 'iez_work_total{kind="predict",result="ok"} 1.0' in lines
-    for ln in lines:
-        name, value = ln.rsplit(" ", 1)
-        float(value)
+    samples = [(s.name, s.labels, s.value) for f in text_string_to_metric_families(m) for s in f.samples]
+    assert sum(name == "iez_ost_utilization" for name, _, _ in samples) == 15
+    assert sum(name == "iez_oss_utilization" for name, _, _ in samples) == 3
+    assert any(name == "iez_ost_cost" and labels == {"fsname": "iez"} for name, labels, _ in samples)
+    assert ("iez_allocation_seconds_count", {"policy": "balanced"}, 2) in samples
+    assert ("iez_work_total", {"kind": "predict", "result": "ok"}, 1) in samples
     view = c.cluster()
     assert len(view["osts"]) == 15 and not any(o["stale"] for o in view["osts"])
     assert view["mds"]["collector"]["messages"] >= 1

@@ -20,6 +20,7 @@ from fastapi import Depends, FastAPI, Path as PathParam, Request as HttpRequest
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from prometheus_client import CONTENT_TYPE_LATEST
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator, model_validator
 from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -296,7 +297,7 @@ def create_app(controller: Controller, tokens: Tokens, uploads: str = SITE, caps
     @app.get("/metrics", tags=["service"], summary="Prometheus metrics", dependencies=[read],
              response_class=PlainTextResponse)
     def metrics() -> Response:
-        return PlainTextResponse(controller.metrics(), media_type="text/plain; version=0.0.4; charset=utf-8")
+        return Response(controller.metrics(), media_type=CONTENT_TYPE_LATEST)
 
     @app.get("/apps", tags=["applications"], summary="applications known to the controller", dependencies=[read])
     def apps() -> list[str]:

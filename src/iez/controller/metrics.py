@@ -1,16 +1,21 @@
-"""Prometheus text exposition (format 0.0.4) of the controller's figures: pure rendering.
+"""The controller's Prometheus exposition, by prometheus_client.
 
-Families: per-OST and per-OSS utilization and OSTCost (seed 000 eq. 7) over fresh statistics,
-statistics ages and staleness, OSS load, allocation latency (a histogram), work done and
-waiting, collector messages accepted and rejected. docs/controller.md lists them all.
+Families (built afresh at each scrape, so they always show the current view): per-OST and
+per-OSS utilization and OSTCost (seed 000 eq. 7) over fresh statistics, statistics ages and
+staleness, OSS load, allocation latency (a histogram), work done and waiting, collector messages
+accepted and rejected. docs/controller.md lists them all.
 """
 
 from __future__ import annotations
 
 import bisect
-import math
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping
+from typing import Callable, Iterable
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 
 # Seconds: allocation of a small job takes milliseconds, thousands of files seconds.
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
@@ -18,6 +23,8 @@ LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0
 
 @dataclass
 class Histogram:
+    """Observed values counted into buckets; the collector turns them into a histogram family."""
+
     buckets: tuple[float, ...] = LATENCY_BUCKETS
     counts: list[int] = field(init=False)  # per bucket, not cumulative; last is +Inf
     sum: float = 0.0
@@ -36,51 +43,33 @@ class Histogram:
         self.sum += value
         self.count += 1
 
-
-Labels = Mapping[str, str]
-
-
-@dataclass
-class Family:
-    name: str
-    kind: str  # gauge | counter | histogram
-    help: str
-    samples: list[tuple[Labels, float]] = field(default_factory=list)
-    histograms: list[tuple[Labels, Histogram]] = field(default_factory=list)
-
-    def add(self, value: float | None, **labels: str) -> "Family":
-        if value is not None:
-            self.samples.append((labels, value))
-        return self
+    def cumulative(self) -> list[tuple[str, float]]:
+        """(le, observations ≤ le) pairs, as HistogramMetricFamily.add_metric takes them."""
+        out, running = [], 0
+        for le, n in zip([*self.buckets, float("inf")], self.counts):
+            running += n
+            out.append((floatToGoString(le), running))
+        return out
 
 
-def _value(v: float) -> str:
-    if math.isnan(v):
-        return "NaN"
-    if math.isinf(v):
-        return "+Inf" if v > 0 else "-Inf"
-    return repr(float(v))
+def add_known(family: Metric, labels: list[str], value: float | None) -> None:
+    """One sample, or none for a figure not known (yet): an OST never heard of has no age, a
+    collector's rates are null until its second sample. A made-up zero would read as a fact."""
+    if value is not None:
+        family.add_metric(labels, value)
 
 
-def _labels(labels: Labels) -> str:
-    if not labels:
-        return ""
-    esc = (str(v).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"') for v in labels.values())
-    return "{" + ",".join(f'{k}="{v}"' for k, v in zip(labels, esc)) + "}"
+class Exposition(Collector):
+    """The families `build` yields, in a registry of their own: the process-wide default
+    registry would add the Python process's own metrics and outlive a controller."""
 
+    def __init__(self, build: Callable[[], Iterable[Metric]]):
+        self._build = build
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(self)
 
-def render(families: Iterable[Family]) -> str:
-    out: list[str] = []
-    for f in families:
-        out.append(f"# HELP {f.name} {f.help}")
-        out.append(f"# TYPE {f.name} {f.kind}")
-        for labels, v in f.samples:
-            out.append(f"{f.name}{_labels(labels)} {_value(v)}")
-        for labels, h in f.histograms:
-            running = 0
-            for le, n in zip([*map(_value, h.buckets), "+Inf"], h.counts):
-                running += n
-                out.append(f"{f.name}_bucket{_labels({**labels, 'le': le})} {running}")
-            out.append(f"{f.name}_sum{_labels(labels)} {_value(h.sum)}")
-            out.append(f"{f.name}_count{_labels(labels)} {h.count}")
-    return "\n".join(out) + "\n"
+    def collect(self) -> Iterable[Metric]:
+        return self._build()
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

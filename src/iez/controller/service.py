@@ -17,13 +17,16 @@ import time
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Sequence
 
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.metrics_core import Metric
+
 from iez import pipeline
 from iez.alloc.gate import GateLimits, check
 from iez.alloc.registry import DEFAULT_POLICY, get_policy
 from iez.cluster import Cluster
 from iez.collect.message import MessageError, decode
 from iez.controller import store
-from iez.controller.metrics import Family, Histogram, render
+from iez.controller.metrics import Exposition, Histogram, add_known
 from iez.controller.view import MAX_CLOCK_SKEW, GlobalView
 from iez.db.database import RESERVATION_TTL
 from iez.db.errors import DatabaseError
@@ -103,6 +106,7 @@ class Controller:
         self._issues: dict[str, str] = {}
         self._thread: threading.Thread | None = None
         self.last_error: str | None = None  # the worker's newest error, for /health
+        self._exposition = Exposition(self._families)
 
     # -- lifetime ------------------------------------------------------------------------------
 
@@ -380,8 +384,12 @@ class Controller:
 
     # -- metrics -------------------------------------------------------------------------------
 
-    def metrics(self, now: float | None = None) -> str:
-        now = time.time() if now is None else now
+    def metrics(self) -> bytes:
+        """The Prometheus exposition of the current view and counters."""
+        return self._exposition.render()
+
+    def _families(self) -> list[Metric]:
+        now = time.time()
         c = self.cluster
         with self.lock:
             view = self.view.snapshot(now)
@@ -390,50 +398,62 @@ class Controller:
             messages, done, errors = dict(self.messages), dict(self.done), dict(self.errors)
         fs = c.fsname
         osts = view.snapshot.osts
-        util = Family("iez_ost_utilization", "gauge", "Used fraction of each OST with fresh statistics.")
-        age = Family("iez_ost_stats_age_seconds", "gauge", "Seconds since the OST's statistics arrived.")
-        stale = Family("iez_ost_stale", "gauge", "1 if the OST has no fresh statistics (allocation avoids it).")
-        wbps = Family("iez_ost_write_bytes_per_second", "gauge", "OST write rate over the last collector interval.")
-        rbps = Family("iez_ost_read_bytes_per_second", "gauge", "OST read rate over the last collector interval.")
+        per_ost = ["fsname", "ost", "oss"]
+        util = GaugeMetricFamily("iez_ost_utilization", "Used fraction of each OST with fresh statistics.",
+                                 labels=per_ost)
+        age = GaugeMetricFamily("iez_ost_stats_age_seconds", "Seconds since the OST's statistics arrived.",
+                                labels=per_ost)
+        stale = GaugeMetricFamily("iez_ost_stale", "1 if the OST has no fresh statistics (allocation avoids it).",
+                                  labels=per_ost)
+        wbps = GaugeMetricFamily("iez_ost_write_bytes_per_second",
+                                 "OST write rate over the last collector interval.", labels=per_ost)
+        rbps = GaugeMetricFamily("iez_ost_read_bytes_per_second",
+                                 "OST read rate over the last collector interval.", labels=per_ost)
         for row in desc["osts"]:
-            lab = {"fsname": fs, "ost": str(row["index"]), "oss": row["oss"]}
-            stale.add(float(row["stale"]), **lab)
-            age.add(row["age"], **lab)
+            lab = [fs, str(row["index"]), row["oss"]]
+            stale.add_metric(lab, float(row["stale"]))
+            add_known(age, lab, row["age"])
             if row["index"] in osts:
-                util.add(osts[row["index"]].used_fraction, **lab)
-                wbps.add(row["write_bps"], **lab)
-                rbps.add(row["read_bps"], **lab)
-        oss_util = Family("iez_oss_utilization", "gauge", "Used fraction of an OSS's OSTs with fresh statistics.")
-        cpu = Family("iez_oss_cpu_load", "gauge", "OSS 1-minute load average per core.")
-        mem = Family("iez_oss_memory_used", "gauge", "OSS used memory fraction.")
+                util.add_metric(lab, osts[row["index"]].used_fraction)
+                add_known(wbps, lab, row["write_bps"])
+                add_known(rbps, lab, row["read_bps"])
+        oss_util = GaugeMetricFamily("iez_oss_utilization", "Used fraction of an OSS's OSTs with fresh statistics.",
+                                     labels=["fsname", "oss"])
+        cpu = GaugeMetricFamily("iez_oss_cpu_load", "OSS 1-minute load average per core.", labels=["oss"])
+        mem = GaugeMetricFamily("iez_oss_memory_used", "OSS used memory fraction.", labels=["oss"])
         per_oss = {}
         for s in c.osses:
             fresh = [osts[i] for i in s.osts if i in osts]
             if fresh:
                 total = sum(o.kbytestotal for o in fresh)
                 per_oss[s.name] = sum(o.used_fraction * o.kbytestotal for o in fresh) / total
-                oss_util.add(per_oss[s.name], fsname=fs, oss=s.name)
+                oss_util.add_metric([fs, s.name], per_oss[s.name])
             load = view.snapshot.osses.get(s.name)
             if load is not None:
-                cpu.add(load.cpu, oss=s.name)
-                mem.add(load.mem, oss=s.name)
-        cost = Family("iez_ost_cost", "gauge", "OSTCost (seed 000 eq. 7): max / mean OST utilization, fresh OSTs.")
-        oss_cost = Family("iez_oss_cost", "gauge", "max / mean OSS utilization, fresh OSTs.")
+                cpu.add_metric([s.name], load.cpu)
+                mem.add_metric([s.name], load.mem)
+        cost = GaugeMetricFamily("iez_ost_cost", "OSTCost (seed 000 eq. 7): max / mean OST utilization, fresh OSTs.",
+                                 labels=["fsname"])
+        oss_cost = GaugeMetricFamily("iez_oss_cost", "max / mean OSS utilization, fresh OSTs.", labels=["fsname"])
         if osts:
-            cost.add(ost_cost({i: s.used_fraction for i, s in osts.items()}), fsname=fs)
-            oss_cost.add(ost_cost(per_oss), fsname=fs)
-        lat = Family("iez_allocation_seconds", "histogram", "Time to place one run and store its plan.",
-                     histograms=[({"policy": name}, h) for name, h in latency.items()])
-        work = Family("iez_work_total", "counter", "Predictions and allocations done, by result.")
+            cost.add_metric([fs], ost_cost({i: s.used_fraction for i, s in osts.items()}))
+            oss_cost.add_metric([fs], ost_cost(per_oss))
+        lat = HistogramMetricFamily("iez_allocation_seconds", "Time to place one run and store its plan.",
+                                    labels=["policy"])
+        for name, h in latency.items():
+            lat.add_metric([name], h.cumulative(), h.sum)
+        work = CounterMetricFamily("iez_work_total", "Predictions and allocations done, by result.",
+                                   labels=["kind", "result"])
         for kind in ("predict", "allocate"):
-            work.add(done[kind], kind=kind, result="ok").add(errors[kind], kind=kind, result="failed")
-        msgs = Family("iez_collector_messages_total", "counter", "Collector messages, by what became of them.")
+            work.add_metric([kind, "ok"], done[kind])
+            work.add_metric([kind, "failed"], errors[kind])
+        msgs = CounterMetricFamily("iez_collector_messages_total", "Collector messages, by what became of them.",
+                                   labels=["result"])
         for k, v in messages.items():
-            msgs.add(v, result=k)
-        held = Family("iez_work_held_back", "gauge", "Pieces of work waiting for the gate or for fresh statistics.")
-        held.add(float(len(self.held)))
-        return render([util, age, stale, wbps, rbps, oss_util, cpu, mem, cost, oss_cost, lat, work, msgs, held])
-
+            msgs.add_metric([k], v)
+        held = GaugeMetricFamily("iez_work_held_back", "Pieces of work waiting for the gate or for fresh statistics.",
+                                 value=len(self.held))
+        return [util, age, stale, wbps, rbps, oss_util, cpu, mem, cost, oss_cost, lat, work, msgs, held]
 
 def _one_line(e: BaseException) -> str:
     """An unexpected exception as one line: its type and the first line of its message."""
