@@ -15,6 +15,10 @@ FIXTURES = SHARED / "fixtures" / "lustre"
 VECTORS = ROOT / "tests" / "vectors"
 BUILD = ROOT / "build"
 
+# Fixtures several modules use live in plugins, never imported from another test module.
+pytest_plugins = ["plugins.postgres", "plugins.controller_stack", "plugins.controller_process",
+                  "plugins.access_controllers"]
+
 
 def need_fixtures() -> Path:
     if not FIXTURES.is_dir():

@@ -30,7 +30,7 @@ from iez.access.server import Spawned, spawn
 from iez.cli.access import fetch_status
 from iez.controller.auth import new_token
 from iez.zmqauth import curve_client
-from test_access import controllers, events, iocop_client, site_token, wait_until  # noqa: F401 (fixtures)
+from plugins.access_controllers import events, wait_until
 
 LIB = BUILD / "libiez" / "libiez.so"
 JOB = BUILD / "libiez" / "iez-test-iocop"

@@ -18,7 +18,7 @@ from iez.controller.client import ControllerError
 from iez.db.schema import metadata
 from iez.plan import loads
 
-from test_controller import MiB, plan_osts, requests_for, stack  # noqa: F401  (fixture)
+from plugins.controller_stack import MiB, plan_osts, requests_for
 
 # The application: creates every file of its plan with the planned layout (through the emulated
 # client, as libiez does) and writes a known pattern slowly, so that the test can kill the

@@ -7,7 +7,6 @@ import time
 from dataclasses import replace
 
 import pytest
-from pg import db_url, pg_server, pg_url  # noqa: F401  (fixtures)
 from sqlalchemy import inspect, text
 
 from iez.cluster import OSSStats, OSTStats, Snapshot, make_cluster

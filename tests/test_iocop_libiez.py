@@ -14,7 +14,7 @@ import pytest
 from conftest import BUILD, need_tool
 from iez.access.server import Spawned
 from iez.cli.access import fetch_status
-from test_access import controllers, events as read_events, holds, site_token, wait_until  # noqa: F401 (fixtures)
+from plugins.access_controllers import events as read_events, holds, wait_until
 
 HEARTBEAT = ("--heartbeat", "0.25s")
 

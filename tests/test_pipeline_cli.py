@@ -10,7 +10,6 @@ from typing import Callable
 
 import pytest
 from conftest import BUILD
-from pg import db_url, pg_server, pg_url  # noqa: F401  (fixtures)
 
 from iez import plan as planfile
 from iez.cluster import Snapshot, make_cluster

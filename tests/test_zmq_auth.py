@@ -30,9 +30,8 @@ from iez.collect.message import TOPIC, decode
 from iez.controller.auth import new_token
 from iez.controller.local import free_port
 from iez.zmqauth import curve_keys, zap_reply
-from test_access import controllers, site_token  # noqa: F401 (fixtures)
-from test_controller import SITE
-from test_controller_hardening import collector_seq, controller, fresh_stats, oss_msg  # noqa: F401 (fixture)
+from plugins.controller_process import collector_seq, fresh_stats, oss_msg
+from plugins.controller_stack import SITE
 
 MiB = 1 << 20
 FRAMES, FRAME = 75_000, 4096  # ~300 MB as one message: what a plain ZeroMQ server buffered whole

@@ -1,9 +1,7 @@
 """A real PostgreSQL server for tests: initdb into a temporary directory, run it on a free
 loopback port, stop it at the end of the session. No mocks.
 
-Use it from a test module:
-
-    from pg import db_url, pg_server, pg_url  # noqa: F401  (fixtures)
+A plugin (tests/conftest.py registers it), so a test module just names the fixtures:
 
     def test_x(pg_url): ...              # a fresh, empty PostgreSQL database per test
     def test_y(db_url): ...              # runs twice: a new SQLite file, then a new PostgreSQL db
@@ -26,6 +24,7 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
+
 
 HINT = "apt-get install postgresql (Debian 12 ships PostgreSQL 15)"
 SUPERUSER = "iez"
