@@ -34,3 +34,12 @@ def shown(value: object, limit: int = 60) -> str:
     """`value` as a one-line error quotes it: its repr (newlines escaped), cut to `limit`."""
     r = repr(value)
     return r if len(r) <= limit else r[:limit - 3] + "..."
+
+
+def one_line(e: BaseException) -> str:
+    """An exception as one line of a message: an IezError's own (already one line), anything
+    else, a bug, as its type and the first line of what it says."""
+    if isinstance(e, IezError):
+        return " ".join(str(e).split())
+    text = (str(e).strip().splitlines() or [""])[0][:300]
+    return f"internal error: {type(e).__name__}{': ' + text if text else ''}"

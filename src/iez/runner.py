@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from iez.errors import IezError
+from iez.errors import IezError, one_line
 from iez.preload import launcher_args, libiez_path, preload_env, run_command, uses_mpi
 
 
@@ -76,7 +76,7 @@ def run(opts: RunOptions, warn: Callable[[str], None], env: Mapping[str, str] = 
     try:
         prep = _prepare(opts, env, note)
     except Exception as e:  # noqa: BLE001 - iez's failure, whatever it is, must not stop the job
-        note(f"{_why(e)}; running the command unchanged")
+        note(f"{one_line(e)}; running the command unchanged")
         return RunReport(run_command(opts.command, env), "unchanged", warnings=warnings)
     settings, reply, trace = prep.settings, prep.reply, prep.trace
     report = RunReport(0, settings["IEZ_MODE"] or "trace", reply.run, warnings=warnings)
@@ -87,7 +87,7 @@ def run(opts: RunOptions, warn: Callable[[str], None], env: Mapping[str, str] = 
             report.uploaded = prep.client.upload_trace(opts.app, trace, run=run_no)
         except Exception as e:  # noqa: BLE001 - the job has run: keep its status and its trace
             kept = trace if opts.trace_dir is not None else _keep(trace, opts.app)
-            note(f"trace not uploaded ({_why(e)}); " + (
+            note(f"trace not uploaded ({one_line(e)}); " + (
                 f"it is in {kept}; retry with: {upload_command(kept, opts.app, prep.client.url, run_no)}"
                 if kept else "and it could not be kept"))
     finally:
@@ -155,12 +155,6 @@ def _keep(trace: Path, app: str) -> Path | None:
     except OSError:
         return None
     return saved
-
-
-def _why(e: BaseException) -> str:
-    """An exception as one warning clause: iez's own errors are already one line."""
-    text = str(e) if isinstance(e, IezError) else f"{type(e).__name__}: {e}"
-    return " ".join(text.split())
 
 
 def _library(command: Sequence[str], env: Mapping[str, str], note: Callable[[str], None]) -> Path:

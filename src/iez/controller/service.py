@@ -30,7 +30,7 @@ from iez.controller.metrics import Exposition, Histogram, add_known
 from iez.controller.view import MAX_CLOCK_SKEW, GlobalView
 from iez.db.database import RESERVATION_TTL
 from iez.db.errors import DatabaseError
-from iez.errors import AllocationError, IezError
+from iez.errors import AllocationError, IezError, one_line
 from iez.metrics import ost_cost
 from iez.request import Request
 
@@ -270,7 +270,7 @@ class Controller:
                 self.last_error = str(e)
                 busy = False
             except Exception as e:  # a bug outside any one run: keep the worker alive, say so in /health
-                self.last_error = _one_line(e)
+                self.last_error = one_line(e)
                 log.error("controller worker: %s", self.last_error)
                 log.debug("controller worker", exc_info=True)
                 busy = False
@@ -301,7 +301,7 @@ class Controller:
                     raise
                 except Exception as e:
                     log.debug("%s %s run %d", w.kind, w.app, w.target, exc_info=True)
-                    why = str(e) if isinstance(e, IezError) else _one_line(e)
+                    why = one_line(e)
                     self.failed[w.key] = why
                     self.errors[w.kind] += 1
                     self.last_error = f"{w.kind} {w.app} run {w.target}: {why}"
@@ -454,12 +454,6 @@ class Controller:
         held = GaugeMetricFamily("iez_work_held_back", "Pieces of work waiting for the gate or for fresh statistics.",
                                  value=len(self.held))
         return [util, age, stale, wbps, rbps, oss_util, cpu, mem, cost, oss_cost, lat, work, msgs, held]
-
-def _one_line(e: BaseException) -> str:
-    """An unexpected exception as one line: its type and the first line of its message."""
-    text = (str(e).strip().splitlines() or [""])[0][:300]
-    return f"internal error: {type(e).__name__}{': ' + text if text else ''}"
-
 
 def check_app(app: str) -> str:
     from iez.db import check_app_name
