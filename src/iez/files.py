@@ -2,17 +2,17 @@
 
 A temporary name chosen by us (`.plan.tmp`) in a directory others can write is a trap: someone
 plants a symbolic link there and our write truncates their target. So a replaced file is written
-through a descriptor `mkstemp` created (O_EXCL, mode 0600) and renamed over the name; and a file
-read by name is read only after fstat says it is a regular file of bounded size, so a FIFO cannot
-hang the reader and a device cannot feed it forever.
+through a descriptor made with O_EXCL|O_NOFOLLOW under a random name, then renamed over the name;
+and a file read by name is read only after fstat says it is a regular file of bounded size, so a
+FIFO cannot hang the reader and a device cannot feed it forever.
 """
 
 from __future__ import annotations
 
 import os
 import resource
+import secrets
 import stat
-import tempfile
 from pathlib import Path
 
 from iez.errors import ConfigError
@@ -23,11 +23,16 @@ def replace_atomically(path: str | Path, data: str | bytes, mode: int = 0o644) -
     and no existing file but `path`'s own entry is touched."""
     p = Path(path)
     raw = data.encode() if isinstance(data, str) else data
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
+    while True:  # O_EXCL|O_NOFOLLOW under a random name, as mkstemp, but with `mode` less the umask
+        tmp = p.with_name(f".{p.name}.{secrets.token_hex(6)}.tmp")
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+            break
+        except FileExistsError:
+            continue
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(raw)
-            os.fchmod(f.fileno(), mode & ~_umask())
         os.replace(tmp, p)
     except BaseException:
         os.unlink(tmp)
@@ -58,10 +63,3 @@ def raise_descriptor_limit() -> int:
     if soft < hard:
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     return hard
-
-
-def _umask() -> int:
-    # os.umask can only be read by setting it; done once a call, restored at once
-    old = os.umask(0o022)
-    os.umask(old)
-    return old
