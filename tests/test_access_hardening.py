@@ -23,7 +23,8 @@ from hypothesis import strategies as st
 
 from conftest import BUILD, fuzz_settings
 from iez.access import protocol as P
-from iez.access.auth import Signer, Verifier, client_token, mac
+from iez.access.auth import Signer, Verifier, mac
+from iez.controller.auth import client_token
 from iez.access.client import AccessClient
 from iez.access.protocol import AccessError
 from iez.access.server import Spawned, spawn

@@ -23,29 +23,18 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import os
 import re
 import secrets
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from iez.access.protocol import AccessError
-from iez.controller.auth import read_token
 
 CONTEXT = b"iocop/1\n"  # the MAC covers it, so an IO-Cop MAC is never valid for another message
 ENVELOPE_MAX = 64 + 1 + 15 + 1 + 16 + 1 + 19 + 1  # bytes in front of the request at most
 DEFAULT_SKEW = 30.0  # seconds a request's TIME may differ from the controller's clock
 MAX_SESSIONS = 100_000  # sessions remembered at once; beyond that new sessions get EAGAIN
 _ENVELOPE = re.compile(rb"^([0-9a-f]{64})\t(([0-9]{1,15})\t([0-9a-f]{16})\t([0-9]{1,19})\t)")
-
-
-def client_token(path: str | None = None) -> str:
-    """The site token a client signs with: from `path`, else $IEZ_TOKEN_FILE or $IEZ_TOKEN (as
-    the controller's clients); "" when none is set (unsigned, for a --trusted-network controller)."""
-    path = path or os.environ.get("IEZ_TOKEN_FILE", "")
-    if not path and not os.environ.get("IEZ_TOKEN", "").strip():
-        return ""
-    return read_token(path or None, "IEZ_TOKEN", "site", "IEZ_TOKEN_FILE")
 
 
 def mac(token: bytes, signed: bytes) -> bytes:

@@ -36,7 +36,8 @@ from typing import Iterator
 import zmq
 
 from iez.access import protocol as P
-from iez.access.auth import Signer, client_token
+from iez.access.auth import Signer
+from iez.controller.auth import client_token
 from iez.access.protocol import AccessError, Reply
 from iez.errors import ConfigError
 from iez.zmqauth import curve_client

@@ -167,12 +167,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def fetch_status(server: str, timeout: float, token: str | None = None) -> dict:
-    """The controller's STATUS, signed with `token` (default: the client's, iez.access.auth)."""
+    """The controller's STATUS, signed with `token` (default: the client's, iez.controller.auth)."""
     import zmq
 
     from iez.access import protocol as P
-    from iez.access.auth import Signer, client_token
+    from iez.access.auth import Signer
     from iez.access.client import HANDSHAKE_HINT
+    from iez.controller.auth import client_token
     from iez.zmqauth import curve_client
 
     token = client_token() if token is None else token
@@ -201,7 +202,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from iez.access.auth import client_token
+    from iez.controller.auth import client_token
 
     st = fetch_status(args.server, _seconds(args.timeout), client_token(args.token_file))
     if args.json:
@@ -236,7 +237,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     osts = parse_osts(args.osts) if args.osts else (osts_of_plan(args.plan) if args.plan else None)
     appid = args.appid or f"{os.environ.get('IEZ_RUN') or os.environ.get('SLURM_JOB_ID') or f'pid{os.getpid()}'}:" \
                           f"{Path(cmd[0]).name}"
-    from iez.access.auth import client_token
+    from iez.controller.auth import client_token
 
     client = AccessClient(args.server, appid, mode="coarse", osts=osts, down_wait=args.down_wait,
                           token=client_token(args.token_file))
@@ -252,7 +253,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_tbf(args: argparse.Namespace) -> int:
     from iez.access import tbf
-    from iez.access.auth import client_token
+    from iez.controller.auth import client_token
 
     rate = tbf.DEFAULT_RATE if args.rate is None else args.rate
     if not 1 <= rate <= tbf.MAX_RATE:

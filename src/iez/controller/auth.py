@@ -41,6 +41,15 @@ def read_token(path: str | None, env: str, what: str, option: str) -> str:
     return token
 
 
+def client_token(path: str | None = None) -> str:
+    """The site token a client sends or signs with: from `path`, else $IEZ_TOKEN_FILE, else
+    $IEZ_TOKEN (the order libiez's C client reads them in); "" when none is set."""
+    path = path or os.environ.get("IEZ_TOKEN_FILE", "")
+    if not path and not os.environ.get("IEZ_TOKEN", "").strip():
+        return ""
+    return read_token(path or None, "IEZ_TOKEN", "site", "IEZ_TOKEN_FILE")
+
+
 def token_in_file(path: str, what: str) -> str:
     """The first line of a token file: a regular file (a FIFO planted there cannot hang us)."""
     try:

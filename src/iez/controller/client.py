@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from iez.controller.auth import token_in_file
+from iez.controller.auth import client_token
 from iez.errors import ConfigError, IezError
 from iez.plan import format_layout
 from iez.request import Request
@@ -73,14 +73,11 @@ class ControllerClient:
 
     @classmethod
     def from_env(cls, url: str | None = None, timeout: float = TIMEOUT) -> "ControllerClient":
-        """$IEZ_CONTROLLER (URL) and the token in $IEZ_TOKEN, or in the file $IEZ_TOKEN_FILE."""
-        token = os.environ.get("IEZ_TOKEN", "")
-        path = os.environ.get("IEZ_TOKEN_FILE", "")
-        if not token and path:
-            try:
-                token = token_in_file(path, "site")
-            except ConfigError as e:
-                raise ControllerError(str(e)) from None
+        """$IEZ_CONTROLLER (URL) and the site token (iez.controller.auth.client_token)."""
+        try:
+            token = client_token()
+        except ConfigError as e:
+            raise ControllerError(str(e)) from None
         return cls(url or os.environ.get("IEZ_CONTROLLER", DEFAULT_URL), token, timeout)
 
     def close(self) -> None:
