@@ -27,7 +27,7 @@ import zmq
 
 from iez.access import protocol as P
 from iez.access.auth import Signer
-from iez.access.client import AccessClient
+from iez.access.token_client import AccessClient
 from iez.access.server import spawn
 from iez.controller.auth import new_token
 from iez.zmqauth import curve_client
@@ -189,11 +189,11 @@ def churn(tmp: Path) -> None:
 
 
 def estimate_cost() -> None:
-    from iez.access.controller import Controller, Settings
-    from iez.access.policy import make_policy
+    from iez.access.queue import AccessQueue, Settings
+    from iez.access.admission import make_policy
 
     for name in ("exclusive", "ost-aware"):
-        c = Controller(make_policy(name), Settings(), now=0.0)
+        c = AccessQueue(make_policy(name), Settings(), now=0.0)
         secrets = {}
         for i in range(1001):
             app = f"{i}:w"

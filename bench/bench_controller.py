@@ -20,9 +20,9 @@ import httpx
 from iez.alloc.policy import AllocOptions
 from iez.alloc.registry import get_policy
 from iez.cluster import Snapshot, make_cluster
-from iez.controller.client import request_json
+from iez.controller.api_client import request_json
 from iez.controller.local import LocalControlPlane
-from iez.emulated.client import running_cluster
+from iez.emulated.mds_client import running_cluster
 from iez.request import Request
 
 SIZES = (64, 1024, 8192)

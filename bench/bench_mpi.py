@@ -33,7 +33,7 @@ from rich.progress import track
 
 from bench.bench_libiez import plain_env
 from iez.cluster import make_cluster
-from iez.emulated.client import running_cluster
+from iez.emulated.mds_client import running_cluster
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "build" / "bench_app" / "iez-bench"

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from iez.access.client import AccessClient
+from iez.access.token_client import AccessClient
 from iez.access.protocol import AccessError
 from iez.access.server import Spawned
 from iez.cli.access import fetch_status
@@ -117,7 +117,7 @@ def test_exclusive_never_has_two_holders(controllers, iocop_client, tmp_path):
 # -- leases ------------------------------------------------------------------------------------
 HOLDER = textwrap.dedent("""
     import sys, time, logging
-    from iez.access.client import AccessClient
+    from iez.access.token_client import AccessClient
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     c = AccessClient(sys.argv[1], sys.argv[2])
     g = c.io_begin("io")
@@ -167,7 +167,7 @@ def test_a_dead_or_hung_holder_loses_the_token_within_two_heartbeats(controllers
 # -- restart -------------------------------------------------------------------------------------
 WAITER = textwrap.dedent("""
     import sys, time
-    from iez.access.client import AccessClient
+    from iez.access.token_client import AccessClient
     c = AccessClient(sys.argv[1], sys.argv[2], down_wait=30)
     g = c.io_begin("io")
     print("grant", time.time(), g.token, flush=True)

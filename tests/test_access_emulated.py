@@ -11,7 +11,7 @@ import pytest
 
 from iez.access.evaluation import Bench, pair
 from iez.cluster import make_cluster
-from iez.emulated.client import running_cluster
+from iez.emulated.mds_client import running_cluster
 
 
 @pytest.fixture

@@ -25,7 +25,7 @@ from conftest import BUILD, fuzz_settings
 from iez.access import protocol as P
 from iez.access.auth import Signer, Verifier, mac
 from iez.controller.auth import client_token
-from iez.access.client import AccessClient
+from iez.access.token_client import AccessClient
 from iez.access.protocol import AccessError
 from iez.access.server import Spawned, spawn
 from iez.cli.access import fetch_status

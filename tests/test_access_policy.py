@@ -10,8 +10,8 @@ from hypothesis import given, settings, strategies as st
 
 from iez.access import protocol as P
 from iez.access import tbf
-from iez.access.controller import Controller, Settings
-from iez.access.policy import Claim, Usage, decide, estimate, make_policy, parse_rule
+from iez.access.queue import AccessQueue, Settings
+from iez.access.admission import Claim, Usage, decide, estimate, make_policy, parse_rule
 from iez.access.protocol import AccessError
 from iez.access.store import Store
 from iez.errors import ConfigError
@@ -170,7 +170,7 @@ def test_decide_never_breaks_the_policy_invariant(spec, name):
 # -- the controller, with explicit times ------------------------------------------------------
 def make(policy="exclusive", **kw):
     secrets = (f"{i:032x}" for i in itertools.count(1))
-    return Controller(make_policy(policy), Settings(heartbeat=1.0, **kw), now=0.0, new_secret=lambda: next(secrets))
+    return AccessQueue(make_policy(policy), Settings(heartbeat=1.0, **kw), now=0.0, new_secret=lambda: next(secrets))
 
 
 def reg(c, appid, t=0.0, **opts):
@@ -278,7 +278,7 @@ def test_estimate_and_status_views():
 
 
 def test_ost_aware_controller_uses_declared_then_known_sets():
-    c = Controller(make_policy("ost-aware"), Settings(), now=0.0, known_osts={"b": frozenset({5})})
+    c = AccessQueue(make_policy("ost-aware"), Settings(), now=0.0, known_osts={"b": frozenset({5})})
     sa, sb, sc = reg(c, "1:a", osts="0-3"), reg(c, "2:b"), reg(c, "3:c")
     assert acq(c, "1:a", sa, 0).reply.startswith("GRANT")
     assert acq(c, "2:b", sb, 0).reply.startswith("GRANT")  # from the placements: {5}
@@ -299,7 +299,7 @@ def test_controller_answers_any_line_with_one_line(lines):
 def test_store_round_trip_and_lock(tmp_path):
     path = tmp_path / "s.db"
     store = Store(path)
-    c = Controller(make_policy("fair-share"), Settings(), store.load(), now=0.0)
+    c = AccessQueue(make_policy("fair-share"), Settings(), store.load(), now=0.0)
     sa = reg(c, "1:a", user="alice", osts="1-3")
     sb = reg(c, "2:b", user="bob")
     acq(c, "1:a", sa, 1.0, expect=7)
@@ -313,7 +313,7 @@ def test_store_round_trip_and_lock(tmp_path):
     assert list(st_.claims) == ["1:a", "2:b"]
     assert st_.claims["1:a"].token == 1 and st_.claims["1:a"].expect == 7 and st_.claims["1:a"].osts == {1, 2, 3}
     assert st_.apps["2:b"].user == "bob" and (st_.next_seq, st_.next_token) == (3, 2)
-    c2 = Controller(make_policy("fair-share"), Settings(), st_, now=100.0)
+    c2 = AccessQueue(make_policy("fair-share"), Settings(), st_, now=100.0)
     assert c2.handle(f"RELEASE\t1:a\t{sa}\t1", 100.5).reply.startswith("OK")  # the secret survived
     assert c2.take_grants() == ["2:b"]
     store.save(c2.state, c2.take_changes())

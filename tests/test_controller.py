@@ -19,8 +19,8 @@ from iez.alloc.gate import HostLoad
 from iez.cluster import make_cluster
 from iez.collect.message import OstReading, StatsMessage
 from iez.controller.auth import Tokens, read_token
-from iez.controller.client import ControllerError
-from iez.controller.metrics import Exposition, Histogram, add_known
+from iez.controller.api_client import ControllerError
+from iez.controller.exposition import Exposition, Histogram, add_known
 from iez.controller.view import GlobalView
 from iez.errors import ConfigError
 from iez.plan import loads

@@ -120,7 +120,7 @@ def test_uploads_are_read_two_at_a_time_and_the_client_waits_its_turn(controller
     """Each upload costs about ten times its body while parsed: four 60 MiB traces at once took
     2.8 GB. The controller reads two at once; a third is told 503 + Retry-After before its body is
     read, and ControllerClient tries again until its turn comes."""
-    from iez.controller.client import ControllerClient
+    from iez.controller.api_client import ControllerClient
     from iez.request import Request
 
     c = controller("--max-uploads", "2")
@@ -462,7 +462,7 @@ def test_a_fifo_as_a_token_file_is_refused_without_hanging(tmp_path, monkeypatch
     import os
 
     from iez.controller.auth import read_token
-    from iez.controller.client import ControllerClient, ControllerError
+    from iez.controller.api_client import ControllerClient, ControllerError
     from iez.errors import ConfigError
 
     fifo = tmp_path / "token"

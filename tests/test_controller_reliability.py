@@ -14,7 +14,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import create_engine, func, select
 
-from iez.controller.client import ControllerError
+from iez.controller.api_client import ControllerError
 from iez.db.schema import metadata
 from iez.plan import loads
 

@@ -256,7 +256,7 @@ def test_concurrent_refreshes_keep_the_mds_answering(cluster):
     transport (a REP socket that dies never answers again)."""
     import threading
 
-    from iez.emulated.client import MdsClient
+    from iez.emulated.mds_client import MdsClient
     from iez.emulated.clusterdir import open_cluster_dir
 
     cd = open_cluster_dir(cluster)
@@ -369,7 +369,7 @@ def test_clients_going_away_mid_request_or_mid_reply_leave_no_traceback(cluster)
             pass  # the MDS stopped reading: its replies fill the socket we never read
         s.close()
     time.sleep(1.5)
-    from iez.emulated.client import MdsClient
+    from iez.emulated.mds_client import MdsClient
     from iez.emulated.clusterdir import open_cluster_dir
 
     assert MdsClient(open_cluster_dir(cluster), 2000).ping()
@@ -409,7 +409,7 @@ def test_an_endless_line_is_refused_at_the_cap(cluster):
 def test_zmq_requests_over_the_cap_are_dropped_unread(cluster):
     import zmq
 
-    from iez.emulated.client import MdsClient
+    from iez.emulated.mds_client import MdsClient
     from iez.emulated.clusterdir import open_cluster_dir
     from iez.emulated.mds import MAX_REQUEST
 

@@ -24,7 +24,7 @@ from conftest import BUILD, need_tool
 from iez.layout import lum
 from iez.layout.layout import FileLayout
 from iez.plan import format_layout, parse_layout
-from iez.trace.shard import load_trace
+from iez.trace.shard import read_trace
 
 LIB = BUILD / "libiez" / "libiez.so"
 MiB = 1 << 20
@@ -126,7 +126,7 @@ class Job:
         return lum.decode(os.getxattr(self.path(name), "user.lustre.lov"))
 
     def trace(self):
-        return load_trace(self.traces)
+        return read_trace(self.traces)
 
     def written(self) -> dict[str, int]:
         """Bytes each file got, summed over the processes and layers that wrote it."""
@@ -463,7 +463,7 @@ def test_modes(job):
     for n in ("off", "bogus"):
         with pytest.raises(OSError):
             os.getxattr(job.path(n), "user.lustre.lov")
-    traced = {m: [r.path for r in load_trace(job.tmp / f"traces-{m}").records if r.path.startswith(str(job.dir))]
+    traced = {m: [r.path for r in read_trace(job.tmp / f"traces-{m}").records if r.path.startswith(str(job.dir))]
               if (job.tmp / f"traces-{m}").exists() else [] for m in ("off", "place", "trace", "bogus")}
     assert traced == {"off": [], "place": [], "trace": [str(job.path("trace"))], "bogus": []}
     assert any("IEZ_MODE=bogus" in x for x in job.log_lines())

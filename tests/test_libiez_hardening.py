@@ -21,10 +21,10 @@ from hypothesis import strategies as st
 
 from conftest import BUILD, fuzz_settings, need_tool
 from iez.cluster import make_cluster
-from iez.emulated.client import running_cluster
+from iez.emulated.mds_client import running_cluster
 from iez.errors import IezError
 from iez.layout import lum
-from iez.trace.shard import JOB_HEADER, JOB_MAGIC, load_trace, parse_shard, read_job, read_shard
+from iez.trace.shard import JOB_HEADER, JOB_MAGIC, read_trace, parse_shard, read_job, read_shard
 
 LIB = BUILD / "libiez" / "libiez.so"
 VFORK = BUILD / "libiez" / "iez-test-vforkcreate"
@@ -181,7 +181,7 @@ def test_trace_directory_and_missing_parents_are_made_0700(tmp_path):
     assert r.returncode == 0 and (tmp_path / "out").read_text() == "x", r.stderr
     for d in (tmp_path / "a", tmp_path / "a" / "b", traces):
         assert stat.S_IMODE(d.stat().st_mode) == 0o700, d
-    assert [Path(x.path).name for x in load_trace(traces).records] == ["out"]
+    assert [Path(x.path).name for x in read_trace(traces).records] == ["out"]
     assert not [x for x in lines(log) if "not tracing" in x]
 
 
@@ -250,7 +250,7 @@ def test_plan_that_is_not_a_readable_regular_file(emu, tmp_path, kind):
     (rejected,) = [x for x in lines(log) if "plan rejected" in x]
     why = "larger than 256 MiB" if kind == "too large" else "not a regular file"
     assert str(plan) in rejected and why in rejected, rejected
-    (shard,) = load_trace(tmp_path / "traces").shards
+    (shard,) = read_trace(tmp_path / "traces").shards
     assert shard.plan == "rejected"
 
 
@@ -272,7 +272,7 @@ def test_planned_create_in_a_vfork_child(emu, tmp_path, parent_first):
     assert (out / "child").read_bytes() == b"0123456789"
     got = lum.decode(os.getxattr(out / "child", "user.lustre.lov"))
     assert got.plain is not None and (got.plain.stripe_count, got.plain.osts) == (2, (3, 1))
-    records = load_trace(tmp_path / "traces").records if (tmp_path / "traces").exists() else []
+    records = read_trace(tmp_path / "traces").records if (tmp_path / "traces").exists() else []
     assert [Path(x.path).name for x in records] == (["first"] if parent_first else [])
     assert not [x for x in lines(log) if "rejected" in x or "refused" in x]
 

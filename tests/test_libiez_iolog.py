@@ -17,7 +17,7 @@ import pytest
 
 from conftest import BUILD, need_tool
 from iez.cluster import make_cluster
-from iez.emulated.client import running_cluster
+from iez.emulated.mds_client import running_cluster
 from iez.profile import analysis
 from iez.profile.ioevents import read_event_dir
 from iez.profile.report import load_profile

@@ -18,7 +18,7 @@ import pytest
 
 from conftest import BUILD
 from iez.errors import IezError
-from iez.trace.shard import ShardWarning, load_trace, read_shard, read_shards
+from iez.trace.shard import ShardWarning, read_trace, read_shard, read_shards
 
 LIB = BUILD / "libiez" / "libiez.so"
 CHUNK = 128 << 10
@@ -70,7 +70,7 @@ def paths(records) -> list[str]:
 
 def test_header_and_records(tmp_path):
     traced_python(tmp_path, WRITE_FILES, "a", "b", "c")
-    (shard,) = load_trace(tmp_path / "traces").shards
+    (shard,) = read_trace(tmp_path / "traces").shards
     assert (shard.app, shard.run, shard.rank, shard.clean_exit, shard.plan) == ("shardtest", "9", 0, True, "none")
     assert shard.pid > 0 and shard.start_time <= shard.end_time <= time.time()
     assert shard.warning is None
@@ -94,7 +94,7 @@ def test_killed_process_loses_nothing(tmp_path):
               "os.kill(os.getpid(), signal.SIGKILL)\n")
     r = traced_python(tmp_path, script, check=False)
     assert r.returncode == -signal.SIGKILL
-    (shard,) = load_trace(tmp_path / "traces").shards
+    (shard,) = read_trace(tmp_path / "traces").shards
     assert not shard.clean_exit and shard.end_time == 0.0 and shard.warning is None
     (rec,) = [r for r in shard.records if r.path.endswith("/victim")]
     assert (rec.bytes_written, rec.max_offset, rec.created, rec.close_time) == (12355, 50010, True, 0.0)
@@ -191,7 +191,7 @@ def test_bad_header_and_foreign_files(tmp_path):
     data = bytearray(good.read_bytes())
     data[40] ^= 1  # inside the app name: the header's CRC fails
     bad.write_bytes(bytes(data))
-    trace = load_trace(traces)
+    trace = read_trace(traces)
     assert paths(trace.records) == ["a"]
     assert sorted(w.split(": ", 1)[1] for w in trace.warnings) == [
         "not a libiez trace shard (bad magic or shorter than its header)",
@@ -233,7 +233,7 @@ def test_exec_keeps_the_first_image_records(tmp_path):
               "os.write(fd, b'b' * 777)\n"
               "os.execv('/bin/sh', ['sh', '-c', 'printf 1234 > after'])\n")
     traced_python(tmp_path, script)
-    trace = load_trace(tmp_path / "traces")
+    trace = read_trace(tmp_path / "traces")
     assert len(trace.shards) == 2 and len({s.pid for s in trace.shards}) == 1
     byname = {Path(r.path).name: r for r in trace.records if r.path.startswith(str(tmp_path))}
     assert (byname["before"].bytes_written, byname["before"].close_time) == (777, 0.0)
@@ -248,7 +248,7 @@ def test_inherited_output_file(tmp_path):
         r = subprocess.run(["sh", "-c", "printf hello; printf ' world'"], env=env(tmp_path / "traces"), stdout=f,
                            timeout=60)
     assert r.returncode == 0
-    trace = load_trace(tmp_path / "traces")
+    trace = read_trace(tmp_path / "traces")
     assert trace.warnings == []
     (rec,) = [r for r in trace.records if r.path == str(out)]
     assert (rec.bytes_written, rec.max_offset, rec.created) == (11, 11, False)

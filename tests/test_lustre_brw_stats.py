@@ -1,7 +1,7 @@
 """brw_stats and rpc_stats histograms: every header style and section in the fixtures."""
 
 from iez.lustre.brw_stats import Bucket, parse_brw_stats
-from iez.lustre.common import Times
+from iez.lustre.parse import Times
 from iez.lustre.getparam import parse_getparam
 
 EXP = "lustre_exporter/proc/fs/lustre"

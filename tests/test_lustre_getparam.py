@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from iez.lustre.common import LustreFormatError, require_clean
+from iez.lustre.parse import LustreFormatError, require_clean
 from iez.lustre.getparam import (
     format_getparam,
     param_matches,

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from iez.lustre.common import LustreFormatError, Times, parse_time_line
+from iez.lustre.parse import LustreFormatError, Times, parse_time_line
 from iez.lustre.getparam import parse_getparam
 from iez.lustre.jobstats import parse_job_stats
 from iez.lustre.stats import Counter, Stats, format_stats, parse_stats, stats_rates

@@ -15,10 +15,10 @@ import pytest
 
 from conftest import BUILD, need_tool
 from iez.cluster import make_cluster
-from iez.emulated.client import running_cluster
+from iez.emulated.mds_client import running_cluster
 from iez.errors import ConfigError
 from iez.layout import lum
-from iez.trace.shard import load_trace
+from iez.trace.shard import read_trace
 from iez.workload.bench import HaccJob, IorJob, command, run
 
 BENCH = BUILD / "bench_app" / "iez-bench"
@@ -155,7 +155,7 @@ def test_placed_and_traced_under_libiez_mpi(tmp_path):
         for name, count in (("ior", 4), ("hacc-Part00000001-of-00000002.data", 2)):
             got = lum.decode(os.getxattr(d / name, "user.lustre.lov")).plain
             assert (got.stripe_count, got.stripe_size) == (count, 65536)
-        recs = [r for r in load_trace(tmp_path / "t").records if r.api == "mpiio"]
+        recs = [r for r in read_trace(tmp_path / "t").records if r.api == "mpiio"]
         ior = sorted((r.rank, r.comm_size, r.bytes_written, r.bytes_read) for r in recs if r.path == str(d / "ior"))
         assert ior == [(k, 4, 64 * KiB, 64 * KiB) for k in range(4)]
         # HACC-IO: its file per process on MPI_COMM_SELF, written and read back by its rank

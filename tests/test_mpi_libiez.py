@@ -16,14 +16,14 @@ import pytest
 
 from conftest import BUILD, need_tool
 from iez.cluster import make_cluster
-from iez.emulated.client import running_cluster
+from iez.emulated.mds_client import running_cluster
 from iez.emulated.clusterdir import init_cluster_dir
 from iez.layout import lum
 from iez.layout.layout import FileLayout, Layout
 from iez.plan import parse_layout
 from iez.trace.ingest import ingest
 from iez.trace.record import FileRecord
-from iez.trace.shard import load_trace, read_job
+from iez.trace.shard import read_trace, read_job
 
 LIBDIR = BUILD / "libiez"
 LIB, MPILIB = LIBDIR / "libiez.so", LIBDIR / "libiez-mpi.so"
@@ -90,7 +90,7 @@ class Job:
         return lum.decode(os.getxattr(self.path(name), "user.lustre.lov"))
 
     def trace(self):
-        return load_trace(self.traces)
+        return read_trace(self.traces)
 
     def records(self, name: str, api: str) -> list[FileRecord]:
         return sorted((r for r in self.trace().records if r.path == str(self.path(name)) and r.api == api),

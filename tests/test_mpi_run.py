@@ -18,7 +18,7 @@ from iez.cluster import make_cluster
 from iez.demo.stack import control_plane
 from iez.plan import loads as load_plan
 from iez.preload import elf_needed, launcher_args, uses_mpi
-from iez.trace.shard import load_trace
+from iez.trace.shard import read_trace
 from iez.workload.bench import HaccJob, command
 
 LIBDIR = BUILD / "libiez"
@@ -97,7 +97,7 @@ def test_mpi_job_traced_then_placed(stack, iez_cmd, subenv, tmp_path):
     assert "warning" not in r1.stderr, r1.stderr
     files = sorted(job.files())
     # every rank ran libiez-mpi: its MPI-IO records, one file each on MPI_COMM_SELF, in the job's merged trace
-    recs = [x for x in load_trace(traces).records if x.api == "mpiio"]
+    recs = [x for x in read_trace(traces).records if x.api == "mpiio"]
     assert sorted((x.path, x.rank, x.comm_size, x.created) for x in recs) == [(f, r, 1, True) for r, f in enumerate(files)]
     assert len(list(traces.glob("*.job"))) == 1
     assert all(len(p[0][3]) == 1 for p in layouts_of(files).values())  # traced run: the default layout

@@ -12,7 +12,7 @@ from pathlib import Path
 from conftest import need_tool
 
 from iez.cluster import make_cluster
-from iez.emulated.client import running_cluster
+from iez.emulated.mds_client import running_cluster
 from iez.profile import analysis
 from iez.profile.report import load_profile
 

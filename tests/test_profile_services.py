@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from iez.profile import ProfileError, analysis
-from iez.profile.runner import Runner, Step
+from iez.profile.remote import Runner, Step
 from iez.profile.services import start_steps, stop_steps
 
 

@@ -24,7 +24,7 @@ from hypothesis import given, strategies as st
 from zmq.utils import z85
 
 from conftest import fuzz_settings
-from iez.access.client import AccessClient
+from iez.access.token_client import AccessClient
 from iez.cli.access import fetch_status
 from iez.collect.message import TOPIC, decode
 from iez.controller.auth import new_token

@@ -1,4 +1,4 @@
-/* IO-Cop's client in libiez: the same semantics as src/iez/access/client.py, over iocop/iocop.c
+/* IO-Cop's client in libiez: the same semantics as src/iez/access/token_client.py, over iocop/iocop.c
  * (the line socket, no ZeroMQ inside an LD_PRELOAD library). The environment, read once:
  *   IEZ_ACCESS          off (default) | coarse | file | phase | fine
  *   IEZ_ACCESS_LINE     the controller's line socket HOST:PORT (default 127.0.0.1:5581)
@@ -26,7 +26,7 @@
 #include "state.h"
 #include "sysio.h"
 
-#define TRY_MS 1000         /* one attempt once the controller was found down (client.py TRY_TIMEOUT) */
+#define TRY_MS 1000         /* one attempt once the controller was found down (token_client.py TRY_TIMEOUT) */
 #define FD_SLOTS 65536      /* descriptors file mode can count */
 
 int iez_access_level;

@@ -3,7 +3,7 @@
 #ifndef IEZ_ACCESS_H
 #define IEZ_ACCESS_H
 
-/* The level of the program a mode takes tokens at (client.py's LEVEL_OF_MODE). */
+/* The level of the program a mode takes tokens at (token_client.py's LEVEL_OF_MODE). */
 enum iez_access_level { IEZ_ACCESS_NONE = 0, IEZ_ACCESS_JOB, IEZ_ACCESS_FILE, IEZ_ACCESS_PHASE, IEZ_ACCESS_CALL };
 
 extern int iez_access_level;     /* IEZ_ACCESS's level; NONE: off */

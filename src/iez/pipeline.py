@@ -51,9 +51,9 @@ def load_trace(path: str | Path, app: str) -> LoadedTrace:
     """Read one PATH and turn it into one run's requests (no database access)."""
     p = Path(path)
     if p.is_dir():
-        from iez.trace.shard import load_trace as load_shards
+        from iez.trace.shard import read_trace
 
-        trace = load_shards(p)
+        trace = read_trace(p)
         runs = trace.runs()
         if len(runs) > 1:
             names = ", ".join(f"{r.app}/{r.run}" for r in runs[:3])

@@ -4,12 +4,12 @@ An application asks the access controller for a token before an I/O phase and gi
 after; a policy decides who holds tokens at once. Modules:
 
 - `protocol`: the wire format (text lines), shared by the controller, the Python client and C;
-- `policy`: the pure policies (exclusive, k-concurrent, fair-share, priority, ost-aware) and
+- `admission`: the pure policies (exclusive, k-concurrent, fair-share, priority, ost-aware) and
   the wait estimate;
-- `controller`: the pure queue and lease state machine behind the protocol;
+- `queue`: the pure queue and lease state machine behind the protocol (`AccessQueue`);
 - `store`: the controller's state in SQLite, so a restart keeps who waits;
 - `server`: `iez access serve`, the controller behind ZeroMQ ROUTER and a raw-TCP line socket;
-- `client`: the Python client (`io_begin`/`io_end`, IEZ_ACCESS modes);
+- `token_client`: the Python client (`io_begin`/`io_end`, IEZ_ACCESS modes);
 - `ostset`: the OST sets of applications, from plans, placements or file layouts;
 - `tbf`: Lustre NRS TBF rules rendered from the controller's decisions;
 - `job`, `evaluation`: seed 004's experiments on the emulated cluster and in the simulator.

@@ -193,7 +193,7 @@ def timings(bench_jobs: list[dict]) -> dict:
 
 def protocol_experiments(work: Path, quick: bool, step: Callable[[str], None]) -> dict:
     from iez.cluster import make_cluster
-    from iez.emulated.client import running_cluster
+    from iez.emulated.mds_client import running_cluster
 
     res: dict = {}
     with running_cluster(work / "emu", make_cluster(3, 5, 10 << 30)) as cd:

@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-from iez.access.client import MODES, AccessClient
+from iez.access.token_client import MODES, AccessClient
 from iez.access.protocol import parse_osts
 from iez.files import replace_atomically
 from iez.layout.layout import Layout

@@ -186,7 +186,7 @@ def status_rows(header: str) -> int:
 
 
 def parse_status(rows: list[bytes]) -> dict:
-    """The status dict (as Controller.status returns it) from a STATUS reply's rows."""
+    """The status dict (as AccessQueue.status returns it) from a STATUS reply's rows."""
     out: dict = {"holders": [], "waiting": [], "apps": []}
     lists = {"holder": out["holders"], "waiting": out["waiting"], "app": out["apps"]}
     seen_settings = False

@@ -9,7 +9,7 @@ ZeroMQ rather than HTTP: a request takes 48 us (ROUTER) and 34 us (STREAM) on lo
 712 us through FastAPI/uvicorn, and the server can answer a waiting client the moment it is
 granted, without polling (bench/bench_access.py measures both; docs/iocop.md).
 
-One thread runs everything: read what arrived, hand each line to the Controller, run its clock,
+One thread runs everything: read what arrived, hand each line to the AccessQueue, run its clock,
 answer parked long polls, save the batch's changes, and only then send the batch's replies.
 
 Untrusted bytes are bounded before anything is read into them. The ROUTER is a CURVE server
@@ -44,7 +44,7 @@ import zmq
 
 from iez.access import protocol as P
 from iez.access.auth import ENVELOPE_MAX, Verifier
-from iez.access.controller import Controller, Result
+from iez.access.queue import AccessQueue, Result
 from iez.access.store import Store
 from iez.errors import ConfigError
 from iez.zmqauth import HANDSHAKE_MS, Zap
@@ -64,7 +64,7 @@ class Route:
 
 
 class Server:
-    def __init__(self, controller: Controller, store: Store, zmq_binds: list[str], line_binds: list[str],
+    def __init__(self, controller: AccessQueue, store: Store, zmq_binds: list[str], line_binds: list[str],
                  verifier: Verifier, events: Path | None = None, clock: Callable[[], float] = time.time,
                  known_osts: tuple[Callable[[], Mapping[str, frozenset[int]]], float] | None = None,
                  max_connections: int = MAX_CONNECTIONS):

@@ -14,8 +14,8 @@ import os
 import sqlite3
 from pathlib import Path
 
-from iez.access.controller import App, Changes, State
-from iez.access.policy import Claim, Usage
+from iez.access.queue import App, Changes, State
+from iez.access.admission import Claim, Usage
 from iez.access.protocol import format_osts, parse_osts
 from iez.errors import ConfigError
 

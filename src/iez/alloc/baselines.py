@@ -30,7 +30,9 @@ from iez.request import Placement, Request
 THRESHOLD = {"rr": 100, "qos": 0}  # lod.*.qos_threshold_rr, percent
 
 
-class Lustre:
+class LodPolicy:
+    """Lustre's own LOD allocator (RR or QoS by its threshold) behind the policy interface."""
+
     def __init__(self, name: str):
         self.name = name
 
@@ -58,4 +60,4 @@ class Lustre:
         return make_placements(requests, table, lists, self.name)
 
 
-POLICIES = {name: Registration(partial(Lustre, name), "lustre") for name in THRESHOLD}
+POLICIES = {name: Registration(partial(LodPolicy, name), "lustre") for name in THRESHOLD}

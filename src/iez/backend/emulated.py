@@ -13,7 +13,7 @@ from pathlib import Path
 
 from iez.backend import layout_from_xattr
 from iez.cluster import Snapshot
-from iez.emulated.client import MdsClient
+from iez.emulated.mds_client import MdsClient
 from iez.emulated.clusterdir import XATTR, find_cluster_dir, open_cluster_dir, stored_form
 from iez.emulated.mds import df_rows, snapshot_from_space, space_from_scan
 from iez.emulated.usage import UsageScanner

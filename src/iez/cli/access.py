@@ -111,8 +111,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     from iez.access.auth import Verifier
-    from iez.access.controller import Controller, Settings
-    from iez.access.policy import make_policy, parse_rule
+    from iez.access.queue import AccessQueue, Settings
+    from iez.access.admission import make_policy, parse_rule
     from iez.access.server import Server, serve
     from iez.access.store import Store
     from iez.controller.auth import read_token
@@ -142,7 +142,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     store = Store(args.state or default_state(), half_life=max(1.0, _seconds(args.half_life)))
     try:
         now = time.time()
-        controller = Controller(policy, settings, store.load(), now=now)
+        controller = AccessQueue(policy, settings, store.load(), now=now)
         known = None
         if args.db:
             from iez.access.ostset import known_osts_from_db
@@ -172,7 +172,7 @@ def fetch_status(server: str, timeout: float, token: str | None = None) -> dict:
 
     from iez.access import protocol as P
     from iez.access.auth import Signer
-    from iez.access.client import HANDSHAKE_HINT
+    from iez.access.token_client import HANDSHAKE_HINT
     from iez.controller.auth import client_token
     from iez.zmqauth import curve_client
 
@@ -224,7 +224,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from iez.access.client import AccessClient
+    from iez.access.token_client import AccessClient
     from iez.access.ostset import osts_of_plan
 
     cmd = args.command[1:] if args.command[:1] == ["--"] else args.command

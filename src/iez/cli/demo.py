@@ -1,4 +1,4 @@
-"""`iez demo`: the main job (see iez.demo.run)."""
+"""`iez demo`: the main job (see iez.demo.experiment)."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from iez.demo import report
-    from iez.demo.run import DemoOptions, run_demo
+    from iez.demo.experiment import DemoOptions, run_demo
     from iez.errors import ConfigError
 
     if args.scale < 1:

@@ -50,28 +50,28 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 
 def cmd_up(args: argparse.Namespace) -> int:
-    from iez.emulated import client, mds
+    from iez.emulated import mds, mds_client
     from iez.emulated.clusterdir import open_cluster_dir
 
     cd = open_cluster_dir(args.dir)
     if args.foreground:
         return mds.main([str(cd.root)] + ([] if args.seed is None else ["--seed", str(args.seed)]))
-    pid = client.up(cd, seed=args.seed)
+    pid = mds_client.up(cd, seed=args.seed)
     print(f"emulated MDS of {cd.root} running (pid {pid}); mount: {cd.fs}")
     return 0
 
 
 def cmd_down(args: argparse.Namespace) -> int:
-    from iez.emulated import client
+    from iez.emulated import mds_client
     from iez.emulated.clusterdir import open_cluster_dir
 
     cd = open_cluster_dir(args.dir)
-    print("emulated MDS stopped" if client.down(cd) else "emulated MDS was not running")
+    print("emulated MDS stopped" if mds_client.down(cd) else "emulated MDS was not running")
     return 0
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from iez.emulated.client import MdsClient
+    from iez.emulated.mds_client import MdsClient
     from iez.emulated.clusterdir import open_cluster_dir
     from iez.emulated.mds import running_pid
 

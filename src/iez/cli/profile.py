@@ -39,7 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _runner(args: argparse.Namespace, hosts: list[str]):
-    from iez.profile.runner import Runner
+    from iez.profile.remote import Runner
 
     return Runner(hosts, args.transport, args.dry_run, args.sudo)
 

@@ -1,4 +1,4 @@
-"""`iez run --app NAME [--controller URL] -- COMMAND...` (see iez.runner), and `iez trace upload`,
+"""`iez run --app NAME [--controller URL] -- COMMAND...` (see iez.wrapper), and `iez trace upload`,
 which retries the upload `iez run` does after the job."""
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def controller_option(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from iez.runner import RunOptions, command_of, run
+    from iez.wrapper import RunOptions, command_of, run
 
     opts = RunOptions(app=args.app, command=command_of(args.command), controller=args.controller, wait=args.wait,
                       emulated=args.emulated, trace_dir=args.trace_dir, log=args.log)
@@ -51,8 +51,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_upload(args: argparse.Namespace) -> int:
-    from iez.controller.client import ControllerClient
-    from iez.runner import check_app
+    from iez.controller.api_client import ControllerClient
+    from iez.wrapper import check_app
 
     with ControllerClient.from_env(args.controller) as client:
         got = client.upload_trace(check_app(args.app), args.trace, run=args.run)

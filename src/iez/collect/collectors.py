@@ -22,7 +22,7 @@ from iez.alloc.gate import HostLoad as Load, read_host_load
 from iez.cluster import ost_name
 from iez.collect.message import OstReading
 from iez.errors import IezError
-from iez.lustre.common import LustreFormatError, Skipped
+from iez.lustre.parse import LustreFormatError, Skipped
 from iez.lustre.getparam import split_param_name
 from iez.lustre.params import ParamTree
 from iez.lustre.stats import Stats, parse_stats, stats_rates

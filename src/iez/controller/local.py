@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from iez.controller.auth import new_token
-from iez.controller.client import ControllerClient, ControllerError
+from iez.controller.api_client import ControllerClient, ControllerError
 from iez.emulated.clusterdir import ClusterDir
 from iez.errors import IezError
 

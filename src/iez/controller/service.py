@@ -1,7 +1,7 @@
 """The controller's work: take statistics and uploads, predict and allocate, serve plans.
 
 Uploads are validated, then written in one transaction; a worker thread then does what the
-database says is still to do (`store.pending_work`): AIPA prediction of an application's next
+database says is still to do (`pending_work`): AIPA prediction of an application's next
 run after a trace, and allocation of every predicted run not yet planned. Allocation runs on
 the global view (fresh statistics only; stale OSTs are excluded) with the space other
 applications' plans hold reserved, one run at a time, and only while the controller's host is
@@ -25,8 +25,8 @@ from iez.alloc.gate import GateLimits, check
 from iez.alloc.registry import DEFAULT_POLICY, get_policy
 from iez.cluster import Cluster
 from iez.collect.message import MessageError, decode
-from iez.controller import store
-from iez.controller.metrics import Exposition, Histogram, add_known
+from iez.controller.work import next_planned, pending_work, plan_text, run_info
+from iez.controller.exposition import Exposition, Histogram, add_known
 from iez.controller.view import MAX_CLOCK_SKEW, GlobalView
 from iez.db.database import RESERVATION_TTL
 from iez.db.errors import DatabaseError
@@ -169,7 +169,7 @@ class Controller:
         self._check_pools(requests)
         with self.db.begin() as tx:
             if run is not None:
-                info = store.run_info(tx, app, run)
+                info = run_info(tx, app, run)
                 if info is not None and info.traced:
                     raise Conflict(f"run {run} of {app} already has a trace")
             number = tx.add_trace(app, requests, run, label=label, source=source, nprocs=nprocs,
@@ -188,7 +188,7 @@ class Controller:
         with self.db.begin() as tx:
             tx.app_id(app, create=True)
             number = tx.next_traced_run(app) if run is None else run
-            info = store.run_info(tx, app, number)
+            info = run_info(tx, app, number)
             if info is not None and info.traced:
                 raise Conflict(f"run {number} of {app} has already run (it has a trace)")
             if info is not None and info.planned_policy:
@@ -202,10 +202,10 @@ class Controller:
 
     def plan(self, app: str, run: int | None = None) -> PlanResult:
         with self.db.begin() as tx:
-            work = store.pending_work(tx)
-            info = store.next_planned(tx, app) if run is None else store.run_info(tx, app, run)
+            work = pending_work(tx)
+            info = next_planned(tx, app) if run is None else run_info(tx, app, run)
             if info is not None and info.planned_policy:
-                return PlanResult("ready", app, info.number, store.plan_text(tx, app, info))
+                return PlanResult("ready", app, info.number, plan_text(tx, app, info))
             known = app in tx.apps()
         mine = [w for w in work if w.app == app and (run is None or w.target == run)]
         failed = [w for w in mine if w.key in self.failed]
@@ -226,7 +226,7 @@ class Controller:
             if app not in tx.apps():
                 raise NotFound(f"no application {app!r}")
             runs = tx.runs(app)
-            work = [w for w in store.pending_work(tx) if w.app == app]
+            work = [w for w in pending_work(tx) if w.app == app]
         last = next((r for r in reversed(runs) if r.traced), None)
         return {
             "app": app,
@@ -248,7 +248,7 @@ class Controller:
             snap = self.view.snapshot(now)
         try:
             with self.db.begin() as tx:
-                pending = len(store.pending_work(tx))
+                pending = len(pending_work(tx))
             db = "ok"
         except DatabaseError as e:
             pending, db = None, str(e)
@@ -283,7 +283,7 @@ class Controller:
         fails, for whatever reason, fails alone: its error is kept (the plan request and
         /apps/APP say it) and the others go on."""
         with self.db.begin() as tx:
-            work = [w for w in store.pending_work(tx) if w.key not in self.failed]
+            work = [w for w in pending_work(tx) if w.key not in self.failed]
         held: dict[tuple, str] = {}
         try:
             if work:
@@ -360,7 +360,7 @@ class Controller:
             return pipeline.ClusterState(self.cluster, view.snapshot, "controller")
 
         def plan(tx: Txn, done: pipeline.Allocation) -> None:
-            info = store.run_info(tx, app, run)
+            info = run_info(tx, app, run)
             if info is not None and info.traced:
                 raise Conflict(f"run {run} of {app} was traced while it was being placed")
             tx.mark_planned(app, run, name)

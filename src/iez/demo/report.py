@@ -10,7 +10,7 @@ from typing import Sequence
 from rich.table import Table
 
 from iez.cluster import Cluster
-from iez.demo.run import DemoOptions, Outcome, slug
+from iez.demo.experiment import DemoOptions, Outcome, slug
 from iez.report.charts import Series, grouped_bars, utilization_chart
 from iez.report.html import Page
 

@@ -14,7 +14,7 @@ from typing import Iterator
 from iez.alloc.registry import DEFAULT_POLICY
 from iez.cluster import Cluster
 from iez.controller.local import LocalControlPlane
-from iez.emulated.client import MdsClient, running_cluster
+from iez.emulated.mds_client import MdsClient, running_cluster
 from iez.emulated.clusterdir import ClusterDir
 from iez.errors import IezError
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from iez.cluster import Cluster, ost_name, ost_uuid
 from iez.errors import BackendError
-from iez.lustre.common import Times
+from iez.lustre.parse import Times
 from iez.lustre.stats import Counter, Stats, format_stats
 from iez.lustre.targets import TargetObd, format_target_obd
 

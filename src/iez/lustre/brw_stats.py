@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from iez.lustre.common import Skipped, Times, parse_time_line
+from iez.lustre.parse import Skipped, Times, parse_time_line
 
 _SECTION = re.compile(r"^\s*read\s+\|?\s*write\s*$")
 _NAMES = re.compile(r"^(?P<name>\S.*?)\s+(?P<ru>[\w/]+)\s+%\s+cum\s+%\s*\|\s*(?P<wu>[\w/]+)\s+%\s+cum\s+%\s*$")

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Mapping
 
-from iez.lustre.common import LustreFormatError, Skipped
+from iez.lustre.parse import LustreFormatError, Skipped
 
 # A parameter name: dotted components of word characters, '-', '@' (NIDs) and ':' (IPv6 NIDs).
 # Value lines that start like this are indistinguishable from a new parameter, as for lctl.

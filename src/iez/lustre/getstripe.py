@@ -35,7 +35,7 @@ from iez.layout.layout import (
     FileLayout,
     Layout,
 )
-from iez.lustre.common import Skipped
+from iez.lustre.parse import Skipped
 from iez.lustre.targets import TargetObd, parse_target_obd
 
 PATTERN_RELEASED = 0x8000_0000  # LOV_PATTERN_F_RELEASED (lustre-layout-abi.md §1)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from iez.lustre.common import Skipped, Times, parse_time_line
+from iez.lustre.parse import Skipped, Times, parse_time_line
 from iez.lustre.stats import Counter
 
 _JOB = re.compile(r"^-\s+job_id:\s*(.*?)\s*$")

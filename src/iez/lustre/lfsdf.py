@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field, replace
 
-from iez.lustre.common import Skipped
+from iez.lustre.parse import Skipped
 
 SUMMARY = "filesystem_summary:"
 _OLD_SUMMARY = "filesystem summary:"

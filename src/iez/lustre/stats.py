@@ -16,7 +16,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from iez.lustre.common import LustreFormatError, Skipped, Times, format_time, parse_time_line
+from iez.lustre.parse import LustreFormatError, Skipped, Times, format_time, parse_time_line
 
 _COUNTER = re.compile(r"^(\S+)\s+(\d+)\s+samples\s+\[([^\]]*)\]((?:\s+-?\d+)*)\s*$")
 

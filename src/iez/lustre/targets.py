@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from iez.lustre.common import Skipped
+from iez.lustre.parse import Skipped
 from iez.lustre.getparam import split_param_name
 
 SPACE_FIELDS = ("kbytestotal", "kbytesfree", "kbytesavail", "filestotal", "filesfree", "blocksize")

@@ -1,6 +1,6 @@
 """LIOPProf (seed 003): a Lustre I/O profiler tying application I/O to server-side behaviour.
 
-Logging services on the OSSs (`services`, through the one lustre-side `runner`), parsers of what
+Logging services on the OSSs (`services`, through the one lustre-side `remote` runner), parsers of what
 they record (`rpctrace`, `iostat`, the profile directory `profiledir`), pure analysis
 (`analysis`), pictures and the report (`report`), and emulated RPC logs (`emulate`) fed by I/O
 event logs (`ioevents`). See docs/liopprof.md.

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
-from iez.lustre.common import Skipped
+from iez.lustre.parse import Skipped
 from iez.profile import ProfileError
 
 HEADER = "# iez-ioev 1"

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Iterable
 
-from iez.lustre.common import Skipped
+from iez.lustre.parse import Skipped
 
 _TIME_FORMATS = ("%Y-%m-%dT%H:%M:%S%z", "%m/%d/%Y %I:%M:%S %p", "%m/%d/%Y %H:%M:%S", "%m/%d/%y %H:%M:%S",
                  "%d/%m/%y %H:%M:%S", "%m/%d/%y %I:%M:%S %p")

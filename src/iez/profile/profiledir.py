@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from iez.cluster import check_host_name
-from iez.lustre.common import Skipped
+from iez.lustre.parse import Skipped
 from iez.lustre.getparam import parse_getparam
 from iez.profile import ProfileError
 

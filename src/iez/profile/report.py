@@ -12,7 +12,7 @@ import numpy as np
 
 from iez.errors import IezError
 from iez.lustre.brw_stats import parse_brw_stats
-from iez.lustre.common import LustreFormatError, Skipped
+from iez.lustre.parse import LustreFormatError, Skipped
 from iez.lustre.getparam import split_param_name
 from iez.lustre.stats import parse_stats, stats_rates
 from iez.lustre.targets import parse_target_name

@@ -23,7 +23,7 @@ from typing import BinaryIO, Iterator
 import numpy as np
 
 from iez.artifacts import find_built
-from iez.lustre.common import Skipped
+from iez.lustre.parse import Skipped
 from iez.profile import ProfileError
 
 ENV = "IEZ_LIOPPROF_LIB"

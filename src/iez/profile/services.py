@@ -1,7 +1,7 @@
 """LIOPProf logging services (seed 003 §IV-A): start and stop them on OSSs, collect what they
 recorded into a profile directory (`iez.profile.profiledir`).
 
-On a real OSS (through `iez.profile.runner`): clear the debug log, save the debug mask and
+On a real OSS (through `iez.profile.remote`): clear the debug log, save the debug mask and
 debug_mb, enable rpctrace with a larger buffer, drain it with `lctl debug_daemon`, sample
 `iostat -x` every second and the exports/job stats every `interval`, snapshot brw_stats,
 obdfilter and OSS service stats at start and stop, optionally run obdfilter-survey first. Stop
@@ -26,7 +26,7 @@ from typing import Callable
 from iez.profile import ProfileError
 from iez.profile.profiledir import (ERRORS, EXPORTS, IOSTAT, JOB, LAYOUTS, RPCTRACE, START, STOP, SURVEY, ProfileMeta,
                                     format_sample, read_meta, write_meta)
-from iez.profile.runner import Runner, Step
+from iez.profile.remote import Runner, Step
 
 REMOTE_DIR = "/var/tmp/iez-profile"
 SNAPSHOT = ("obdfilter.*.stats", "osd-*.*.brw_stats", "ost.OSS.*.stats", "obdfilter.*.exports.*.stats",

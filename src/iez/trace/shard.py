@@ -2,7 +2,7 @@
 writes at MPI_Finalize, which holds its ranks' shards (format: docs/trace-format.md).
 
 `read_shards(DIR)` gives every intact `FileRecord` of every shard in DIR (merged job traces
-included); `load_trace(DIR)` also gives each process's header (app, run, plan hits and misses,
+included); `read_trace(DIR)` also gives each process's header (app, run, plan hits and misses,
 clean exit) and one warning line per damaged shard. A shard written by a process that was
 killed, or copied while it was running, is read as far as its records are intact: each record
 carries a CRC and is published by its magic, written last, so a torn or garbled record is
@@ -291,13 +291,13 @@ def shard_files(directory: str | Path) -> list[Path]:
     return sorted([*d.glob(f"*{SUFFIX}"), *d.glob(f"iez.*{JOB_SUFFIX}")])
 
 
-def load_trace(directory: str | Path) -> Trace:
+def read_trace(directory: str | Path) -> Trace:
     return Trace([s for f in shard_files(directory) for s in read_trace_file(f)])
 
 
 def read_shards(directory: str | Path) -> list[FileRecord]:
     """Every intact record of every shard in directory; a damaged shard gives a ShardWarning."""
-    trace = load_trace(directory)
+    trace = read_trace(directory)
     for w in trace.warnings:
         warnings.warn(w, ShardWarning, stacklevel=2)
     return trace.records

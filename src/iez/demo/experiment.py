@@ -37,7 +37,7 @@ from iez.backend.emulated import EmulatedBackend
 from iez.cluster import Cluster, make_cluster
 from iez.demo.simulate import SimRates, seed000_hardware, simulate_rates
 from iez.demo.stack import Stack, control_plane
-from iez.emulated.client import MdsClient
+from iez.emulated.mds_client import MdsClient
 from iez.errors import AllocationError, IezError
 from iez.layout.layout import FileLayout, Layout
 from iez.lustre.params import ParamTree

@@ -97,7 +97,7 @@ def run(opts: RunOptions, warn: Callable[[str], None], env: Mapping[str, str] = 
 
 
 def _prepare(opts: RunOptions, env: Mapping[str, str], note: Callable[[str], None]) -> _Prepared:
-    from iez.controller.client import ControllerClient
+    from iez.controller.api_client import ControllerClient
 
     client = ControllerClient.from_env(opts.controller)
     try:

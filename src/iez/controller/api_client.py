@@ -1,6 +1,6 @@
 """A small Python client of the controller's HTTP API (docs/controller.md), for `iez run` and scripts.
 
-    from iez.controller.client import ControllerClient
+    from iez.controller.api_client import ControllerClient
 
     c = ControllerClient("http://mds0:8760", token)       # or ControllerClient.from_env()
     got = c.fetch_plan("hacc", wait=30)                   # PlanReply: status, run, text, reason

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
 from iez.access import protocol as P
-from iez.access.policy import Claim, Policy, Rule, Usage, decide, estimate, rule_value
+from iez.access.admission import Claim, Policy, Rule, Usage, decide, estimate, rule_value
 from iez.access.protocol import AccessError, Request
 
 HISTORY_WEIGHT = 0.3  # weight of the newest hold in the moving average of hold durations
@@ -92,7 +92,7 @@ def hash_secret(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
 
 
-class Controller:
+class AccessQueue:
     def __init__(self, policy: Policy, settings: Settings | None = None, state: State | None = None,
                  now: float = 0.0, known_osts: Mapping[str, frozenset[int]] | None = None,
                  new_secret: Callable[[], str] = lambda: secrets.token_hex(16)):

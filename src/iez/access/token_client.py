@@ -1,6 +1,6 @@
 """The Python client of the access controller: `io_begin(phase)` / `io_end()` and friends.
 
-    from iez.access.client import AccessClient
+    from iez.access.token_client import AccessClient
     ac = AccessClient.from_env()          # IEZ_ACCESS, IEZ_ACCESS_SERVER, IEZ_APP, IEZ_RUN, ...
     with ac.job():                        # coarse: the whole run (MPI_Init .. MPI_Finalize)
         for step in range(4):
