@@ -1,4 +1,4 @@
-"""The controller-host gate (iez.alloc.gate): allocate only while CPU < 70% and memory < 50%."""
+"""The controller-host gate (iez.alloc.gate, read by iez.collect.host): allocate only while CPU < 70% and memory < 50%."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from iez.alloc.gate import GateClosed, GateLimits, HostLoad, check, decide, read_host_load, require_open, wait_open
+from iez.alloc.gate import GateClosed, GateLimits, HostLoad, decide
+from iez.collect.host import check, read_host_load, require_open, wait_open
 from iez.errors import ConfigError, IezError
 
 MEMINFO = """MemTotal:       24684084 kB
@@ -85,7 +86,7 @@ def test_this_hosts_proc():
 
 
 def test_wait_open_waits_for_the_host_to_calm_down(tmp_path, monkeypatch):
-    import iez.alloc.gate as gate
+    import iez.collect.host as host
 
     proc = fake_proc(tmp_path, load="900.0 900.0 900.0 1/467 12345")
     seen = []
@@ -93,7 +94,7 @@ def test_wait_open_waits_for_the_host_to_calm_down(tmp_path, monkeypatch):
     def calm_after_first_look(_seconds: float) -> None:
         fake_proc(tmp_path)  # the load drops while we sleep
 
-    monkeypatch.setattr(gate.time, "sleep", calm_after_first_look)
+    monkeypatch.setattr(host.time, "sleep", calm_after_first_look)
     d = wait_open(GateLimits(max_cpu=1.0), timeout=60, on_wait=seen.append, proc=proc)
     assert d.open and len(seen) == 1 and "CPU" in seen[0].reason and not seen[0].open
 

@@ -143,7 +143,8 @@ def models_table(models: dict[str, Any]) -> Table:
 
 
 def cmd_allocate(args: argparse.Namespace) -> int:
-    from iez.alloc.gate import GateLimits, wait_open
+    from iez.alloc.gate import GateLimits
+    from iez.collect.host import wait_open
     from iez.alloc.policy import AllocOptions
 
     names = [n.strip() for n in args.policy.split(",") if n.strip()]

@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Protocol
 
-from iez.alloc.gate import HostLoad as Load, read_host_load
+from iez.alloc.gate import HostLoad as Load
+from iez.collect.host import read_host_load
 from iez.cluster import ost_name
 from iez.collect.message import OstReading
 from iez.errors import IezError

@@ -21,7 +21,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.metrics_core import Metric
 
 from iez import pipeline
-from iez.alloc.gate import GateLimits, check
+from iez.alloc.gate import GateLimits
+from iez.collect.host import check
 from iez.alloc.registry import DEFAULT_POLICY, get_policy
 from iez.cluster import Cluster
 from iez.collect.message import MessageError, decode
