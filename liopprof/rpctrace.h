@@ -3,7 +3,7 @@
  * Reads the text `lctl debug_kernel` / `lctl debug_file` write, header
  *   "%08x:%08x:%u.%u%s:%u.%06llu:%u:%u:%u:(%s:%u:%s()) %s"
  * and the server-side rpctrace messages of ptlrpc_server_handle_request()
- * (lustre-formats.md §6):
+ * (references: l-fmt-rpctrace):
  *   2.5-2.12  "Handling RPC pname:cluuid+ref:pid:xid:nid:opc %s:%s+%d:%d:x%llu:%s:%d"
  *   2.13+     "Handling RPC req@%p pname:cluuid+ref:pid:xid:nid:opc:job %s:%s+%d:%d:x%llu:%s:%d:%s"
  *   "Handled RPC ..." adds " Request processed in %ldus (%ldus total) trans %llu rc %d/%d"

@@ -51,7 +51,8 @@ struct Platform {
   double mds_open_rate   = 40000;
 };
 
-// How Lustre moves data (lustre-formats.md: osc.*.max_rpcs_in_flight, max_pages_per_rpc).
+// How Lustre moves data (the client's osc.*.max_rpcs_in_flight and max_pages_per_rpc; not in the
+// Lustre notes, references: l-not-in-notes).
 struct IoParams {
   double rpc_size       = 1 << 20;
   double rpcs_in_flight = 8;

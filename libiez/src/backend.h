@@ -43,7 +43,8 @@ struct iez_backend {
 
 extern const struct iez_backend iez_backend_lustre, iez_backend_emulated, iez_backend_none;
 
-#define IEZ_LL_SUPER_MAGIC 0x0BD00BD0 /* statfs f_type of a Lustre client (lustre-layout-abi.md §1) */
+/* statfs f_type of a Lustre client (references: l-abi-super-magic) */
+#define IEZ_LL_SUPER_MAGIC 0x0BD00BD0
 
 const struct iez_backend *iez_backend_of_path(const char *abs, size_t len);
 /* dev: the open file's st_dev (the answer for a device is remembered, per thread) */

@@ -1,5 +1,5 @@
-/* Real Lustre: Algorithm 1 of seed 000 as llapi_file_open_param does it (lustre-layout-abi.md
- * §4a, §5): a delay-create open, LL_IOC_LOV_SETSTRIPE with the lov_user_md, close. */
+/* Real Lustre: iez-PL's file creation as llapi_file_open_param does it (references: s000-alg1,
+ * l-abi-recipe): a delay-create open, LL_IOC_LOV_SETSTRIPE with the lov_user_md, close. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -15,9 +15,9 @@
 #include "sysio.h"
 
 /* O_LOV_DELAY_CREATE since 2.6 is O_NOCTTY|FASYNC; the 1.8 bit is useless on modern kernels
- * (lustre-layout-abi.md §3) */
+ * (references: l-abi-delay-create) */
 #define IEZ_O_LOV_DELAY_CREATE (O_NOCTTY | FASYNC)
-/* _IOW('f', 154, long) = 0x4008669a on LP64 (lustre-layout-abi.md §3) */
+/* _IOW('f', 154, long) = 0x4008669a on LP64 (references: l-abi-setstripe) */
 #define IEZ_LL_IOC_LOV_SETSTRIPE _IOW('f', 154, long)
 
 static int lustre_create(int dirfd, const char *path, const char *abs, mode_t mode, const char *spec, size_t speclen,

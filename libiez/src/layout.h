@@ -1,5 +1,5 @@
 /* A Lustre file layout as libiez holds it: plain RAID-0 striping or PFL components.
- * Field meanings follow src/iez/layout/layout.py and lustre-layout-abi.md §2. */
+ * Field meanings follow src/iez/layout/layout.py (references: l-abi-structs). */
 #ifndef IEZ_LAYOUT_H
 #define IEZ_LAYOUT_H
 

@@ -1,4 +1,4 @@
-/* lov_user_md encoder; offsets and sizes from lustre-layout-abi.md §2 (lustre_user.h @2.16.0).
+/* lov_user_md encoder; offsets and sizes from lustre_user.h @2.16.0 (references: l-abi-structs).
  * Byte-for-byte equal to iez.layout.lum.encode (tests/vectors/lum). */
 #include "lum.h"
 

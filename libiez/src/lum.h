@@ -1,5 +1,6 @@
 /* struct lov_user_md: the bytes that set a layout at create, through the LL_IOC_LOV_SETSTRIPE
- * ioctl or the lustre.lov xattr (lustre-layout-abi.md §2, §4). Host byte order. */
+ * ioctl or the lustre.lov xattr (references: l-abi-structs, l-abi-setstripe, l-abi-xattr).
+ * Host byte order. */
 #ifndef IEZ_LUM_H
 #define IEZ_LUM_H
 

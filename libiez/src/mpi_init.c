@@ -68,7 +68,8 @@ static int job_comm_ready(void)
     return 0;
 }
 
-/* IO-Cop (access.c): rank 0 of MPI_COMM_WORLD is the job's coordinator (seed 004). */
+/* IO-Cop (access.c): rank 0 of MPI_COMM_WORLD is the job's local coordinator
+ * (references: s004-controller). */
 static int coord_bcast(long *token) { return iez_pmpi.PMPI_Bcast(token, 1, MPI_LONG, 0, job_comm) != MPI_SUCCESS; }
 static int coord_barrier(void) { return iez_pmpi.PMPI_Barrier(job_comm) != MPI_SUCCESS; }
 static struct iez_access_coord coord = {0, coord_bcast, coord_barrier};

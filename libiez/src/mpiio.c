@@ -372,7 +372,7 @@ static void account(MPI_File fh, int write, enum where w, MPI_Offset off, MPI_Co
                 return MPI_ERR_INTERN;                                                             \
             __atomic_store_n(&real, p, __ATOMIC_RELEASE);                                          \
         }                                                                                          \
-        /* IEZ_ACCESS=fine: a token for each MPI_File_write_at (seed 004's fine grain) */          \
+        /* IEZ_ACCESS=fine: a token for each MPI_File_write_at (references: s004-fig8) */          \
         int fine = IEZ_UNLIKELY(iez_access_level == IEZ_ACCESS_CALL) &&                            \
                    (!__builtin_strcmp(#NAME, "write_at") || !__builtin_strcmp(#NAME, "write_at_c")); \
         if (fine)                                                                                  \

@@ -1,4 +1,4 @@
-/* Placement (seed 000's iez-PL, Algorithm 1): give a file about to be created its planned
+/* Placement (iez-PL, references: s000-alg1): give a file about to be created its planned
  * layout, or on the emulated cluster the MDS's default one. */
 #ifndef IEZ_PLACE_H
 #define IEZ_PLACE_H
@@ -24,9 +24,9 @@ struct iez_placement {
     int error;                       /* IEZ_PLACE_FAILED: why */
     const struct iez_backend *be;    /* IEZ_PLACE_CREATED: the backend that created the file */
     struct iez_lum_bytes set;        /* the layout it got, if the backend knows it (malloc'd) */
-    /* The plan's count of this create (seed 000 counts the files a run creates that the plan
-     * does not know): counted only for a file that did not exist, created by the process that
-     * owns the trace (not a vfork child) while a plan was given. */
+    /* The plan's count of this create (a run whose creates the plan mostly does not know is
+     * traced again, references: s000-retrace): counted only for a file that did not exist,
+     * created by the process that owns the trace (not a vfork child) while a plan was given. */
     int counted;
     int plan;                        /* IEZ_PLAN_* (IEZ_PLAN_NONE unless counted) */
     size_t plan_entries;             /* the plan's size; 0 when it was rejected */

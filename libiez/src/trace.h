@@ -1,7 +1,7 @@
-/* Tracing (seed 000's miniRecorder): per file of this process, whether it created it, bytes
- * written and read, the highest offset written, the layout it ended up with, open and close
- * times. Records live in the shard (shard.h); the descriptor table below finds them without a
- * lock, so the write path costs a few instructions. */
+/* Tracing (miniRecorder, references: s000-minirecorder): per file of this process, whether it
+ * created it, bytes written and read, the highest offset written, the layout it ended up with,
+ * open and close times. Records live in the shard (shard.h); the descriptor table below finds
+ * them without a lock, so the write path costs a few instructions. */
 #ifndef IEZ_TRACE_H
 #define IEZ_TRACE_H
 
