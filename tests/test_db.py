@@ -11,7 +11,7 @@ from sqlalchemy import inspect, text
 
 from iez.cluster import OSSStats, OSTStats, Snapshot, make_cluster
 from iez.db import Database, DatabaseError, default_url
-from iez.db.migrations import Migration, current_version, migrate
+from iez.db.migrations import INTERACTION, Migration, current_version, migrate
 from iez.db.schema import SCHEMA_VERSION
 from iez.layout.layout import LUSTRE_EOF, Component, FileLayout, Layout
 from iez.request import Placement, Request
@@ -56,7 +56,7 @@ def test_migration_steps_run_in_order_inside_one_transaction(db):
 
     steps = [Migration(SCHEMA_VERSION + 2, "flag", add_flag), Migration(SCHEMA_VERSION + 1, "note", add_note)]
     with db.begin() as tx:
-        assert migrate(tx.conn, steps, target=SCHEMA_VERSION + 2) == SCHEMA_VERSION
+        assert migrate(tx.conn, replace(INTERACTION, steps=tuple(steps), version=SCHEMA_VERSION + 2)) == SCHEMA_VERSION
     with db.begin() as tx:
         assert current_version(tx.conn) == SCHEMA_VERSION + 2
         cols = {c["name"] for c in inspect(tx.conn).get_columns("runs")}
@@ -72,7 +72,7 @@ def test_a_failing_migration_leaves_the_old_version(db):
     steps = [Migration(SCHEMA_VERSION + 1, "note", add_note), Migration(SCHEMA_VERSION + 2, "broken", broken)]
     with pytest.raises(DatabaseError):
         with db.begin() as tx:
-            migrate(tx.conn, steps, target=SCHEMA_VERSION + 2)
+            migrate(tx.conn, replace(INTERACTION, steps=tuple(steps), version=SCHEMA_VERSION + 2))
     with db.begin() as tx:
         assert current_version(tx.conn) == SCHEMA_VERSION
         assert "note" not in {c["name"] for c in inspect(tx.conn).get_columns("runs")}
@@ -81,7 +81,7 @@ def test_a_failing_migration_leaves_the_old_version(db):
 def test_a_missing_step_is_an_error(db):
     with pytest.raises(DatabaseError, match="no migration step"):
         with db.begin() as tx:
-            migrate(tx.conn, [], target=SCHEMA_VERSION + 1)
+            migrate(tx.conn, replace(INTERACTION, steps=(), version=SCHEMA_VERSION + 1))
 
 
 def test_a_newer_database_is_refused(db_url):
@@ -277,7 +277,7 @@ def test_a_version_1_database_is_brought_to_the_current_version(db):
     keeps its rows; a plan made before the upgrade reserves for a full TTL from the upgrade."""
     from sqlalchemy import inspect, text
 
-    from iez.db.migrations import MIGRATIONS, current_version, migrate
+    from iez.db.migrations import INTERACTION, current_version, migrate
     from iez.db.schema import schema_version
 
     placed = table2_placements()
@@ -292,7 +292,7 @@ def test_a_version_1_database_is_brought_to_the_current_version(db):
         assert current_version(tx.conn) == 1
     t0 = time.time()
     with db.begin() as tx:
-        assert migrate(tx.conn, MIGRATIONS) == 1
+        assert migrate(tx.conn, INTERACTION) == 1
         assert current_version(tx.conn) == SCHEMA_VERSION == 3
         assert {"released_at", "planned_at"} <= {c["name"] for c in inspect(tx.conn).get_columns("runs")}
         ((number, requests),) = tx.traced_runs("a")

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from sqlalchemy import Connection, Engine, create_engine, delete, event, func, select, update
+from sqlalchemy import Connection, Engine, create_engine, delete, func, select, update
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
@@ -33,6 +33,7 @@ from iez.db.schema import (
     runs,
     traced_requests,
 )
+from iez.db.sqlite import take_transactions
 from iez.errors import IezError
 from iez.layout.layout import FileLayout
 from iez.plan import format_layout, parse_layout
@@ -96,8 +97,8 @@ class Database:
         except (ArgumentError, ImportError) as e:
             raise DatabaseError(f"cannot use database {_safe(self.url)}: {_one_line(e)}") from None
         if self.engine.dialect.name == "sqlite":
-            event.listen(self.engine, "connect", _sqlite_connect)
-            event.listen(self.engine, "begin", _sqlite_begin)
+            # SQLite leaves FK enforcement (and CASCADE) off; several iez commands may share one file
+            take_transactions(self.engine, "foreign_keys=ON", "busy_timeout=30000")
         with self.begin() as tx:
             migrate(tx.conn)
 
@@ -120,22 +121,6 @@ class Database:
             raise
         except SQLAlchemyError as e:
             raise DatabaseError(f"database {_safe(self.url)}: {_one_line(e)}") from None
-
-
-def _sqlite_connect(dbapi_conn: Any, _record: Any) -> None:
-    # Python's sqlite3 commits before DDL on its own, which would make a migration half-apply;
-    # take transactions out of its hands and BEGIN explicitly (SQLAlchemy's documented recipe).
-    dbapi_conn.isolation_level = None
-    cur = dbapi_conn.cursor()
-    cur.execute("PRAGMA foreign_keys=ON")  # SQLite leaves FK enforcement (and CASCADE) off
-    cur.execute("PRAGMA busy_timeout=30000")  # several iez commands may share one file
-    cur.close()
-
-
-def _sqlite_begin(conn: Connection) -> None:
-    # IMMEDIATE takes the write lock up front: two writers wait on busy_timeout instead of one
-    # failing when it tries to upgrade a read lock.
-    conn.exec_driver_sql("BEGIN IMMEDIATE")
 
 
 @dataclass(frozen=True)

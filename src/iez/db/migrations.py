@@ -1,10 +1,12 @@
-"""Schema versions: the `schema_version` table and the ordered steps between versions.
+"""Schema versions: a table of the versions a database went through, and the ordered steps
+between them. The interaction database (schema.py) and the access controller's state files
+(access/statefile.py) are each a `Schema`.
 
-A new database gets the current tables (schema.py) and is stamped SCHEMA_VERSION. An older one
+A new database gets the current tables and is stamped with the schema's version. An older one
 is brought forward one step at a time, all steps in one transaction, so a failed step leaves it
 at the version it had. A database newer than this iez is refused rather than guessed at.
 
-To change the schema: edit schema.py, bump SCHEMA_VERSION, and append a Migration whose `apply`
+To change a schema: edit its tables, bump its version, and append a Migration whose `apply`
 takes a database of the previous version to the new one (ALTER TABLE, data moves).
 """
 
@@ -12,9 +14,9 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Callable
 
-from sqlalchemy import Connection, inspect, select, text
+from sqlalchemy import Connection, MetaData, Table, inspect, select, text
 
 from iez.db.errors import DatabaseError
 from iez.db.schema import SCHEMA_VERSION, metadata, schema_version
@@ -25,6 +27,19 @@ class Migration:
     version: int  # the version this step produces
     description: str
     apply: Callable[[Connection], None]
+
+
+@dataclass(frozen=True)
+class Schema:
+    """One kind of database: its tables, the table of its versions, and the steps to `version`."""
+
+    name: str  # what the database is, in errors
+    metadata: MetaData  # every table, `versions` included
+    versions: Table  # (version, applied_at, description)
+    version: int  # the version this iez writes
+    steps: tuple[Migration, ...] = ()
+    # The version of a database from before `versions` existed (None: it is not one).
+    legacy_version: Callable[[Connection], int | None] | None = None
 
 
 def _released_at(conn: Connection) -> None:
@@ -43,36 +58,49 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(3, "runs.planned_at: a plan older than the reservation TTL reserves no space", _planned_at),
 )
 
+INTERACTION = Schema("the interaction database", metadata, schema_version, SCHEMA_VERSION, MIGRATIONS)
 
-def current_version(conn: Connection) -> int | None:
-    """The database's schema version; None when it has no iez tables at all."""
-    if not inspect(conn).has_table(schema_version.name):
+
+def current_version(conn: Connection, schema: Schema = INTERACTION) -> int | None:
+    """The database's schema version; None when it has no tables of `schema` at all."""
+    if not inspect(conn).has_table(schema.versions.name):
         return None
-    v = conn.execute(select(schema_version.c.version).order_by(schema_version.c.version.desc())).first()
+    col = schema.versions.c.version
+    v = conn.execute(select(col).order_by(col.desc())).first()
     return v[0] if v else None
 
 
-def migrate(conn: Connection, steps: Sequence[Migration] = MIGRATIONS, target: int = SCHEMA_VERSION) -> int:
-    """Bring the database on `conn` (inside a transaction) to `target`; returns the old version."""
-    have = current_version(conn)
+def _stamp(conn: Connection, schema: Schema, version: int, description: str) -> None:
+    conn.execute(schema.versions.insert().values(version=version, applied_at=time.time(),
+                                                 description=description))
+
+
+def migrate(conn: Connection, schema: Schema = INTERACTION) -> int:
+    """Bring the database on `conn` (inside a transaction) to `schema.version`; returns the old
+    version (0: it was created)."""
+    target = schema.version
+    have = current_version(conn, schema)
     if have is None:
-        existing = set(inspect(conn).get_table_names()) & set(metadata.tables)
+        have = schema.legacy_version(conn) if schema.legacy_version else None
+        if have is not None:
+            schema.versions.create(conn)
+            _stamp(conn, schema, have, "found without a version table")
+    if have is None:
+        existing = set(inspect(conn).get_table_names()) & set(schema.metadata.tables)
         if existing:
-            raise DatabaseError(f"the database has iez tables ({', '.join(sorted(existing))}) "
-                                "but no schema_version: not created by iez, refusing to touch it")
-        metadata.create_all(conn)
-        conn.execute(schema_version.insert().values(version=target, applied_at=time.time(),
-                                                    description="created"))
+            raise DatabaseError(f"the database has tables of {schema.name} ({', '.join(sorted(existing))}) "
+                                f"but no {schema.versions.name}: not created by iez, refusing to touch it")
+        schema.metadata.create_all(conn)
+        _stamp(conn, schema, target, "created")
         return 0
     if have > target:
-        raise DatabaseError(f"the database has schema version {have}, newer than this iez "
+        raise DatabaseError(f"{schema.name} has schema version {have}, newer than this iez "
                             f"understands ({target}): upgrade iez")
-    for step in sorted(steps, key=lambda s: s.version):
+    for step in sorted(schema.steps, key=lambda s: s.version):
         if have < step.version <= target:
             step.apply(conn)
-            conn.execute(schema_version.insert().values(version=step.version, applied_at=time.time(),
-                                                        description=step.description))
-    now = current_version(conn)
+            _stamp(conn, schema, step.version, step.description)
+    now = current_version(conn, schema)
     if now != target:
         raise DatabaseError(f"no migration step leads from schema version {now} to {target}")
     return have
