@@ -15,11 +15,14 @@ import pytest
 
 from iez.alloc.gate import HostLoad as Load
 from iez.cluster import make_cluster
-from iez.collect.collectors import HostLoad, OstRates, OstSpace, OstStates, collectors_for, run_round
+from iez.collect import collectors as collectors_module
+from iez.collect.collectors import (COLLECTORS, HostLoad, OstRates, OstSpace, OstStates, collectors_for,
+                                   run_round)
 from iez.collect.message import TOPIC, MessageError, OstReading, StatsMessage, decode, encode, from_json
 from iez.controller.local import free_port
 from iez.controller.server import StatsSocket
 from iez.emulated.paramtree import OSTCounters, OSTSpace, render_oss, write_tree
+from iez.errors import IezError
 from iez.lustre.params import ParamTree
 
 TOKEN = "s" * 32
@@ -199,6 +202,48 @@ def test_host_load_from_a_proc_directory(tmp_path):
 def test_roles_choose_their_collectors():
     assert [c.name for c in collectors_for("oss")] == ["ost_space", "ost_rates", "host_load"]
     assert [c.name for c in collectors_for("mds")] == ["ost_states", "host_load"]
+    assert [c.name for c in collectors_for("oss", enable=["ost_states"], disable=["ost_rates"])] == \
+        ["ost_space", "ost_states", "host_load"]
+
+
+# -- the registry -------------------------------------------------------------------------------------
+
+def test_the_registry_lists_every_collector():
+    classes = {obj.name: obj for obj in vars(collectors_module).values()
+               if isinstance(obj, type) and isinstance(getattr(obj, "name", None), str)
+               and callable(getattr(obj, "collect", None))}
+    assert set(COLLECTORS) == set(classes)
+    for name, reg in COLLECTORS.items():
+        made = reg.factory(Path("/proc"))
+        assert made.name == name and isinstance(made, classes[name])
+        assert reg.roles and set(reg.roles) <= {"oss", "mds"} and reg.about
+    every_role = {role for reg in COLLECTORS.values() for role in reg.roles}
+    assert every_role == {"oss", "mds"}
+
+
+@pytest.mark.parametrize("name", list(COLLECTORS))
+def test_every_registered_collector_reads_a_real_node(name, fixtures, tmp_path):
+    (tmp_path / "loadavg").write_text("1.00 1.00 1.00 1/100 100\n")
+    (tmp_path / "meminfo").write_text("MemTotal: 1000 kB\nMemAvailable: 500 kB\n")
+    reg = COLLECTORS[name]
+    if "oss" in reg.roles:  # a real 2.10 OSS: obdfilter space and stats
+        tree = ParamTree(fixtures / "lustre_exporter")
+    else:  # a real MDS's OSP parameters
+        tree = ParamTree.from_getparam_text((fixtures / "lustrefs-exporter/lustre-collector/src/fixtures/osp.txt")
+                                            .read_text())
+    got = reg.factory(tmp_path).collect(tree)
+    assert not got.errors
+    assert got.osts or got.ost_states or got.load is not None
+
+
+@pytest.mark.parametrize("role, enable, disable", [("oss", ["ost_speed"], []), ("mds", [], ["load"]),
+                                                   ("client", [], [])])
+def test_an_unknown_collector_or_role_is_one_line(role, enable, disable):
+    with pytest.raises(IezError, match="unknown collector") as e:
+        collectors_for(role, enable=enable, disable=disable)
+    assert "\n" not in str(e.value)
+    if enable or disable:
+        assert "known: ost_space, ost_rates, ost_states, host_load" in str(e.value)
 
 
 # -- the real process ---------------------------------------------------------------------------------
@@ -322,6 +367,7 @@ def test_collect_print_and_errors(fixtures, tmp_path, iez_cmd, subenv):
         (["oss", "--oss-id", "oss0", "--interval", "0", "--print"], "--interval"),
         (["oss", "--oss-id", "oss0", "--lctl", "/nonexistent/lctl", "--print"], "not found"),
         (["oss", "--oss-id", "oss0", "--publish", "bogus", "--token-file", str(token)], "cannot publish to bogus"),
+        (["oss", "--oss-id", "oss0", "--no-collector", "ost_speed", "--print"], "unknown collector 'ost_speed'"),
     ]:
         r = run(iez_cmd + ["collect", *argv], env=env)
         assert r.returncode == 2 and r.stderr.startswith("iez: error: ") and msg in r.stderr, (argv, r.stderr)

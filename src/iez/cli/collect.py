@@ -1,8 +1,9 @@
-"""`iez collect oss|mds`: the statistics collectors of seed 000 §III-B1, one per server.
+"""`iez collect oss|mds`: the statistics collectors (docs/references.md#s000-collect), one per server.
 
     iez collect oss --oss-id oss0 --params / --publish tcp://mds:5556 [--interval 60]
     iez collect mds --mds-id mds0 --params / --publish tcp://mds:5556
     iez collect oss --oss-id oss0 --getparam dump.txt --print      # one round, as JSON
+    iez collect oss --oss-id oss0 --no-collector ost_rates ...     # node_exporter-style choice
 
 Parameters come from `--params ROOT` (a /proc and /sys tree below ROOT: `/` on a real node,
 `DIR/params/<host>` on an emulated cluster), `--getparam FILE` (an `lctl get_param` dump, read
@@ -17,13 +18,18 @@ import logging
 import signal
 import threading
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from iez.cli import subgroup
 from iez.errors import ConfigError, IezError
 
+if TYPE_CHECKING:
+    from iez.lustre.params import ParamTree
+
 
 def register(sub: argparse._SubParsersAction) -> None:
+    from iez.collect.collectors import COLLECTORS
+
     g = subgroup(sub, "collect", "statistics collectors for OSSs and the MDS (publish to the controller)")
     for role, host in (("oss", "an OSS: space and I/O rates of its OSTs, host CPU and memory"),
                        ("mds", "the MDS: OST states as its OSPs see them, host CPU and memory")):
@@ -40,7 +46,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                          help="the controller's statistics address, e.g. tcp://mds0:5556")
         out.add_argument("--print", action="store_true", help="collect once and print the message as JSON")
         p.add_argument("--interval", type=float, default=60.0, metavar="S",
-                       help="seconds between rounds, 0.1..3600 (default 60, as in seed 000)")
+                       help="seconds between rounds, 0.1..3600 (default 60, as the paper's collectors)")
+        p.add_argument("--collector", action="append", default=[], metavar="NAME",
+                       help=f"also run collector NAME (repeatable; {role} runs "
+                            f"{', '.join(n for n, r in COLLECTORS.items() if role in r.roles)}; all: "
+                            f"{'; '.join(f'{n}: {r.about}' for n, r in COLLECTORS.items())})")
+        p.add_argument("--no-collector", action="append", default=[], metavar="NAME",
+                       help="do not run collector NAME (repeatable)")
         p.add_argument("--proc", default="/proc", metavar="DIR",
                        help="where loadavg and meminfo are read (default /proc)")
         p.add_argument("--token-file", metavar="FILE",
@@ -49,7 +61,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         p.set_defaults(func=cmd_collect, role=role)
 
 
-def tree_source(args: argparse.Namespace) -> Callable:
+def tree_source(args: argparse.Namespace) -> Callable[[], ParamTree]:
     from iez.lustre.params import ParamTree
 
     if args.lctl:
@@ -84,7 +96,7 @@ def cmd_collect(args: argparse.Namespace) -> int:
         raise ConfigError(f"--{e}") from None
     check_host_id(args.id)
     source = tree_source(args)
-    collectors = collectors_for(args.role, args.proc)
+    collectors = collectors_for(args.role, args.proc, args.collector, args.no_collector)
     if args.print:
         pub = Publisher(args.role, args.id, collectors, source, "", args.interval)
         print(json.dumps(pub.round().to_json(), indent=1))

@@ -1,27 +1,32 @@
-"""One collector per source, in the style of Prometheus node_exporter: each is a small unit
-behind one interface, `collect(tree) -> Reading`, and a failing one is reported and skipped
-while the others go on (seed 000 §III-B1).
+"""One collector per source, in the style of Prometheus node_exporter: each is a small class
+behind one interface, `collect(tree) -> Reading`, listed once in `COLLECTORS`, and a failing one
+is reported and skipped while the others go on (docs/references.md#s000-collect).
 
-    OstSpace    kbytestotal / kbytesavail / kbytesfree of every OST   (obdfilter.*, else osd-*)
-    OstRates    read and write bytes/s between two rounds              (obdfilter.*.stats)
-    HostLoad    CPU (1-min load average / cores) and used memory       (/proc/loadavg, /proc/meminfo)
-    OstStates   active / inactive / nocreate as the MDS's OSPs see it  (osp.*.active, max_create_count)
+    ost_space   kbytestotal / kbytesavail / kbytesfree of every OST   (obdfilter.*, else osd-*)
+    ost_rates   read and write bytes/s between two rounds              (obdfilter.*.stats)
+    ost_states  active / inactive / nocreate as the MDS's OSPs see it  (osp.*.active, max_create_count)
+    host_load   CPU (1-min load average / cores) and used memory       (/proc/loadavg, /proc/meminfo)
 
-An OSS runs the first three, an MDS the last two. The parameters come from a `ParamTree` (a
-real node's /proc and /sys, an emulated host's `params/<host>`, an `lctl get_param` dump, or
-lctl itself), read with the parsers of `iez.lustre`; the computations are theirs.
+`COLLECTORS` says which roles run each by default (an OSS the space, rates and load, the MDS the
+states and load); `iez collect` reads it for its defaults and for `--collector` /
+`--no-collector`. To add a collector: a class with `name` and `collect`, and one row in
+`COLLECTORS`.
+
+The parameters come from a `ParamTree` (a real node's /proc and /sys, an emulated host's
+`params/<host>`, an `lctl get_param` dump, or lctl itself), read with the parsers of
+`iez.lustre`; the computations are theirs.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping, Protocol
+from typing import Callable, Iterable, Mapping, NamedTuple, Protocol
 
 from iez.alloc.gate import HostLoad as Load
 from iez.collect.host import read_host_load
 from iez.cluster import ost_name
-from iez.collect.message import OstReading
+from iez.collect.message import ROLES, OstReading
 from iez.errors import IezError
 from iez.lustre.parse import LustreFormatError, Skipped
 from iez.lustre.getparam import split_param_name
@@ -45,6 +50,8 @@ class Reading:
 
 
 class Collector(Protocol):
+    """One source: `collect` reads it from the tree (or elsewhere, e.g. /proc) once per round."""
+
     name: str
 
     def collect(self, tree: ParamTree) -> Reading: ...
@@ -55,11 +62,16 @@ def by_fsname(values: Mapping[str, str]) -> dict[str, dict[str, str]]:
     so that indices of two file systems served by one host never mix."""
     out: dict[str, dict[str, str]] = {}
     for name, text in values.items():
-        parts = split_param_name(name)
-        target = parse_target_name(parts[1]) if len(parts) > 1 else None
+        target = target_of(name)
         if target is not None:
             out.setdefault(target[0], {})[name] = text
     return out
+
+
+def target_of(name: str) -> tuple[str, str, int] | None:
+    """`(fsname, "OST"|"MDT", index)` of the target a parameter (`*.<fs>-OSTxxxx*.*`) belongs to."""
+    parts = split_param_name(name)
+    return parse_target_name(parts[1]) if len(parts) > 1 else None
 
 
 def _gather(tree: ParamTree, patterns: tuple[str, ...], absent: str) -> tuple[dict[str, str], Reading]:
@@ -115,17 +127,19 @@ class OstRates:
 
     def collect(self, tree: ParamTree) -> Reading:
         values, out = _gather(tree, (STATS_PATTERN,), f"no {STATS_PATTERN} on this node")
-        for fs, group in by_fsname(values).items():
-            for name, text in group.items():
-                target = ost_name(fs, parse_target_name(split_param_name(name)[1])[2])
-                stats = parse_stats(text)
-                out.errors += _skipped(name, stats.skipped)
-                if stats.times.snapshot_ns is None:
-                    out.errors.append(f"{name}: no snapshot_time: no rate")
-                    continue
-                rates = self._rates(target, stats)
-                out.osts[target] = {"read_bps": None, "write_bps": None} if rates is None else \
-                    {"read_bps": rates[0], "write_bps": rates[1]}
+        for name, text in values.items():
+            parsed = target_of(name)
+            if parsed is None:  # not a target's statistics
+                continue
+            target = ost_name(parsed[0], parsed[2])
+            stats = parse_stats(text)
+            out.errors += _skipped(name, stats.skipped)
+            if stats.times.snapshot_ns is None:
+                out.errors.append(f"{name}: no snapshot_time: no rate")
+                continue
+            rates = self._rates(target, stats)
+            out.osts[target] = {"read_bps": None, "write_bps": None} if rates is None else \
+                {"read_bps": rates[0], "write_bps": rates[1]}
         return out
 
     def _rates(self, target: str, stats: Stats) -> tuple[float, float] | None:
@@ -172,18 +186,49 @@ class OstStates:
         return out
 
 
-def collectors_for(role: str, proc: str | Path = "/proc") -> list[Collector]:
-    if role == "oss":
-        return [OstSpace(), OstRates(), HostLoad(proc)]
-    if role == "mds":
-        return [OstStates(), HostLoad(proc)]
-    raise IezError(f"unknown collector role {role!r} (oss or mds)")
+@dataclass(frozen=True)
+class Registration:
+    """A collector in `COLLECTORS`: how to make one (given the /proc to read the host from), the
+    roles that run it unless told otherwise, and what it reads, for `iez collect --help`."""
+
+    factory: Callable[[Path], Collector]
+    roles: tuple[str, ...]
+    about: str
 
 
-def run_round(collectors: list[Collector], tree: ParamTree) -> tuple[dict[str, OstReading], dict[str, str],
-                                                                     Load | None, list[str]]:
-    """Every collector once; a collector that fails is reported and skipped. Returns the OSTs
-    that have both space and (possibly unknown) rates, their states, the host load, the errors."""
+# The one list of collectors, in the order they run (and report errors).
+COLLECTORS: dict[str, Registration] = {
+    "ost_space": Registration(lambda proc: OstSpace(), ("oss",), "OST space (kbytes*)"),
+    "ost_rates": Registration(lambda proc: OstRates(), ("oss",), "OST read and write bytes/s (obdfilter stats)"),
+    "ost_states": Registration(lambda proc: OstStates(), ("mds",), "OST states as the MDS's OSPs see them"),
+    "host_load": Registration(HostLoad, ("oss", "mds"), "the host's CPU and memory use (/proc)"),
+}
+
+
+def collectors_for(role: str, proc: str | Path = "/proc", enable: Iterable[str] = (),
+                   disable: Iterable[str] = ()) -> list[Collector]:
+    """The collectors `role` runs by default, plus `enable`, minus `disable`, in table order."""
+    if role not in ROLES:
+        raise IezError(f"unknown collector role {role!r} (oss or mds)")
+    on, off = set(enable), set(disable)
+    for name in sorted(on | off):
+        if name not in COLLECTORS:
+            raise IezError(f"unknown collector {name!r}; known: {', '.join(COLLECTORS)}")
+    return [reg.factory(Path(proc)) for name, reg in COLLECTORS.items()
+            if (role in reg.roles or name in on) and name not in off]
+
+
+class Round(NamedTuple):
+    """What one round of every collector gives the message."""
+
+    osts: dict[str, OstReading]  # OSTs with space figures (and rates, possibly unknown)
+    ost_states: dict[str, str]
+    load: Load | None
+    errors: list[str]
+
+
+def run_round(collectors: list[Collector], tree: ParamTree) -> Round:
+    """Every collector once; a collector that fails is reported and skipped."""
     fields: dict[str, dict[str, float | int | None]] = {}
     states: dict[str, str] = {}
     load: Load | None = None
@@ -202,8 +247,9 @@ def run_round(collectors: list[Collector], tree: ParamTree) -> tuple[dict[str, O
     osts = {}
     for t, f in sorted(fields.items()):
         if "kbytestotal" in f:
+            # OstSpace writes both as checked ints; the rest of the fields are its or OstRates'.
             osts[t] = OstReading(f["kbytestotal"], f["kbytesavail"], f.get("kbytesfree"),  # type: ignore[arg-type]
                                  f.get("read_bps"), f.get("write_bps"))
         else:
             errors.append(f"{t}: I/O statistics but no space figures: OST not reported")
-    return osts, states, load, errors
+    return Round(osts, states, load, errors)

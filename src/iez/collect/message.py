@@ -41,7 +41,7 @@ VERSION = 1
 ROLES = ("oss", "mds")
 MAX_BYTES = 4 << 20  # a message larger than this is refused (an OSS has at most a few hundred OSTs)
 # Seconds between rounds. Bounded because the controller trusts a report for a few of its
-# intervals: a huge one would keep a dead OSS fresh (seed 000 uses 60 s).
+# intervals: a huge one would keep a dead OSS fresh (the paper uses 60 s: docs/references.md#s000-collect).
 MIN_INTERVAL, MAX_INTERVAL = 0.1, 3600.0
 MAX_ERRORS = 100  # errors carried per message; the rest are counted
 MAX_ERROR_LEN = 300

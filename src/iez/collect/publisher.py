@@ -1,7 +1,7 @@
 """The collector process: every interval, run the collectors and publish one signed message.
 
-The controller binds one SUB socket; every collector connects its publisher to it (seed 000
-Fig. 5: OSSs publish, the MDS subscribes), so adding an OSS never touches the controller's
+The controller binds one SUB socket; every collector connects its publisher to it (OSSs
+publish, the MDS subscribes: docs/references.md#s000-collect, Fig. 5), so adding an OSS never touches the controller's
 configuration. The publisher is an XPUB socket: it sees the controller's subscription arrive,
 and publishes at once instead of waiting for the next tick, so a controller that (re)starts has
 fresh statistics within a second, not an interval later.
@@ -24,7 +24,7 @@ from typing import Callable
 
 import zmq
 
-from iez.collect.collectors import Collector, run_round
+from iez.collect.collectors import Collector, Round, run_round
 from iez.collect.message import StatsMessage, check_interval, encode
 from iez.errors import IezError
 from iez.lustre.params import ParamTree
@@ -32,7 +32,7 @@ from iez.zmqauth import curve_client
 
 log = logging.getLogger("iez.collect")
 
-DEFAULT_INTERVAL = 60.0  # seconds, as in seed 000 §III-B1
+DEFAULT_INTERVAL = 60.0  # seconds (docs/references.md#s000-collect)
 MIN_REPUBLISH = 1.0  # at most one extra round per second when subscribers (re)join
 SNDHWM = 16  # messages queued per subscriber; older rounds are worthless once a new one exists
 MAX_SUBSCRIPTION = 256  # bytes; a subscription frame is one byte and the topic
@@ -57,13 +57,13 @@ class Publisher:
         try:
             tree = self.tree()
         except IezError as e:  # a dump that vanished, lctl that failed: report, go on
-            osts, states, load, errors = {}, {}, None, [f"parameters: {e}"]
+            osts, states, load, errors = Round({}, {}, None, [f"parameters: {e}"])
         else:
             osts, states, load, errors = run_round(self.collectors, tree)
         self.seq += 1
         new = set(errors)
-        for e in sorted(new - self._errors):
-            log.warning("%s", e)
+        for err in sorted(new - self._errors):
+            log.warning("%s", err)
         if self._errors and not new:
             log.info("all parameters readable again")
         self._errors = new
@@ -73,7 +73,7 @@ class Publisher:
 
     def run(self, endpoint: str, stop: threading.Event) -> None:
         """Publish to `endpoint` (the controller's SUB address) until `stop` is set."""
-        ctx = zmq.Context.instance()
+        ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
         sock = ctx.socket(zmq.XPUB)
         sock.setsockopt(zmq.LINGER, 0)
         sock.setsockopt(zmq.SNDHWM, SNDHWM)
