@@ -462,11 +462,15 @@ class OSTStats:
         return self.kbytesavail * 1024
 
     @property
+    def kbytes_free(self) -> int:
+        """Free space counting the blocks reserved for root; kbytesavail where it was not read."""
+        return self.kbytesfree if self.kbytesfree is not None else self.kbytesavail
+
+    @property
     def used_fraction(self) -> float:
         if self.kbytestotal <= 0:
             return 1.0
-        free = self.kbytesfree if self.kbytesfree is not None else self.kbytesavail
-        return (self.kbytestotal - free) / self.kbytestotal
+        return (self.kbytestotal - self.kbytes_free) / self.kbytestotal
 
     def debit(self, nbytes: int) -> "OSTStats":
         """The OST once `nbytes` more are written to it. Whole KiB are debited, rounded up: free

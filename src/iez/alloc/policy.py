@@ -190,8 +190,7 @@ def ost_table(cluster: Cluster, snap: Snapshot, options: AllocOptions) -> OstTab
             capacity[p], used[p] = o.capacity, o.used + reserved
             continue
         capacity[p] = max(st.kbytestotal * 1024, 1)  # a target reporting no size takes nothing anyway
-        free = st.kbytesfree if st.kbytesfree is not None else st.kbytesavail
-        used[p] = capacity[p] - free * 1024 + reserved
+        used[p] = capacity[p] - st.kbytes_free * 1024 + reserved
         low_mb, _ = reserved_mb(st.kbytestotal)  # below it the OSP flags the OST ENOSPC
         room[p] = max(0, st.bavail - reserved - (low_mb << 20))
         ok[p] = st.state in ("active", "degraded") and o.index not in options.exclude and room[p] > 0

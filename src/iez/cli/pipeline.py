@@ -12,8 +12,6 @@ Each command reads what the previous one stored in the interaction database (--d
 from __future__ import annotations
 
 import argparse
-import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -23,16 +21,12 @@ from rich.table import Table
 from iez import pipeline
 from iez.alloc.registry import DEFAULT_POLICY, display_rank
 from iez.cli.trace_import import db_option, open_db
-from iez.cluster import Cluster, Snapshot, states_ok
 from iez.errors import IezError
-from iez.metrics import BalanceReport, balance_report, integer_bound
-from iez.request import Placement
+from iez.report.balance import COST_NOTE, PolicyBalance, check_one_cluster, policy_balance, report_rows
 from iez.units import format_size, parse_duration
 
 if TYPE_CHECKING:
     from iez.db import Txn
-
-COST_NOTE = "OSTCost = max / mean OST utilization (seed 000 eq. 7); 1.000 is perfect balance."
 
 
 def reservation_ttl_option(p: argparse.ArgumentParser) -> None:
@@ -198,57 +192,6 @@ def cmd_plan(args: argparse.Namespace) -> int:
 # -- report ----------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class PolicyBalance:
-    policy: str
-    cluster: Cluster  # OSTs carry the bytes used before this run
-    job_bytes: dict[int, int]
-    balance: BalanceReport
-    bound: float  # best job OSTCost k equal stripes can reach on the usable OSTs
-    files: int
-    stripes: int
-
-
-def cluster_used(cluster: Cluster, snap: Snapshot) -> Cluster:
-    """The cluster with each OST's used bytes as the snapshot saw them."""
-    used = {}
-    for i, s in snap.osts.items():
-        free = s.kbytesfree if s.kbytesfree is not None else s.kbytesavail
-        used[i] = min(cluster.ost(i).capacity, max(0, s.kbytestotal - free) * 1024)
-    return cluster.with_used(used)
-
-
-def policy_balance(policy: str, cluster: Cluster, snap: Snapshot, placed: Sequence[Placement]) -> PolicyBalance:
-    from iez.alloc.policy import job_bytes
-
-    base = cluster_used(cluster, snap)
-    job = job_bytes(placed)
-    stripes = sum(len(p.layout.parts()[0].layout.osts) for p in placed)
-    usable = len(states_ok(cluster.ost_indices(), snap))
-    return PolicyBalance(policy, base, job, balance_report(base, job), integer_bound(stripes, usable),
-                         len(placed), stripes)
-
-
-def _pct(x: float) -> str:
-    return f"{100 * x:.2f}%"
-
-
-def report_rows(rows: Sequence[PolicyBalance]) -> list[tuple[str, list[str]]]:
-    """The comparison as (metric, value per policy), shared by the terminal table and the page."""
-    return [
-        ("files / stripes", [f"{r.files} / {r.stripes}" for r in rows]),
-        ("bytes placed", [format_size(sum(r.job_bytes.values())) for r in rows]),
-        ("OSTs used", [f"{sum(1 for v in r.job_bytes.values() if v)} of {len(r.cluster.osts)}" for r in rows]),
-        ("OSTCost, job", [f"{r.balance.job.ost_cost:.3f}" for r in rows]),
-        ("  bound for equal stripes", [f"{r.bound:.3f}" for r in rows]),
-        ("OSS cost, job", [f"{r.balance.job.oss_cost:.3f}" for r in rows]),
-        ("max OST utilization, job", [_pct(max(r.balance.job.ost_util.values())) for r in rows]),
-        ("OSTCost, total usage", [f"{r.balance.total.ost_cost:.3f}" for r in rows]),
-        ("OSS cost, total usage", [f"{r.balance.total.oss_cost:.3f}" for r in rows]),
-        ("max OST utilization, total", [_pct(max(r.balance.total.ost_util.values())) for r in rows]),
-    ]
-
-
 def balance_table(title: str, rows: Sequence[PolicyBalance]) -> Table:
     table = Table(title=title)
     table.add_column("")
@@ -259,57 +202,20 @@ def balance_table(title: str, rows: Sequence[PolicyBalance]) -> Table:
     return table
 
 
-def write_report(outdir: Path, app: str, run: int, rows: Sequence[PolicyBalance]) -> list[Path]:
-    from iez.report.charts import Series, utilization_chart
-    from iez.report.html import Page
-
-    outdir.mkdir(parents=True, exist_ok=True)
-    cluster = rows[0].cluster
-    osts = cluster.ost_indices()
-    osses = [s.name for s in cluster.osses]
-    ost_png, oss_png = outdir / "ost_utilization.png", outdir / "oss_utilization.png"
-    utilization_chart(ost_png, f"{app} run {run}: per-OST utilization (seed 000 Fig. 7)", [str(i) for i in osts],
-                      {r.policy: Series([r.balance.job.ost_util[i] for i in osts],
-                                        [r.balance.total.ost_util[i] for i in osts],
-                                        r.balance.job.ost_cost, r.balance.total.ost_cost) for r in rows},
-                      "OST index", "OSTs")
-    utilization_chart(oss_png, f"{app} run {run}: per-OSS utilization (seed 000 Fig. 11)", osses,
-                      {r.policy: Series([r.balance.job.oss_util[s] for s in osses],
-                                        [r.balance.total.oss_util[s] for s in osses],
-                                        r.balance.job.oss_cost, r.balance.total.oss_cost) for r in rows},
-                      "OSS", "OSSs")
-    data = {"app": app, "run": run, "policies": {
-        r.policy: {"files": r.files, "stripes": r.stripes, "bound": r.bound,
-                   "job": {"ost_cost": r.balance.job.ost_cost, "oss_cost": r.balance.job.oss_cost,
-                           "ost_util": r.balance.job.ost_util, "oss_util": r.balance.job.oss_util},
-                   "total": {"ost_cost": r.balance.total.ost_cost, "oss_cost": r.balance.total.oss_cost,
-                             "ost_util": r.balance.total.ost_util, "oss_util": r.balance.total.oss_util},
-                   "job_bytes": r.job_bytes}
-        for r in rows}}
-    (outdir / "report.json").write_text(json.dumps(data, indent=1))
-    page = (Page(f"iez report: {app} run {run}")
-            .para("OST utilization = bytes on the OST / its capacity. OSTCost = max / mean OST utilization "
-                  "over all OSTs (seed 000 eq. 7): 1.000 is perfect balance. 'Job' counts the bytes this run "
-                  "places; 'total usage' adds what the OSTs already held.")
-            .table(["", *(r.policy for r in rows)], [[m, *vals] for m, vals in report_rows(rows)])
-            .heading("Per OST").image(ost_png, "per-OST utilization")
-            .heading("Per OSS").image(oss_png, "per-OSS utilization"))
-    return [ost_png, oss_png, outdir / "report.json", page.write(outdir / "index.html")]
-
-
 def cmd_report(args: argparse.Namespace) -> int:
     with open_db(args) as db, db.begin() as tx:
         sets = tx.placement_sets(args.app, args.run)
         snaps = {s.snapshot_id: tx.snapshot(s.snapshot_id) for s in sets}
-    rows = [policy_balance(s.policy, *snaps[s.snapshot_id], s.placements)
-            for s in sorted(sets, key=lambda s: display_rank(s.policy))]
-    fsnames = {r.cluster.fsname for r in rows}
-    if len({tuple(r.cluster.ost_indices()) for r in rows}) > 1 or len(fsnames) > 1:
-        raise IezError(f"run {sets[0].run} of {args.app} was placed on different clusters: re-run iez allocate "
-                       "with one --cluster for every policy")
+    rows = []
+    for s in sorted(sets, key=lambda s: display_rank(s.policy)):
+        cluster, snap = snaps[s.snapshot_id]
+        rows.append(policy_balance(s.policy, cluster, snap, s.placements))
+    check_one_cluster(args.app, sets[0].run, rows)
     Console().print(balance_table(f"{args.app} run {sets[0].run}", rows))
     print(COST_NOTE)
     if args.output:
+        from iez.report.balance_page import write_report
+
         with Console(stderr=True).status("drawing charts"):
             written = write_report(Path(args.output), args.app, sets[0].run, rows)
         print(f"report written to {written[-1]}")
