@@ -1,6 +1,7 @@
-"""OST allocation (issue #4, Performance): the speed of `balanced` against networkx Algorithm 2
-(`iez-paper`), and the balance of `balanced` against Lustre's rr / qos on the seed-000
-scenarios and the Darshan sample logs. Every figure is a ratio against a baseline measured here.
+"""OST allocation performance: the speed of `balanced` against networkx Algorithm 2
+(`iez-paper`, docs/references.md#s000-alg2), and the balance of `balanced` against Lustre's rr / qos
+on the seed-000 scenarios (docs/references.md#s000-testbed) and the Darshan sample logs. Every
+figure is a ratio against a baseline measured here.
 
     python -m bench alloc
 """
@@ -33,7 +34,7 @@ MiB = 1 << 20
 TiB = 1 << 40
 NX_BUDGET = 20.0  # seconds networkx may take per case before we stop it
 TARGET = 0.1  # seconds for 100k files on 1008 OSTs
-PAPER_CLIENTS = 2  # seed 000 §II-D: 1 MDS, 3 OSSs and 2 clients
+PAPER_CLIENTS = 2  # the paper's testbed: 1 MDS, 3 OSSs and 2 clients (references: s000-testbed)
 SEEDS = range(5)  # rr and qos draw a random start: their figures are means over these seeds
 SPEED_CASES = ((15, 64, 8), (15, 1024, 4), (1008, 2048, 4), (1008, 16384, 4), (1008, 100000, 1))
 console = Console(width=150)
@@ -134,7 +135,7 @@ def figures(policy: str, reqs, cluster, snap, **opts) -> tuple[float, float, flo
 def balance_on_empty() -> None:
     cluster = make_cluster()
     snap = Snapshot.from_cluster(cluster)
-    table = Table(title="OSTCost of the job's bytes, empty 15-OST testbed (seed 000's metric)")
+    table = Table(title="OSTCost of the job's bytes, empty 15-OST testbed (the paper's metric)")
     for col in ("scenario", "bound", "rr", "qos", "balanced", "balanced/rr", "time vs rr", "paper RR -> iez"):
         table.add_column(col, justify="right")
     for sc in track(paper_scenarios(), description="empty testbed", console=console, transient=True):

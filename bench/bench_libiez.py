@@ -1,5 +1,5 @@
-"""libiez (issue #3, Performance). Every figure is a ratio against the same work done without
-libiez in this run (or, for the plan load, against only reading the file), with the issue's
+"""libiez performance. Every figure is a ratio against the same work done without
+libiez in this run (or, for the plan load, against only reading the file), with its
 budget beside it.
 
     python -m bench libiez
@@ -9,8 +9,8 @@ budget beside it.
 - create path: creates of planned files with a 100k-entry plan on an emulated cluster, against
   the same layout work (MDS ALLOC, xattr) done by hand without libiez (budget: <= 5 us added).
 - plan load: 1M entries (budget: < 0.5 s and < 200 MB), against reading the file.
-- tracing memory and CPU: fio writing 2000 files, traced against not (seed 000: ~0.3% memory,
-  <1% CPU).
+- tracing memory and CPU: fio writing 2000 files, traced against not (the paper's miniRecorder:
+  ~0.3% memory, <1% CPU, docs/references.md#s000-minirecorder).
 
 The files live on tmpfs (/dev/shm): no device time hides libiez's cost, the worst case for it.
 Runs alternate with and without libiez and the best of each is compared, because the machine
@@ -194,7 +194,7 @@ def tracing(scratch: Path) -> None:
     env = iez_env(scratch, IEZ_MODE="trace", IEZ_TRACE_DIR=str(traces))
     a, b = alternate("tracing fio", lambda: fio(scratch, env, *args), lambda: fio(scratch, plain_env(), *args))
     cpu_a, cpu_b = min(x[1] for x in a), min(x[1] for x in b)
-    console.print("tracing (seed 000: ~0.3% memory, <1% CPU)")
+    console.print("tracing (the paper: ~0.3% memory, <1% CPU)")
     figure(f"fio, 2000 files of 256 KiB: CPU ({(cpu_a / cpu_b - 1) * 100:+.1f}%)", f"{cpu_a:.3f} s", cpu_a / cpu_b,
            "fio without libiez", "")
     shards = list(traces.glob("*.shard"))

@@ -1,5 +1,5 @@
-"""libiez-mpi (issue #6, Performance). Every figure is a ratio against the same MPI job run without
-libiez in this run, with the issue's budget beside it.
+"""libiez-mpi performance. Every figure is a ratio against the same MPI job run without
+libiez in this run, with its budget beside it.
 
     python -m bench mpi
 

@@ -1,4 +1,4 @@
-"""AIPA prediction (issue #4): accuracy and speed.
+"""AIPA prediction (docs/references.md#s000-aipa): accuracy and speed.
 
 Figures, each against a baseline measured in the same run:
 - accuracy (docs/prediction.md) of the next run predicted from 5 traced runs, on the seed-000
@@ -6,7 +6,7 @@ Figures, each against a baseline measured in the same run:
   ones, beside the paper's 99.1% (IOR) and 98.3% (HACC-I/O), as error ratios against "repeat
   the last run verbatim" and against "the last run's values under the next-run names";
 - wall time of the default grid (max_order 5, d by KPSS, 2 workers) on a 10,240-request trace
-  / the issue's 10 s budget; the exhaustive 216-order grid on it for comparison;
+  / the 10 s budget; the exhaustive 216-order grid on it for comparison;
 - wall time of a plain exhaustive statsmodels grid (every (p,d,q) in [0..5]^3 for each of the
   three series, SARIMAX defaults, one process) / AIPA's, on a smaller trace.
 """
@@ -26,7 +26,7 @@ from iez.predict import accuracy, names, predict_next_run, workloads
 from iez.predict.aipa import SERIES
 from iez.request import Request
 
-BUDGET = 10.0  # seconds for the full grid on a 10k-request trace (issue #4)
+BUDGET = 10.0  # seconds for the full grid on a 10k-request trace
 PAPER = {"ior": 0.991, "hacc": 0.983}
 
 
@@ -36,7 +36,7 @@ SEEDS = 3  # each scenario is generated with this many seeds; figures are means 
 def scenarios():
     """(paper figure key, label, generator of a seeded 6-run trace)."""
     for n in (8, 16, 64):
-        block = (2 << 30) if n < 64 else 1 << 30  # seed 000: 16, 32 and 64 GB in all
+        block = (2 << 30) if n < 64 else 1 << 30  # the paper's 16, 32 and 64 GB in all (references: s000-testbed)
         yield "ior", f"IOR FPP, {n} procs, stripe 8", lambda s, n=n, b=block: workloads.ior(runs=6, nprocs=n, block=b, seed=s)
     yield "ior", "IOR SSF, 64 procs, stripe 8", lambda s: workloads.ior(runs=6, nprocs=64, fpp=False, seed=s)
     for n in (8, 16, 32):

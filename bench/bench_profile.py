@@ -1,4 +1,5 @@
-"""LIOPProf's rpctrace parser speed (issue #7: >= 1M lines/s on one core, bounded memory).
+"""LIOPProf's rpctrace parser speed (budget: >= 1M lines/s on one core, bounded
+memory).
 
 A debug log of 2M rpctrace lines (Handling and Handled, Lustre 2.13+ and 2.5 forms, 64 clients,
 3 OSSs' worth of threads, emulated by `iez.profile.emulate`) is written once; then, each against

@@ -1,8 +1,8 @@
-"""Simulator speed at Spider II scale (issue #9): one write phase of N clients x 1 GiB over
+"""Simulator speed at Spider II scale (docs/references.md#s002-spider): one write phase of N clients x 1 GiB over
 1,008 OSTs behind 144 OSSs, each file striped over 4 OSTs (one stream per client and OST object).
 
 Figures, each against a baseline measured in the same run:
-- engine wall time / the issue's budget (10 s at 2,048 clients, 60 s at 16,384): <= 1 passes;
+- engine wall time / the budget (10 s at 2,048 clients, 60 s at 16,384): <= 1 passes;
 - Full / Lazy wall time (network/optim; Full is what iez-sim uses, docs/simulator.md);
 - simulated makespan / analytic lower bound (>= 1, near 1 when the OSTs are the limit);
 - peak memory of the engine process.

@@ -1,8 +1,8 @@
-"""IO-Cop under hostile input (issue 13): size limits on both sockets, STATUS with a thousand
-applications, `tbf --follow` through an outage, and requests signed with the site token (unsigned,
-forged, tampered, stale and replayed requests refused on both transports, by every client; the
-trusted-network mode). Real `iez access serve` processes, real sockets, real C clients. The
-ROUTER's CURVE handshake against peers without the token: tests/test_zmq_auth.py."""
+"""IO-Cop under hostile input (docs/security.md, "IO-Cop"): size limits on both sockets, STATUS with
+a thousand applications, `tbf --follow` through an outage, and requests signed with the site token
+(unsigned, forged, tampered, stale and replayed requests refused on both transports, by every
+client; the trusted-network mode). Real `iez access serve` processes, real sockets, real C clients.
+The ROUTER's CURVE handshake against peers without the token: tests/test_zmq_auth.py."""
 
 from __future__ import annotations
 

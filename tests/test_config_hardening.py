@@ -1,5 +1,5 @@
-"""Issue 13, configuration: one validated cluster schema for every loader, safe host names as
-paths, and fuzzing of the cluster loader."""
+"""Configuration under hostile input (docs/security.md, "Names"): one validated cluster schema for
+every loader, safe host names as paths, and fuzzing of the cluster loader."""
 
 from __future__ import annotations
 
@@ -110,7 +110,7 @@ def test_the_fuzz_documents_reach_valid_clusters():
 
 @pytest.mark.parametrize("name", ["../../etc", "a/b", "..", ".hidden", "-rf", "x\ny"])
 def test_emulate_init_refuses_a_host_name_that_is_a_path(tmp_path, iez_cmd, subenv, name):
-    """Issue 13: an OSS named ../../etc made the emulated MDS write params/../../etc/...: outside
+    """An OSS named ../../etc made the emulated MDS write params/../../etc/...: outside
     the cluster directory."""
     toml = tmp_path / "c.toml"
     toml.write_text(f'[[oss]]\nname = {json.dumps(name)}\nosts = [0]\n')

@@ -1,6 +1,6 @@
-"""Issue 13's probes of the controller and the collectors, as tests: real `iez controller` and
-`iez collect` processes, real uvicorn, real ZeroMQ on loopback. Plus fuzz targets for the
-collector message decoder and the HTTP request bodies.
+"""The controller and the collectors under hostile input (docs/security.md, "The controller", "The
+statistics socket"), as tests: real `iez controller` and `iez collect` processes, real uvicorn, real
+ZeroMQ on loopback. Plus fuzz targets for the collector message decoder and the HTTP request bodies.
 
 - authentication before the body, and body caps while it streams (a 60 MiB body without a
   token must not cost memory);

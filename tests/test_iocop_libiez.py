@@ -1,4 +1,4 @@
-"""IO-Cop's client side in libiez (issue #8 §2): real `iez access serve` controllers, a C job
+"""IO-Cop's client side in libiez (docs/references.md#s004-applications): real `iez access serve` controllers, a C job
 (libiez/tools/iocop_job.c) under LD_PRELOAD calling iez_io_begin/iez_io_end, MPICH's mpiexec."""
 
 from __future__ import annotations

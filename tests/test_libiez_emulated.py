@@ -1,8 +1,8 @@
-"""libiez end to end: real, unmodified programs under LD_PRELOAD=libiez.so on an emulated
-cluster started with the real CLI. Files in the plan must get exactly the planned layout,
-files outside it the emulated MDS's own (RR/QoS) layout, and the traces must list every file
-with its true byte count. Then every failure mode of issue #3: libiez must never break the
-application."""
+"""libiez end to end: real, unmodified programs under LD_PRELOAD=libiez.so on an emulated cluster
+started with the real CLI. Files in the plan must get exactly the planned layout, files outside it
+the emulated MDS's own (RR/QoS) layout, and the traces must list every file with its true byte
+count. Then every failure mode libiez meets (no plan, a bad plan, the MDS down, ...): libiez must
+never break the application."""
 
 from __future__ import annotations
 

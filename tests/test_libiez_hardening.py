@@ -1,7 +1,7 @@
-"""libiez in a hostile environment (issue 13): it writes no file but its own, and a bad plan,
-a shared trace directory or a process short of descriptors never changes what the application
-does. Real programs under LD_PRELOAD, a real second user (`nobody`, through setpriv) as the
-attacker, and an emulated cluster for placement and the I/O event log."""
+"""libiez in a hostile environment (docs/security.md, "What libiez writes"): it writes no file but
+its own, and a bad plan, a shared trace directory or a process short of descriptors never changes
+what the application does. Real programs under LD_PRELOAD, a real second user (`nobody`, through
+setpriv) as the attacker, and an emulated cluster for placement and the I/O event log."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""libiez's I/O event log (IEZ_IOLOG, issue #7 §5): real programs under libiez on an emulated
+"""libiez's I/O event log (IEZ_IOLOG, docs/liopprof.md): real programs under libiez on an emulated
 cluster log every read and write of its files, in exactly the format LIOPProf reads
 (iez.profile.ioevents), and `iez profile` then shows who served whom: independent shared-file
 writes of 4 MPI ranks reach every OST from all 4 clients, several at once, while ROMIO's

@@ -1,4 +1,4 @@
-"""iez-bench through MPI (issue #6): under MPICH's mpiexec the ranks are MPI's, and the MPI-IO and
+"""iez-bench through MPI: under MPICH's mpiexec the ranks are MPI's, and the MPI-IO and
 HDF5 backends write what the POSIX one does (IOR's offsets and data pattern, HACC-IO's files),
 file per process on MPI_COMM_SELF or one shared file on MPI_COMM_WORLD, independent or
 collective. Errors stay one line; under libiez-mpi the files are placed and traced per rank."""

@@ -1,4 +1,4 @@
-"""libiez-mpi end to end (issue #6): real MPI programs under MPICH's mpiexec, and HDF5 programs
+"""libiez-mpi end to end: real MPI programs under MPICH's mpiexec, and HDF5 programs
 (serial, parallel, h5py), on an emulated cluster whose MDS runs as a real process. Files created
 by MPI_File_open and H5Fcreate get exactly the planned layouts, rank 0 of the communicator
 creating them; traces carry each rank and its bytes, the communicator size tells a file per

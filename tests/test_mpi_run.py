@@ -1,4 +1,4 @@
-"""`iez run` with MPI (issue #6): an MPI job gets libiez-mpi.so in every rank, anything else
+"""`iez run` with MPI: an MPI job gets libiez-mpi.so in every rank, anything else
 libiez.so. End to end with a real emulated cluster, collectors and a controller: an MPI-IO
 HACC-IO job run with `iez run ... -- mpiexec -n 4 iez-bench -a MPIIO ...` is traced through its
 MPI-IO layer the first time, then placed by the controller's plan."""

@@ -1,4 +1,4 @@
-"""LIOPProf end to end on an emulated cluster (issue #7): real MDS, real `mpiexec` ranks of the
+"""LIOPProf end to end on an emulated cluster (docs/liopprof.md): real MDS, real `mpiexec` ranks of the
 IOR-like workload, `iez profile start/stop/report` as real processes. Interleaved SSF reads
 show several clients per OST; one reader per OST shows one."""
 
@@ -54,7 +54,8 @@ def test_interleaved_ssf_reads_show_several_clients_per_ost(tmp_path, iez_cmd, s
     out, report = profile_reads(tmp_path, iez_cmd, subenv, "interleaved", 6)
     conc = ost_concurrency(out)
     # 6 readers, stripe-sized transfers over 4 stripes: reader r reads stripes r and r+2 (mod 4), so
-    # every OST serves 3 readers, interleaved in time (seed 003 Fig. 4)
+    # every OST serves 3 readers, interleaved in time (as in LIOPProf's Fig. 4,
+    # docs/references.md#s003-figs4-5)
     assert len(conc) == STRIPES
     # The reads take a few 50 ms bins, so how many of them the readers share depends on the
     # machine's load: assert what does not (all 3 readers at once in some bin, the exact

@@ -27,11 +27,12 @@ from iez.profile.rpctrace import HANDLED, HANDLING, RpcTraceReader, read_all
 
 MiB = 1 << 20
 
-# Seed 003 Fig. 2, which the paper wraps over three lines for print; a real log has it on one.
+# LIOPProf's Fig. 2 example (docs/references.md#s003-fig2), which the paper wraps over three lines
+# for print; a real log has it on one.
 SEED = ("00000100:00100000:27.0:1458939850.660586:0:16998:0:(service.c:2071:ptlrpc_server_handle_request()) "
         "Handling RPC pname:cluuid+ref:pid:xid:nid:opc "
         "ll_ost_io05_000:f2c9a9e1-3fbb-9182-59db-ca8c14b411d7+7:8424:x1529178798258480:12345-192.168.1.38@o2ib:3")
-# lustre-formats.md §6: the 2.13+ shape (from the format string) and a real 1.8/2.0-era pair.
+# docs/references.md#l-fmt-rpctrace: the 2.13+ shape (from the format string) and a real 1.8/2.0-era pair.
 NEW = ("00000100:00100000:3.0:1716912345.{t}:0:24117:0:(service.c:{line}:ptlrpc_server_handle_request()) "
        "{what} RPC req@00000000a1b2c3d4 pname:cluuid+ref:pid:xid:nid:opc:job ll_ost_io01_003:"
        "8c9a7e51-1d2b-4f3a-9c7d-0e2f4a6b8c10+9:40211:x1799000000123456:12345-10.0.0.21@o2ib:4:ior.1000")

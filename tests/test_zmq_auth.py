@@ -1,4 +1,5 @@
-"""CURVE at the ZeroMQ handshake, keys from the site token (issue 13, iez.zmqauth).
+"""CURVE at the ZeroMQ handshake, keys from the site token (iez.zmqauth; docs/security.md, "ZeroMQ:
+CURVE at the handshake").
 
 The probe: ZMQ_MAXMSGSIZE bounds one frame, not the frames of a multipart message, and libzmq
 buffers a whole message before the application checks its HMAC, so anyone who could connect to

@@ -1,4 +1,5 @@
-"""`iez run`: the client flow of seed 000 (§III, Summary) around one job.
+"""`iez run`: the iez paper's client flow (docs/references.md#s000-fig4, §III "Summary") around
+one job.
 
 1. Ask the controller for the plan of the application's coming run.
    - none (first run, or the last one missed more than half its files): trace this run;

@@ -1,1 +1,2 @@
-"""The main job (`iez demo`, `make demo`): seed 000's evaluation on an emulated cluster."""
+"""The main job (`iez demo`, `make demo`): the iez paper's evaluation on an emulated cluster
+(docs/references.md#s000-testbed)."""

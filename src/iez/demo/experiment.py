@@ -1,10 +1,11 @@
-"""`iez demo`: seed 000's evaluation, run for real with the whole control plane on one machine.
+"""`iez demo`: the iez paper's evaluation, run for real with the whole control plane on one machine.
 
 Started as real processes (`iez.demo.stack`): an emulated cluster (1 MDS, 3 OSSs x 5 OSTs) with
 its MDS, one collector per OSS and one on the MDS over ZeroMQ, and the controller (SQLite).
-For each scenario of seed 000 §IV (IOR and HACC-I/O, FPP and SSF, two applications at once),
-the real workload program `iez-bench` runs twice through `iez run`, each job writing into a
-directory whose default layout asks for the paper's stripe count (as `lfs setstripe -c 8 DIR`):
+For each scenario of the paper's evaluation (IOR and HACC-I/O, FPP and SSF, two applications at
+once: docs/references.md#s000-figs7-9 and the entries after it), the real workload program
+`iez-bench` runs twice through `iez run`, each job writing into a directory whose default layout
+asks for the paper's stripe count (as `lfs setstripe -c 8 DIR`):
 1. default: the first run of the application is traced; the emulated MDS lays its files out
    with Lustre's own allocator (LOD's QoS/RR);
 2. iez: the controller has predicted the next run from the trace and placed it with its policy
@@ -113,7 +114,8 @@ def slug(name: str) -> str:
 
 
 def scaled_cluster(scale: int) -> Cluster:
-    """The seed-000 testbed (1 MDS, 3 OSS x 5 OSTs of 10 GiB) divided by `scale`."""
+    """The paper's testbed (1 MDS, 3 OSS x 5 OSTs of 10 GiB, references: s000-testbed) divided by
+    `scale`."""
     c = make_cluster(ost_size=(10 << 30) // scale)
     stripe = max(MIN_STRIPE, LUSTRE_DEFAULT_STRIPE // scale // MIN_STRIPE * MIN_STRIPE)
     return replace(c, default_stripe_size=stripe)
@@ -135,7 +137,7 @@ def jobs_for(sc: Scenario, scale: int, root: Path) -> list[AppJob]:
         d = root / slug(sc.name) / app
         first = reqs[0]
         if app.startswith("hacc"):
-            # through MPI-IO, one file per rank on MPI_COMM_SELF, as HACC-IO does (seed 000 §II-C)
+            # through MPI-IO, one file per rank on MPI_COMM_SELF, as HACC-IO does (references: s000-testbed)
             job: IorJob | HaccJob = HaccJob(path=str(d / "FPP1"), particles=[r.write_bytes // HACC_RECORD // scale
                                                                               for r in reqs],
                                             ranks=len(reqs), fpp=True, header=HACC_HEADER // scale, read=False,
@@ -172,7 +174,8 @@ def measured_usage(stack: Stack) -> dict[int, int]:
 
 
 def run_jobs(stack: Stack, jobs: Sequence[AppJob], names: dict[str, str]) -> None:
-    """Each application through `iez run`, all at once (they are concurrent in seed 000 §IV-F)."""
+    """Each application through `iez run`, all at once (they are concurrent in the paper,
+    docs/references.md#s000-fig14)."""
     env = stack.client_env(dict(os.environ))
     procs = []
     for j in jobs:

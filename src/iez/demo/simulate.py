@@ -2,17 +2,17 @@
 (`iez.sim`, SimGrid) on exactly the layouts its files got.
 
 The demo measures where bytes landed (OSTCost); this says what that placement does to the job's
-bandwidth on the seed-000 testbed. Each request is one file written and then read back by its
-rank(s), as IOR and HACC-I/O do: a file per process (FPP) belongs to its rank, a shared file
-(SSF, `comm_size` ranks) is cut into one contiguous block per rank. Ranks go to the client nodes
-in blocks (`mpiexec -ppn`), and applications of one scenario share the same nodes and run as one
-job: they start together, and the write phase ends when the last file is written (a barrier
-before the reads, as IOR has).
+bandwidth on the paper's testbed (docs/references.md#s000-testbed). Each request is one file
+written and then read back by its rank(s), as IOR and HACC-I/O do: a file per process (FPP)
+belongs to its rank, a shared file (SSF, `comm_size` ranks) is cut into one contiguous block per
+rank. Ranks go to the client nodes in blocks (`mpiexec -ppn`), and applications of one scenario
+share the same nodes and run as one job: they start together, and the write phase ends when the
+last file is written (a barrier before the reads, as IOR has).
 
 Hardware. The simulator uses the cluster model's own `write_bw`/`read_bw` (OSTs) and `nic_bw`
 (OSSs), so it sees the same hardware as the allocator that placed the files; give the demo's
-clusters the seed-000 testbed's with `seed000_hardware`. The paper (seed 000 §IV: 1 MDS, 3 OSSs x
-5 OSTs of 10 GB, 2 clients) gives no device or network figures; we take the values of
+clusters the seed-000 testbed's with `seed000_hardware`. The paper (1 MDS, 3 OSSs x 5 OSTs of
+10 GB, 2 clients) gives no device or network figures; we take the values of
 `scenarios/seed000-testbed.toml` (a test keeps them equal):
 - an OST is one 7,200 rpm SATA disk under ldiskfs: write 120 MB/s, read 150 MB/s;
 - every NIC (the 2 clients, the 3 OSSs) is 10 GbE, 1.25 GB/s.

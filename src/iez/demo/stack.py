@@ -1,4 +1,5 @@
-"""The whole control plane on one machine, as real processes (seed 000 Fig. 4): an emulated
+"""The whole control plane on one machine, as real processes (the paper's architecture,
+docs/references.md#s000-fig4): an emulated
 cluster with its MDS, and `iez.controller.local.LocalControlPlane`'s collectors (one per OSS,
 one on the MDS, ZeroMQ on loopback) and controller (HTTP, SQLite). Used by the demo and the
 end-to-end tests; everything is stopped on exit, whatever happened."""
@@ -18,7 +19,8 @@ from iez.emulated.mds_client import MdsClient, running_cluster
 from iez.emulated.clusterdir import ClusterDir
 from iez.errors import IezError
 
-COLLECT_INTERVAL = 1.0  # s; the paper's is 60 s, which would make a demo wait minutes per step
+# s; the paper's is 60 s (references: s000-collect), which would make a demo wait minutes per step
+COLLECT_INTERVAL = 1.0
 
 
 @dataclass

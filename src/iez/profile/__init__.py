@@ -1,4 +1,4 @@
-"""LIOPProf (seed 003): a Lustre I/O profiler tying application I/O to server-side behaviour.
+"""LIOPProf (docs/references.md#s003-logging): a Lustre I/O profiler tying application I/O to server-side behaviour.
 
 Logging services on the OSSs (`services`, through the one lustre-side `remote` runner), parsers of what
 they record (`rpctrace`, `iostat`, the profile directory `profiledir`), pure analysis

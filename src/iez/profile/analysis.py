@@ -375,7 +375,7 @@ def ost_bytes(view: OstView) -> dict[int, float]:
 
 
 def imbalance(view: OstView, osts: list[int]) -> float:
-    """OSTCost (seed 000 eq. 7, max/mean) of the RPC bytes over the given OSTs."""
+    """OSTCost (max/mean, docs/references.md#s000-eq7) of the RPC bytes over the given OSTs."""
     b = ost_bytes(view)
     return ost_cost({o: b.get(o, 0.0) for o in osts})
 

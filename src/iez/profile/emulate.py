@@ -37,7 +37,7 @@ from iez.profile import opcodes
 from iez.profile.ioevents import IoEvent
 
 LNET_PID = 12345  # LNET_PID_LUSTRE: the "12345-" of every NID in an rpctrace line
-XID_BASE = 1529178798258480  # client xids count up from a large base, as in seed 003 Fig. 2
+XID_BASE = 1529178798258480  # client xids count up from a large base, as in the paper's example (references: s003-fig2)
 STYLES = ("2.13", "2.11", "2.5")  # 2.13+: req@ and job; 2.11-2.12: no job; 2.5-2.10: "procesed"
 
 
@@ -192,7 +192,7 @@ def _stamp(t: float) -> str:
 
 def debug_log_lines(rpcs: Iterable[Rpc], style: str = "2.13") -> Iterator[str]:
     """The rpctrace lines of these RPCs (one host's), Handling at start and Handled at end, in
-    time order, in the format of Lustre `style` (lustre-formats.md §6)."""
+    time order, in the format of Lustre `style` (docs/references.md#l-fmt-rpctrace)."""
     if style not in STYLES:
         raise ValueError(f"unknown rpctrace style {style!r}")
     new = style == "2.13"

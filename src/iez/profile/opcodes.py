@@ -1,8 +1,8 @@
-"""Lustre RPC opcodes (lustre_idl.h, lustre-formats.md §7) and the classes LIOPProf counts.
+"""Lustre RPC opcodes (lustre_idl.h, docs/references.md#l-fmt-opcodes) and the classes LIOPProf counts.
 
 Classes: read, write, punch (truncate), lock enqueue, lock cancel, lock callback, metadata,
 ping, other. Data I/O runs on `ll_ost_io` threads, extent locks on `ll_ost`, cancels on
-`ldlm_cn` (§7).
+`ldlm_cn`.
 """
 
 from __future__ import annotations

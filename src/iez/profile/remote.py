@@ -2,7 +2,7 @@
 
 A step is a POSIX shell script run on each OSS. Transports: `local` (this machine), `ssh` (one
 `ssh -o BatchMode=yes HOST` per host, in parallel) and `pdsh` (one `pdsh -S -w HOSTS` for many
-hosts, as seed 003 collects with pdsh). `auto` picks local when every host is this machine,
+hosts, as LIOPProf collects, docs/references.md#s003-collection). `auto` picks local when every host is this machine,
 else pdsh for several hosts when installed, else ssh. Files come back with scp (or a local
 copy). `dry_run` prints every command instead of running it.
 

@@ -6,7 +6,7 @@ million (bench/bench_profile.py), which a 10 GB log needs. Records come back in 
 structured arrays (`REC_DTYPE`) whose string fields are ids into `RpcTraceReader.strings`.
 Memory is bounded by the chunk size and the number of distinct strings (threads, clients, jobs).
 
-Line formats (lustre-formats.md §6): the debug header, then "Handling RPC"/"Handled RPC" in the
+Line formats (docs/references.md#l-fmt-rpctrace): the debug header, then "Handling RPC"/"Handled RPC" in the
 2.5-2.12 form, the 2.13+ form with `req@%p` and `:job`, and the 2.5-2.10 "procesed" spelling.
 A line that is not a debug line, or an rpctrace line that does not parse, is counted as
 malformed (the first 16 are kept), never fatal.

@@ -1,4 +1,4 @@
-"""LIOPProf logging services (seed 003 §IV-A): start and stop them on OSSs, collect what they
+"""LIOPProf logging services (docs/references.md#s003-logging): start and stop them on OSSs, collect what they
 recorded into a profile directory (`iez.profile.profiledir`).
 
 On a real OSS (through `iez.profile.remote`): clear the debug log, save the debug mask and

@@ -6,7 +6,8 @@ client node with its own NID. Offsets are explicit:
   interleaved  rank r's k-th transfer at (k*N + r) * xfer        (IOR's default segmented order)
   contiguous   rank r reads/writes its own 1/N of the file        (ROMIO-like file domains)
   ost          rank r touches only the stripes on the r-th OST of the layout (one reader per OST,
-               seed 003's Lustre-aware collective read); needs N == stripe count
+               LIOPProf's Lustre-aware collective read, docs/references.md#s003-figs4-5);
+               needs N == stripe count
 Rank 0 creates the file with --stripe-count/--stripe-size through the file's backend (the
 emulated MDS or real Lustre); the other ranks wait for it.
 """
