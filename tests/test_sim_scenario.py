@@ -4,19 +4,24 @@ traces, and the command end to end (real engine, small cluster)."""
 from __future__ import annotations
 
 import json
+import os
+import re
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
+from conftest import BUILD, ROOT
 from iez.errors import ConfigError
 from iez.layout.layout import FileLayout, Layout
 from iez.layout.raid0 import bytes_per_ost
 from iez.layout.raid0 import range_bytes
 from iez.sim.scenario import load_scenario, parse_rate, variants
-from iez.sim.study import compare, simulate
+from iez.sim.study import compare, simulate, workloads
 from iez.sim.trace import workload_from_records
-from iez.sim.workload import Pattern, build
+from iez.sim.kinds import KINDS, build
+from iez.sim.workload import Pattern
 from iez.trace.record import FileRecord
 from iez.units import parse_duration
 
@@ -82,6 +87,56 @@ def test_trace_records_become_one_write_phase_per_layer_kept_once():
     assert wl.nodes == 2 and wl.files[0].osts == (1, 2)
     (ph,) = wl.phases
     assert sum(e.length for e in ph.extents) == 4 * MIB and ph.creates == ((0, 1),)
+
+
+# -- the kinds of job ---------------------------------------------------------------------------------
+
+def libiez_trace(tmp_path: Path) -> Path:
+    """A libiez trace directory: one real process writing one file under LD_PRELOAD."""
+    lib = BUILD / "libiez" / "libiez.so"
+    if not lib.exists():
+        pytest.fail(f"{lib} is missing: build libiez (cmake -S . -B build && cmake --build build)")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("IEZ_")}
+    env.update(LD_PRELOAD=str(lib), IEZ_TRACE_DIR=str(tmp_path / "traces"), IEZ_APP="simtest", IEZ_RUN="1")
+    subprocess.run([sys.executable, "-B", "-c", "open('out.dat', 'wb').write(b'z' * 4096)"], env=env,
+                   cwd=tmp_path, check=True, timeout=60)
+    return tmp_path / "traces"
+
+
+def darshan_log(tmp_path: Path) -> Path:
+    from darshan.log_utils import get_log_path
+    return Path(get_log_path("sample-goodost.darshan"))  # a 48-process IOR, FPP
+
+
+RECORDED_INPUTS = {"trace": libiez_trace, "darshan": darshan_log}  # a recorded kind's test input
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_every_kind_builds_from_a_minimal_job(kind, tmp_path):
+    job = {"name": "j", "kind": kind}
+    if KINDS[kind].recorded:
+        job["path"] = str(RECORDED_INPUTS[kind](tmp_path))
+    (v,) = variants({"job": [job]}, tmp_path)
+    (wl,) = workloads(v.scenario)
+    assert wl.name == "j" and wl.files and any(ph.extents for ph in wl.phases)
+    assert v.scenario.jobs[0].placement == ("observed" if KINDS[kind].recorded else "rr")
+
+
+def test_an_unknown_kind_is_one_line_naming_every_kind(tmp_path):
+    with pytest.raises(ConfigError) as e:
+        variants({"job": [{"name": "j", "kind": "iox"}]}, tmp_path)
+    assert str(e.value) == f"job j: kind 'iox' is not one of {', '.join(KINDS)}"
+    with pytest.raises(ConfigError, match="kind 'iox' is not one of ior, "):
+        build(Pattern("j", kind="iox"))
+    for kind in (k for k, row in KINDS.items() if row.recorded):
+        with pytest.raises(ConfigError, match=f"a {kind} job needs path"):
+            variants({"job": [{"name": "j", "kind": kind}]}, tmp_path)
+
+
+def test_the_simulator_docs_name_every_kind():
+    text = (ROOT / "docs" / "simulator.md").read_text()
+    (listed,) = re.findall(r"`kind` ([a-z0-9|-]+)", text)
+    assert listed.split("|") == list(KINDS)
 
 
 def test_sweeps_variants_and_bad_keys(tmp_path):
@@ -157,7 +212,7 @@ def test_every_reproduction_scenario_parses():
 
 
 def test_seed004_fig4_phase_shifting(tmp_path):
-    """Seed 004 Fig. 4: two bursty IORs lose to interference when their I/O phases meet; a start
+    """docs/references.md#s004-figs3-4: two bursty IORs lose to interference when their I/O phases meet; a start
     delayed by one I/O phase, or IO-Cop's per-phase token, shifts the phases apart."""
     doc, base = load_scenario(ROOT / "scenarios" / "seed004_fig4.toml")
     vs = variants(doc, base)

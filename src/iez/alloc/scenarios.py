@@ -25,7 +25,8 @@ import numpy as np
 from iez.cluster import Cluster
 from iez.errors import ConfigError
 from iez.request import Request
-from iez.sim.workload import Pattern, Workload, build
+from iez.sim import workload as sim_workload
+from iez.sim.workload import Pattern, Workload, generated
 
 GiB = 1 << 30
 HACC_PARTICLES = 10_000_000
@@ -49,8 +50,8 @@ def requests_of(wl: Workload, run: str = "1") -> list[Request]:
 
 def ior(ranks: int, block: int, stripe_count: int, mode: str = "fpp", name: str = "ior") -> list[Request]:
     """IOR: each rank writes `block` bytes, to its own file (fpp) or its part of one (ssf)."""
-    return requests_of(build(Pattern(name=name, kind="ior", ranks=ranks, mode=mode, block=block,
-                                     transfer=_transfer(block), stripe_count=stripe_count)))
+    return requests_of(generated(Pattern(name=name, kind="ior", ranks=ranks, mode=mode, block=block,
+                                         transfer=_transfer(block), stripe_count=stripe_count), sim_workload.ior))
 
 
 def hacc_io(ranks: int, particles: int = HACC_PARTICLES, stripe_count: int = 8, mode: str = "fpp",
@@ -59,8 +60,8 @@ def hacc_io(ranks: int, particles: int = HACC_PARTICLES, stripe_count: int = 8, 
     if ranks < 1 or particles < 1:
         raise ConfigError("HACC-I/O needs at least one rank and one particle")
     each = particles if per_rank else -(-particles // ranks)
-    return requests_of(build(Pattern(name=name, kind="hacc-io", ranks=ranks, mode=mode, particles=each,
-                                     stripe_count=stripe_count)))
+    return requests_of(generated(Pattern(name=name, kind="hacc-io", ranks=ranks, mode=mode, particles=each,
+                                         stripe_count=stripe_count), sim_workload.hacc_io))
 
 
 def _transfer(block: int) -> int:

@@ -40,7 +40,7 @@ def place(cluster: Cluster, jobs: list[tuple[JobEntry, Workload]]) -> dict[str, 
         else:
             for k, f in enumerate(wl.files):
                 # Lustre's own allocators keep the file's stripe size (the file-system default
-                # in the benchmarks); iez's policies size stripes themselves (seed 000 Method II).
+                # in the benchmarks); iez's policies size stripes themselves (docs/references.md#s000-method2).
                 fixed = f.stripe_size if entry.placement in names(kind="lustre") else 0
                 reqs = by_policy.setdefault((entry.placement, fixed), [])
                 shared = len(wl.files) == 1 and wl.ranks > 1

@@ -1,6 +1,6 @@
 """Scenario files for `iez sim` (docs/simulator.md, "Scenario files").
 
-A scenario names a cluster (a cluster TOML, or the seed-000 testbed), the simulator's knobs
+A scenario names a cluster (a cluster TOML, or the testbed of docs/references.md#s000-testbed), the simulator's knobs
 (`[sim]`), IO-Cop access control (`[access]`), jobs (`[[job]]`), and optionally a sweep, named
 variants, a figure and comparisons against a seed's numbers. Each combination of sweep values and
 variants is one run. Parsing is pure: file reads happen only in `load_scenario` and for the files
@@ -19,7 +19,8 @@ from typing import Any
 
 from iez.cluster import DEFAULT_NIC_BW, Cluster, load_cluster, make_cluster
 from iez.errors import ConfigError
-from iez.sim.workload import KINDS, Pattern
+from iez.sim.kinds import kind_of
+from iez.sim.workload import Pattern
 from iez.units import parse_duration, parse_size
 
 GRANULARITIES = ("none", "job", "phase", "call")
@@ -71,7 +72,8 @@ class SimParams:
 
 @dataclass(frozen=True)
 class Access:
-    """IO-Cop access control (seed 004): one exclusive token, taken per job, phase or call."""
+    """IO-Cop access control (docs/references.md#s004-controller): one exclusive token, taken per
+    job, phase or call."""
 
     granularity: str = "none"
     overhead: float = 0.0  # seconds per token round trip
@@ -79,9 +81,8 @@ class Access:
 
 @dataclass(frozen=True)
 class JobEntry:
-    pattern: Pattern
-    source: str = "pattern"  # pattern | trace | darshan
-    source_path: str = ""
+    pattern: Pattern  # its kind is a name in iez.sim.kinds.KINDS
+    source_path: str = ""  # the file a recorded kind (trace, darshan) reads
     placement: str = "rr"  # an allocation policy name, "list" or "observed"
     osts: tuple[int, ...] = ()  # for placement "list"
     submit: float = 0.0
@@ -314,13 +315,9 @@ def _job(t: dict[str, Any], k: int, base: Path) -> JobEntry:
     if extra:
         raise ConfigError(f"{w}: unknown keys {', '.join(sorted(extra))}")
     kind = str(t.get("kind", "ior"))
-    source = "pattern"
-    if kind in ("trace", "darshan"):
-        source = kind
-        if "path" not in t:
-            raise ConfigError(f"{w}: a {kind} job needs path = \"...\"")
-    elif kind not in KINDS:
-        raise ConfigError(f"{w}: kind {kind!r} is not one of {', '.join(KINDS + ('trace', 'darshan'))}")
+    recorded = kind_of(kind, name).recorded
+    if recorded and "path" not in t:
+        raise ConfigError(f"{w}: a {kind} job needs path = \"...\"")
     ranks = _int(t.get("ranks", 1), f"{w}.ranks", 1)
     if "nodes" in t and "ranks_per_node" in t:
         raise ConfigError(f"{w}: give nodes or ranks_per_node, not both")
@@ -332,7 +329,7 @@ def _job(t: dict[str, Any], k: int, base: Path) -> JobEntry:
     if not isinstance(tile, list) or len(tile) != 2:
         raise ConfigError(f"{w}.tile: expected [x, y] elements")
     pattern = Pattern(
-        name=name, kind=kind if source == "pattern" else "ior", ranks=ranks, ranks_per_node=rpn,
+        name=name, kind=kind, ranks=ranks, ranks_per_node=rpn,
         mode=str(t.get("mode", "fpp")),
         block=parse_size(t.get("block", 1 << 30), f"{w}.block"),
         transfer=parse_size(t.get("transfer", 1 << 20), f"{w}.transfer"),
@@ -349,7 +346,7 @@ def _job(t: dict[str, Any], k: int, base: Path) -> JobEntry:
         compute=parse_duration(t.get("compute", 0), f"{w}.compute"),
         compute_after=bool(t.get("compute_after", False)),
     )
-    windows = []
+    windows: list[tuple[float, float]] = []
     for pair in t.get("windows", []):
         if not isinstance(pair, list) or len(pair) != 2:
             raise ConfigError(f"{w}.windows: expected [[start, end], ...] in seconds")
@@ -360,13 +357,13 @@ def _job(t: dict[str, Any], k: int, base: Path) -> JobEntry:
     osts = t.get("osts", [])
     if not isinstance(osts, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in osts):
         raise ConfigError(f"{w}.osts: expected a list of OST indices")
-    placement = str(t.get("placement", "rr" if source == "pattern" else "observed"))
+    placement = str(t.get("placement", "observed" if recorded else "rr"))
     if placement == "list" and not osts:
         raise ConfigError(f"{w}: placement \"list\" needs osts = [...]")
     src_path = ""
-    if source != "pattern":
+    if recorded:
         p = Path(str(t["path"]))
         src_path = str(p if p.is_absolute() else base / p)
-    return JobEntry(pattern=pattern, source=source, source_path=src_path, placement=placement,
+    return JobEntry(pattern=pattern, source_path=src_path, placement=placement,
                     osts=tuple(osts), submit=parse_duration(t.get("submit", 0), f"{w}.submit"),
                     windows=tuple(windows))

@@ -13,14 +13,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from iez.errors import ConfigError
 from iez.sim import description, engine, plot
 from iez.sim.bounds import lower_bound
+from iez.sim.kinds import build
 from iez.sim.placement import place
 from iez.sim.results import Results, parse
-from iez.sim.scenario import Compare, JobEntry, Scenario, Variant
-from iez.sim.trace import workload_from_records
-from iez.sim.workload import Workload, build
+from iez.sim.scenario import Compare, Scenario, Variant
+from iez.sim.workload import Workload
 
 
 @dataclass(frozen=True)
@@ -33,23 +32,7 @@ class Run:
 
 
 def workloads(scn: Scenario) -> list[Workload]:
-    return [_workload(entry) for entry in scn.jobs]
-
-
-def _workload(entry: JobEntry) -> Workload:
-    if entry.source == "pattern":
-        return build(entry.pattern)
-    if entry.source == "darshan":
-        from iez.trace.darshan import read_log
-        records = read_log(entry.source_path).records
-    else:
-        try:
-            from iez.trace.shard import read_shards
-        except ImportError:
-            raise ConfigError(f"job {entry.pattern.name}: this iez cannot read libiez shard directories "
-                              "(iez.trace.shard missing)") from None
-        records = read_shards(entry.source_path)
-    return workload_from_records(records, entry.pattern.name)
+    return [build(entry.pattern, entry.source_path) for entry in scn.jobs]
 
 
 def simulate(v: Variant, workdir: Path) -> Run:
@@ -91,14 +74,15 @@ def _matches(values: dict[str, Any], want: dict[str, Any]) -> bool:
 
 
 def compare(c: Compare, runs: list[Run]) -> dict[str, Any]:
-    """test/base - 1 for every pair of runs that differ only in the compared keys. A `job` key in
-    base or test picks that side's job, so different jobs can be compared (the seed's Instance2
-    against Instance0); otherwise each job is compared with itself (or only `c.job`)."""
+    """test/base - 1 (docs/references.md#s002-improvement, as a fraction) for every pair of runs
+    that differ only in the compared keys. A `job` key in base or test picks that side's job, so
+    different jobs can be compared (Instance2 against Instance0, docs/references.md#s004-fig2);
+    otherwise each job is compared with itself (or only `c.job`)."""
     want_b = {k: v for k, v in c.base.items() if k != "job"}
     want_t = {k: v for k, v in c.test.items() if k != "job"}
     job_b, job_t = str(c.base.get("job", c.job)), str(c.test.get("job", c.job))
     keys = set(want_b) | set(want_t)
-    pairs = []
+    pairs: list[dict[str, Any]] = []
     for b in runs:
         if not _matches(b.variant.values, want_b):
             continue
@@ -118,7 +102,7 @@ def compare(c: Compare, runs: list[Run]) -> dict[str, Any]:
                         who = jb.name if jt.name == jb.name else f"{jt.name} vs {jb.name}"
                         pairs.append({"where": rest, "job": who, "base": base, "test": test,
                                       "change": test / base - 1})
-    changes = [p["change"] for p in pairs]
+    changes: list[float] = [p["change"] for p in pairs]
     return {"label": c.label or f"{c.metric}: {c.test} vs {c.base}", "metric": c.metric, "seed": c.seed,
             "min": min(changes) if changes else None, "max": max(changes) if changes else None,
             "pairs": pairs}

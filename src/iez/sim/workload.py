@@ -1,14 +1,16 @@
 """Jobs as the simulator sees them: files, and phases of compute or of I/O extents per MPI rank.
 
-The generators follow the benchmarks the seeds ran (IOR, HACC-I/O, NAS BT-IO, MPI-Tile-IO) and
-the bursty compute/I-O cycles of seed 004. They only say which byte ranges each rank reads or
-writes and how many application calls that takes; where the bytes land (layouts, OSTs) is
-decided later by the placement. Pure data, no I/O.
+The generators follow the benchmarks the papers ran (IOR, HACC-I/O, NAS BT-IO, MPI-Tile-IO), and
+`generated` repeats their I/O in the bursty compute/I-O cycles of docs/references.md#s004-figs3-4.
+They only say which byte ranges each rank reads or writes and how many application calls that
+takes; where the bytes land (layouts, OSTs) is decided later by the placement. Which generator a
+job's `kind` names is `iez.sim.kinds`' table. Pure data, no I/O.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Callable
 
 from iez.errors import ConfigError
 
@@ -72,7 +74,7 @@ class Pattern:
     """What a job does, as its scenario entry says it (every size in bytes)."""
 
     name: str
-    kind: str = "ior"  # ior | hacc-io | bt-io | mpi-tile-io
+    kind: str = "ior"  # a name in iez.sim.kinds.KINDS
     ranks: int = 1
     ranks_per_node: int = 1
     mode: str = "fpp"  # fpp (file per process) | ssf (single shared file)
@@ -95,18 +97,21 @@ class Pattern:
     extra: dict = field(default_factory=dict, compare=False)
 
 
-def build(p: Pattern) -> Workload:
+# A generated kind: the files a job's pattern makes and its I/O phases, once.
+Generator = Callable[[Pattern], tuple[list[FileSpec], list[Phase]]]
+
+
+def generated(p: Pattern, make: Generator, repeats: bool = True) -> Workload:
+    """The workload of a generated kind: `make`'s I/O, once per burst with compute before (or
+    after) it, unless the kind makes its own bursts (`repeats=False`)."""
     if p.ranks < 1 or p.ranks_per_node < 1:
         raise ConfigError(f"job {p.name}: ranks and ranks_per_node must be >= 1")
     if p.mode not in ("fpp", "ssf"):
         raise ConfigError(f"job {p.name}: mode {p.mode!r} is not fpp or ssf")
     if p.bursts < 1 or p.compute < 0:
         raise ConfigError(f"job {p.name}: bursts must be >= 1 and compute >= 0")
-    maker = _KINDS.get(p.kind)
-    if maker is None:
-        raise ConfigError(f"job {p.name}: kind {p.kind!r} is not one of {', '.join(sorted(_KINDS))}")
-    files, io = maker(p)
-    if p.kind == "bt-io":  # its 40 dumps are its bursts; compute is the time between dumps
+    files, io = make(p)
+    if not repeats:
         return Workload(p.name, p.ranks, tuple(files), tuple(io), p.ranks_per_node)
     phases: list[Phase] = []
     for b in range(p.bursts):
@@ -161,7 +166,8 @@ def _per_rank(p: Pattern, per_rank: int, calls: int, call_size: int, stem: str) 
     return files, _rw(p, extents, calls, call_size, files)
 
 
-def _ior(p: Pattern) -> tuple[list[FileSpec], list[Phase]]:
+def ior(p: Pattern) -> tuple[list[FileSpec], list[Phase]]:
+    """IOR: `segments` x `block` bytes per rank in `transfer`-byte calls, file per process or shared."""
     if p.block <= 0 or p.transfer <= 0 or p.segments < 1 or p.block % p.transfer:
         raise ConfigError(f"job {p.name}: IOR needs block > 0, transfer > 0, block a multiple of transfer")
     calls = p.block // p.transfer * p.segments
@@ -177,7 +183,8 @@ def _ior(p: Pattern) -> tuple[list[FileSpec], list[Phase]]:
     return files, _rw(p, extents, calls, p.transfer, files)
 
 
-def _hacc(p: Pattern) -> tuple[list[FileSpec], list[Phase]]:
+def hacc_io(p: Pattern) -> tuple[list[FileSpec], list[Phase]]:
+    """HACC-I/O: `particles` x 38 bytes per rank (or `block`), one call per variable."""
     per_rank = p.particles * HACC_BYTES_PER_PARTICLE if p.particles else p.block
     if per_rank <= 0:
         raise ConfigError(f"job {p.name}: HACC-I/O needs particles (per rank) or block")
@@ -192,7 +199,8 @@ def _aggregated(p: Pattern, start: int, size: int, path: str) -> list[Extent]:
             for n in range(nodes) if n * dom < size]
 
 
-def _bt(p: Pattern) -> tuple[list[FileSpec], list[Phase]]:
+def bt_io(p: Pattern) -> tuple[list[FileSpec], list[Phase]]:
+    """NAS BT-IO: 40 collective dumps of the class's grid, `compute` seconds apart (its own bursts)."""
     if p.bt_class not in BT_CLASS_POINTS:
         raise ConfigError(f"job {p.name}: BT-IO class {p.bt_class!r} is not one of {', '.join(BT_CLASS_POINTS)}")
     dump = BT_CLASS_POINTS[p.bt_class] ** 3 * BT_BYTES_PER_POINT
@@ -209,7 +217,8 @@ def _bt(p: Pattern) -> tuple[list[FileSpec], list[Phase]]:
     return files, phases
 
 
-def _tile(p: Pattern) -> tuple[list[FileSpec], list[Phase]]:
+def mpi_tile_io(p: Pattern) -> tuple[list[FileSpec], list[Phase]]:
+    """MPI-Tile-IO: one tile per rank in a shared file, collectively or one call per tile row."""
     tx, ty = p.tile
     if tx < 1 or ty < 1 or p.element < 1:
         raise ConfigError(f"job {p.name}: MPI-Tile-IO needs tile sizes and element size >= 1")
@@ -229,6 +238,3 @@ def _tile(p: Pattern) -> tuple[list[FileSpec], list[Phase]]:
         calls, call = ty, row
     return files, _rw(p, ext, calls, call, files)
 
-
-_KINDS = {"ior": _ior, "hacc-io": _hacc, "bt-io": _bt, "mpi-tile-io": _tile}
-KINDS = tuple(sorted(_KINDS))
