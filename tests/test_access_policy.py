@@ -13,7 +13,7 @@ from iez.access import tbf
 from iez.access.queue import AccessQueue, Settings
 from iez.access.admission import Claim, Usage, decide, estimate, make_policy, parse_rule
 from iez.access.protocol import AccessError
-from iez.access.store import Store
+from iez.access.statefile import StateFile
 from iez.errors import ConfigError
 
 
@@ -298,7 +298,7 @@ def test_controller_answers_any_line_with_one_line(lines):
 # -- the store -----------------------------------------------------------------------------------
 def test_store_round_trip_and_lock(tmp_path):
     path = tmp_path / "s.db"
-    store = Store(path)
+    store = StateFile(path)
     c = AccessQueue(make_policy("fair-share"), Settings(), store.load(), now=0.0)
     sa = reg(c, "1:a", user="alice", osts="1-3")
     sb = reg(c, "2:b", user="bob")
@@ -306,9 +306,9 @@ def test_store_round_trip_and_lock(tmp_path):
     acq(c, "2:b", sb, 1.5)
     store.save(c.state, c.take_changes())
     with pytest.raises(ConfigError, match="another access controller"):
-        Store(path)
+        StateFile(path)
     store.close()
-    store = Store(path)
+    store = StateFile(path)
     st_ = store.load()
     assert list(st_.claims) == ["1:a", "2:b"]
     assert st_.claims["1:a"].token == 1 and st_.claims["1:a"].expect == 7 and st_.claims["1:a"].osts == {1, 2, 3}
@@ -318,7 +318,7 @@ def test_store_round_trip_and_lock(tmp_path):
     assert c2.take_grants() == ["2:b"]
     store.save(c2.state, c2.take_changes())
     store.close()
-    st2 = Store(path).load()
+    st2 = StateFile(path).load()
     assert st2.claims["2:b"].token == 2 and st2.usage.value("user:alice", 100.5) == pytest.approx(99.5)
 
 
@@ -326,7 +326,7 @@ def test_store_refuses_a_foreign_file(tmp_path):
     bad = tmp_path / "x.db"
     bad.write_text("not sqlite at all\n" * 100)
     with pytest.raises(ConfigError, match="not an access-controller state file"):
-        Store(bad)
+        StateFile(bad)
 
 
 # -- TBF -------------------------------------------------------------------------------------------

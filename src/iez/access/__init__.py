@@ -7,7 +7,8 @@ after; a policy decides who holds tokens at once. Modules:
 - `admission`: the pure policies (exclusive, k-concurrent, fair-share, priority, ost-aware) and
   the wait estimate;
 - `queue`: the pure queue and lease state machine behind the protocol (`AccessQueue`);
-- `store`: the controller's state in SQLite, so a restart keeps who waits;
+- `statefile`: the controller's state in SQLite (tables and migrations on db/), so a restart
+  keeps who holds and who waits;
 - `server`: `iez access serve`, the controller behind ZeroMQ ROUTER and a raw-TCP line socket;
 - `token_client`: the Python client (`io_begin`/`io_end`, IEZ_ACCESS modes);
 - `ostset`: the OST sets of applications, from plans, placements or file layouts;

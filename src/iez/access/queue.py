@@ -1,7 +1,7 @@
 """The access controller's state machine: registrations, the queue of claims, tokens, leases.
 
 Pure: it reads one request line and the time, and returns the reply line. No sockets, no files;
-`server` carries the lines and `store` saves what `take_changes()` names after every batch,
+`server` carries the lines and `statefile` saves what `take_changes()` names after every batch,
 before any reply leaves, so a reply never promises what a restart would forget.
 
 Leases: a holder must send a message (HEARTBEAT) at least every `heartbeat` seconds; one that

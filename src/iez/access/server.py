@@ -45,7 +45,7 @@ import zmq
 from iez.access import protocol as P
 from iez.access.auth import ENVELOPE_MAX, Verifier
 from iez.access.queue import AccessQueue, Result
-from iez.access.store import Store
+from iez.access.statefile import StateFile
 from iez.errors import ConfigError
 from iez.zmqauth import HANDSHAKE_MS, Zap
 
@@ -64,7 +64,7 @@ class Route:
 
 
 class Server:
-    def __init__(self, controller: AccessQueue, store: Store, zmq_binds: list[str], line_binds: list[str],
+    def __init__(self, controller: AccessQueue, store: StateFile, zmq_binds: list[str], line_binds: list[str],
                  verifier: Verifier, events: Path | None = None, clock: Callable[[], float] = time.time,
                  known_osts: tuple[Callable[[], Mapping[str, frozenset[int]]], float] | None = None,
                  max_connections: int = MAX_CONNECTIONS):

@@ -114,7 +114,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from iez.access.queue import AccessQueue, Settings
     from iez.access.admission import make_policy, parse_rule
     from iez.access.server import Server, serve
-    from iez.access.store import Store
+    from iez.access.statefile import StateFile
     from iez.controller.auth import read_token
     from iez.files import raise_descriptor_limit
 
@@ -139,7 +139,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     settings = Settings(heartbeat=hb, max_hold=_seconds(args.max_hold), idle_timeout=_seconds(args.idle_timeout),
                         default_hold=_seconds(args.default_hold),
                         priorities=tuple(parse_rule(r, "--priority") for r in args.priority))
-    store = Store(args.state or default_state(), half_life=max(1.0, _seconds(args.half_life)))
+    store = StateFile(args.state or default_state(), half_life=max(1.0, _seconds(args.half_life)))
     try:
         now = time.time()
         controller = AccessQueue(policy, settings, store.load(), now=now)

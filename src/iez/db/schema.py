@@ -32,12 +32,18 @@ SCHEMA_VERSION = 3
 
 metadata = MetaData()
 
-schema_version = Table(
-    "schema_version", metadata,
-    Column("version", Integer, primary_key=True),
-    Column("applied_at", Float, nullable=False),
-    Column("description", Text, nullable=False, default=""),
-)
+
+def version_table(name: str, meta: MetaData) -> Table:
+    """The versions a database went through (db/migrations.py reads and stamps it)."""
+    return Table(
+        name, meta,
+        Column("version", Integer, primary_key=True),
+        Column("applied_at", Float, nullable=False),
+        Column("description", Text, nullable=False, default=""),
+    )
+
+
+schema_version = version_table("schema_version", metadata)
 
 applications = Table(
     "applications", metadata,
