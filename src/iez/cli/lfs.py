@@ -122,11 +122,11 @@ def _layout_from_options(opts: list[str]) -> FileLayout:
             raise LayoutError("-E must come before the first component's options")
         return FileLayout(plain=Layout(**comps[0][1]))
     parts, start = [], 0
-    for end, kw in comps:
-        if end is None or end <= start:
-            raise LayoutError(f"component ends must increase (got {end} after {start})")
-        parts.append(Component(start, end, Layout(**kw)))
-        start = end
+    for comp_end, kw in comps:
+        if comp_end is None or comp_end <= start:
+            raise LayoutError(f"component ends must increase (got {comp_end} after {start})")
+        parts.append(Component(start, comp_end, Layout(**kw)))
+        start = comp_end
     return FileLayout(components=tuple(parts))
 
 

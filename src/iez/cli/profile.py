@@ -77,12 +77,12 @@ def cmd_stop(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn
+    from rich.progress import BarColumn, DownloadColumn, Progress, TaskID, TextColumn
 
     from iez.profile.report import write_report
 
     with Progress(TextColumn("parsing {task.description}"), BarColumn(), DownloadColumn(), transient=True) as bar:
-        tasks: dict[str, int] = {}
+        tasks: dict[str, TaskID] = {}
 
         def progress(host: str, done: int, total: int) -> None:
             if host not in tasks:

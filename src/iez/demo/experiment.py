@@ -169,6 +169,8 @@ def measured_usage(stack: Stack) -> dict[int, int]:
     for s in stack.cluster.osses:
         space = target_space(ParamTree(stack.cd.host_params(s.name)).get("obdfilter.*.kbytes*")).by_index("OST")
         for i, t in space.items():
+            if t.kbytestotal is None or t.kbytesfree is None:
+                raise IezError(f"OST {i} on {s.name} reports no kbytestotal/kbytesfree")
             used[i] = (t.kbytestotal - t.kbytesfree) * 1024
     return used
 

@@ -110,7 +110,8 @@ def write(opts: DemoOptions, models: dict[str, Cluster], outcomes: Sequence[Outc
               "Method II stripe size leaves each file's last stripe short and iez puts the short ones on "
               "the OSTs that hold the most stripes.")
     page.para(BASELINE_NOTE, note=True)
-    data = {"scale": opts.scale, "policy": opts.policy, "seed": opts.seed, "drift": opts.drift, "scenarios": []}
+    scenarios: list[dict[str, object]] = []
+    data = {"scale": opts.scale, "policy": opts.policy, "seed": opts.seed, "drift": opts.drift, "scenarios": scenarios}
     for state in models:
         mine = [oc for oc in outcomes if oc.state == state]
         if not mine:
@@ -141,7 +142,7 @@ def write(opts: DemoOptions, models: dict[str, Cluster], outcomes: Sequence[Outc
         page.image(rates, f"simulated rates, {state} cluster")
     for oc in outcomes:
         if oc.skipped:
-            data["scenarios"].append({"cluster": oc.state, "name": oc.scenario.name, "skipped": oc.skipped})
+            scenarios.append({"cluster": oc.state, "name": oc.scenario.name, "skipped": oc.skipped})
             continue
         name = f"{oc.state}-{slug(oc.scenario.name)}"
         series = {k: Series([run.report.job.ost_util[i] for i in osts], [run.report.total.ost_util[i] for i in osts],
@@ -155,7 +156,7 @@ def write(opts: DemoOptions, models: dict[str, Cluster], outcomes: Sequence[Outc
         utilization_chart(oss_png, f"{oc.state} cluster, {oc.scenario.name}: per OSS (cf. seed 000 Fig. 11)",
                           osses, oss_series, "OSS", "OSSs")
         page.heading(f"{oc.scenario.name} ({oc.state} cluster)", 3).image(ost_png, f"{oc.scenario.name} per OST").image(oss_png, f"{oc.scenario.name} per OSS")
-        data["scenarios"].append({"cluster": oc.state, "name": oc.scenario.name, "files": oc.files, "stripes": oc.stripes,
+        scenarios.append({"cluster": oc.state, "name": oc.scenario.name, "files": oc.files, "stripes": oc.stripes,
                                   "bytes": oc.bytes, "bound": oc.bound, "paper": oc.scenario.paper,
                                   "runs": {k: {"plan_hits": r.plan_hits, "plan_misses": r.plan_misses,
                                                "ost_cost": r.report.job.ost_cost, "oss_cost": r.report.job.oss_cost,

@@ -91,7 +91,7 @@ class RpcAggregator:
 
     def __init__(self, host: str, bins: Bins) -> None:
         self.host, self.bins = host, bins
-        self._counts = {HANDLING: defaultdict(int), HANDLED: defaultdict(int)}
+        self._counts: dict[int, dict[int, int]] = {HANDLING: defaultdict(int), HANDLED: defaultdict(int)}
         self._service: dict[tuple[int, int], np.ndarray] = defaultdict(lambda: np.zeros(3))
         self._jobs: dict[int, int] = defaultdict(int)
         self._threads: set[int] = set()
@@ -281,8 +281,8 @@ def join(bins: Bins, hosts: dict[str, HostRpcs | None], exports: dict[str, list[
             col = 0 if cls == opcodes.READ else 1
             share: dict[int, float] = {}
             if ivals:
-                k = int(np.searchsorted(starts, bins.center(b), side="right")) - 1
-                iv = ivals[min(max(k, 0), len(ivals) - 1)]
+                at = int(np.searchsorted(starts, bins.center(b), side="right")) - 1
+                iv = ivals[min(max(at, 0), len(ivals) - 1)]
                 share = {ost: v[RN if col == 0 else WN] for (ost, c), v in iv.delta.items() if c == client}
             if not sum(share.values()):
                 share = whole.get((client, col), {})
@@ -357,10 +357,10 @@ def lock_stats(hosts: dict[str, HostRpcs | None]) -> list[LockStats]:
             slot = {opcodes.ENQUEUE: 0, opcodes.CANCEL: 1, opcodes.CALLBACK: 2}.get(cls)
             if slot is not None:
                 per[client][slot] += n
-        for (client, cls), (n, _p, total) in h.service.items():
+        for (client, cls), (served, _p, total) in h.service.items():
             if cls == opcodes.ENQUEUE:
                 per[client][3] += total
-                per[client][4] += n
+                per[client][4] += served
     out = [LockStats(c, int(v[0]), int(v[1]), int(v[2]), v[3] / v[4] if v[4] else None)
            for c, v in per.items() if v[0] or v[1] or v[2]]
     return sorted(out, key=lambda s: (-s.cancels, -s.enqueues, s.client))

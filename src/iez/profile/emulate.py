@@ -26,7 +26,7 @@ import uuid
 import zlib
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, Mapping
 
 from iez.cluster import Cluster, ost_name
 from iez.emulated.paramtree import Accumulator, render_stats
@@ -117,7 +117,7 @@ class _Oss:
         self.name = name
 
 
-def emulate_rpcs(events: Iterable[IoEvent], layouts: dict[str, Layout | FileLayout], cluster: Cluster,
+def emulate_rpcs(events: Iterable[IoEvent], layouts: Mapping[str, Layout | FileLayout], cluster: Cluster,
                  model: ServerModel = ServerModel()) -> list[Rpc]:
     """Every RPC the events cause, in issue order. Events on files without a layout raise."""
     procs: dict[tuple[str, int], list[IoEvent]] = defaultdict(list)

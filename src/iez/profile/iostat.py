@@ -99,13 +99,13 @@ def parse_iostat(text: str) -> tuple[list[IostatReport], list[Skipped]]:
         if section == "cpu" and cols:
             vals = _numbers(head)
             if vals is not None and len(vals) == len(cols):
-                cur.cpu = dict(zip(cols, vals))
+                report().cpu = dict(zip(cols, vals))
                 section = ""
                 continue
         if section == "dev" and cols and len(head) == len(cols) + 1:
             vals = _numbers(head[1:])
             if vals is not None:
-                cur.devices[head[0]] = dict(zip(cols, vals))
+                report().devices[head[0]] = dict(zip(cols, vals))
                 continue
         skipped.append(Skipped(i, line, "not an iostat time, header or row"))
     return reports, skipped

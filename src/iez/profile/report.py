@@ -63,17 +63,15 @@ def load_profile(out: Path, bin_width: float | None = None,
         raise ProfileError(f"{out} is not a directory")
     meta = read_meta(out)
     hds = host_dirs(out, meta)
-    samples = {}
+    samples, skips = {}, {}
     for hd in hds:
         text = hd.text(EXPORTS)
-        samples[hd.name], skipped = parse_samples(text) if text is not None else ([], [])
-        if skipped:
-            samples[hd.name + "/skipped"] = skipped
+        samples[hd.name], skips[hd.name] = parse_samples(text) if text is not None else ([], [])
     first = [t for hd in hds if (t := _first_time(hd, samples[hd.name])) is not None]
     bins = analysis.choose_bins(meta.start, meta.stop, meta.interval, bin_width, min(first, default=None))
     prof = Profile(meta, bins)
     for hd in hds:
-        prof.note(hd.name, EXPORTS, samples.get(hd.name + "/skipped", []))
+        prof.note(hd.name, EXPORTS, skips[hd.name])
         start, sk1 = hd.params(START)
         stop, sk2 = hd.params(STOP)
         prof.note(hd.name, START, sk1)
@@ -119,7 +117,7 @@ def _bytes(n: float) -> str:
 # -- tables from the start/stop snapshots -------------------------------------------------------
 
 def _targets(values: dict[str, str], suffix: str) -> dict[int, str]:
-    out = {}
+    out: dict[int, str] = {}
     for name, text in values.items():
         comps = split_param_name(name)
         if len(comps) == 3 and comps[2] == suffix and (t := parse_target_name(comps[1])) and t[1] == "OST":
@@ -194,7 +192,7 @@ def findings(prof: Profile, view: analysis.OstView) -> list[str]:
         cost = analysis.imbalance(view, osts)
         b = analysis.ost_bytes(view)
         if b and sum(b.values()):
-            top = max(b, key=b.get)
+            top = max(b, key=lambda o: b[o])
             out.append(f"OSTCost on RPC bytes over the {len(osts)} OSTs that served this run: {cost:.2f} "
                        f"({analysis.ost_label(top)} moved {100 * b[top] / sum(b.values()):.0f}% of "
                        f"{_bytes(sum(b.values()))}) [{SOURCE_EXPORTS}].")
@@ -308,9 +306,9 @@ def write_report(out: Path, html: Path, bin_width: float | None = None,
             per: dict[int, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
             for (_c, k), v in h.service.items():
                 per[k] = [a + b for a, b in zip(per[k], v)]
-            for k, (n, ps, ts) in sorted(per.items()):
-                rows.append([host, opcodes.CLASSES[k], f"{int(n)}", f"{ps / n:.0f}" if n else "-",
-                             f"{ts / n:.0f}" if n else "-"])
+            for k, (handled, ps, ts) in sorted(per.items()):
+                rows.append([host, opcodes.CLASSES[k], f"{int(handled)}", f"{ps / handled:.0f}" if handled else "-",
+                             f"{ts / handled:.0f}" if handled else "-"])
         page.table(["OSS", "class", "handled RPCs", "mean us in handler", "mean us since arrival"], rows)
         locks = analysis.lock_stats(prof.rpcs)
         if locks:
@@ -322,10 +320,10 @@ def write_report(out: Path, html: Path, bin_width: float | None = None,
             page.table(["client", "enqueues", "cancels", "callbacks", "cancels per enqueue", "mean enqueue us"],
                        [[s.client, str(s.enqueues), str(s.cancels), str(s.callbacks), f"{s.contention:.2f}",
                          f"{s.enqueue_us:.0f}" if s.enqueue_us is not None else "-"] for s in locks])
-        jobs = defaultdict(int)
+        jobs: dict[str, int] = defaultdict(int)
         for h in prof.rpcs.values():
-            for j, n in (h.jobs if h else {}).items():
-                jobs[j] += n
+            for j, count in (h.jobs if h else {}).items():
+                jobs[j] += count
         if any(j != "(none)" for j in jobs):
             page.heading("RPCs per job id")
             page.table(["job", "RPCs"], [[j, str(n)] for j, n in sorted(jobs.items(), key=lambda x: -x[1])[:30]])
@@ -350,7 +348,8 @@ def write_report(out: Path, html: Path, bin_width: float | None = None,
 def _iostat_section(prof: Profile, page, path: Path) -> None:
     from iez.report import profile_charts
 
-    util, kbs = {}, {}
+    util: dict[str, tuple[list[float], list[float]]] = {}
+    kbs: dict[str, tuple[list[float], list[float]]] = {}
     for host, reports in prof.iostat.items():
         live = [r for r in reports if not r.since_boot]
         for i, r in enumerate(live):
@@ -368,8 +367,8 @@ def _iostat_section(prof: Profile, page, path: Path) -> None:
     if not util and not kbs:
         return
     busy = sorted(kbs, key=lambda k: -sum(kbs[k][1]))[:6]
-    panels = {"%util": {k: tuple(map(np.array, util[k])) for k in busy if k in util},
-              "MiB/s": {k: tuple(map(np.array, kbs[k])) for k in busy}}
+    panels = {"%util": {k: (np.array(util[k][0]), np.array(util[k][1])) for k in busy if k in util},
+              "MiB/s": {k: (np.array(kbs[k][0]), np.array(kbs[k][1])) for k in busy}}
     profile_charts.lines(path, "Disks (iostat -x, 1 s)", panels, {"%util": "% util", "MiB/s": "read + write MiB/s"})
     page.heading("Disks (iostat)")
     page.image(path, "iostat")

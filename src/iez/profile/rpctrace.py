@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import ctypes
 import gzip
+import io
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Iterator
+from typing import Iterator
 
 import numpy as np
 
@@ -120,7 +121,7 @@ class RpcTraceReader:
         self._sync_strings()
         return out[: n.value], used
 
-    def chunks(self, f: BinaryIO, chunk_bytes: int = CHUNK_BYTES) -> Iterator[np.ndarray]:
+    def chunks(self, f: io.BufferedIOBase, chunk_bytes: int = CHUNK_BYTES) -> Iterator[np.ndarray]:
         rest = b""
         while True:
             block = f.read(chunk_bytes)
@@ -153,7 +154,7 @@ class RpcTraceReader:
         return LineCounts(int(c[0]), int(c[1]), int(c[2]), int(c[3]), tuple(bad))
 
 
-def open_log(path: str | Path) -> BinaryIO:
+def open_log(path: str | Path) -> io.BufferedIOBase:
     """A debug log opened for reading; `.gz` logs are decompressed on the fly."""
     p = Path(path)
     try:
