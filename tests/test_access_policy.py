@@ -346,10 +346,10 @@ def test_tbf_rules_throttle_the_apps_without_a_token():
     # 11 loses its token, 12 gets it: start a rule for 11, stop 12's.
     after = {**STATUS, "apps": [dict(STATUS["apps"][0], holding=False), dict(STATUS["apps"][1], holding=True)]}
     want2, _ = tbf.desired_rules(after, rate=20)
-    cmds = [c[2] for c in tbf.render(want, want2)]
+    cmds = [f"{c.name}={c.value}" for c in tbf.render(want, want2)]
     assert cmds == [f"ost.OSS.ost_io.nrs_tbf_rule=start {tbf.rule_name('11')} jobid={{11}} rate=20",
                     f"ost.OSS.ost_io.nrs_tbf_rule=stop {name}"]
-    assert [c[2] for c in tbf.render(want, tbf.desired_rules(STATUS, rate=5)[0])] == \
+    assert [f"{c.name}={c.value}" for c in tbf.render(want, tbf.desired_rules(STATUS, rate=5)[0])] == \
         [f"ost.OSS.ost_io.nrs_tbf_rule=change {name} rate=5"]
     with pytest.raises(ValueError):
         tbf.desired_rules(STATUS, rate=0)

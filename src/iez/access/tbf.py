@@ -14,7 +14,7 @@ The commands (Lustre 2.10+ with the jobid TBF type; lustre/ptlrpc/nrs_tbf.c):
 Rule names are [A-Za-z0-9_] and shorter than MAX_TBF_NAME = 16 (check_rule_name()); rates are
 1 .. 65534 RPC/s (LPROCFS_NRS_RATE_MAX is 65535 before 2.15, 10^6 after); a JobID has at most
 31 bytes (LUSTRE_JOBID_SIZE = 32) and the jobid list is space-separated, so a JobID holds no
-space or brace. Pure: rendering and parsing only; `apply` is in the CLI.
+space or brace. Pure: rendering and parsing only; the CLI sets the parameters (lustre/params.py).
 """
 
 from __future__ import annotations
@@ -37,6 +37,14 @@ class Rule:
     name: str
     jobid: str
     rate: int
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One `lctl set_param NAME=VALUE`."""
+
+    name: str
+    value: str
 
 
 def rule_name(jobid: str) -> str:
@@ -67,16 +75,16 @@ def desired_rules(status: dict, rate: int = DEFAULT_RATE) -> tuple[dict[str, Rul
     return rules, skipped
 
 
-def _set(value: str, param: str) -> list[str]:
-    return ["lctl", "set_param", f"{param}.nrs_tbf_rule={value}"]
+def _set(value: str, param: str) -> Setting:
+    return Setting(f"{param}.nrs_tbf_rule", value)
 
 
-def enable_commands(param: str = PARAM) -> list[list[str]]:
-    return [["lctl", "set_param", f"{param}.nrs_policies=tbf jobid"]]
+def enable_settings(param: str = PARAM) -> list[Setting]:
+    return [Setting(f"{param}.nrs_policies", "tbf jobid")]
 
 
-def render(current: dict[str, Rule], want: dict[str, Rule], param: str = PARAM) -> list[list[str]]:
-    """The lctl commands that turn the `current` iocop rules into `want` (others are left alone)."""
+def render(current: dict[str, Rule], want: dict[str, Rule], param: str = PARAM) -> list[Setting]:
+    """The settings that turn the `current` iocop rules into `want` (others are left alone)."""
     cmds = []
     for name, r in sorted(want.items()):
         old = current.get(name)
@@ -104,5 +112,6 @@ def parse_rules(text: str) -> dict[str, Rule]:
     return out
 
 
-def shell(cmd: list[str]) -> str:
-    return shlex.join(cmd)
+def shell(s: Setting) -> str:
+    """The lctl command line of a setting, as printed for an operator to run."""
+    return shlex.join(["lctl", "set_param", f"{s.name}={s.value}"])

@@ -9,9 +9,13 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from iez.cli import subgroup
-from iez.errors import ConfigError, IezError
+from iez.errors import BackendError, ConfigError, IezError
+
+if TYPE_CHECKING:
+    from iez.lustre.params import ParamTree
 
 DEFAULT_BIND = "tcp://127.0.0.1:5580"
 DEFAULT_LINE = "tcp://127.0.0.1:5581"
@@ -261,24 +265,25 @@ def cmd_tbf(args: argparse.Namespace) -> int:
     timeout = _seconds(args.timeout)
     every = _seconds(args.follow) if args.follow else 0.0
     token = client_token(args.token_file)
-    if args.apply:
-        current = _lustre_rules(args.param, args.enable)
+    oss = _oss_params() if args.apply else None
+    if oss is not None:
+        current = _lustre_rules(oss, args.param, args.enable)
     else:
         current = {}
-        for c in tbf.enable_commands(args.param):
+        for c in tbf.enable_settings(args.param):
             print(tbf.shell(c) if args.enable else f"# if TBF by JobID is not active yet: {tbf.shell(c)}")
     while True:
         try:
-            current = _tbf_round(args, rate, timeout, token, current)
+            current = _tbf_round(args, rate, timeout, token, current, oss)
         except IezError as e:
             if not args.follow:
                 raise
             # Following is enforcement: one bad round (controller restarting, an lctl hiccup) is
             # logged and the next round tries again, from the rules the OSS really has.
             print(f"iez access tbf: {e}; again in {every:g} s", file=sys.stderr, flush=True)
-            if args.apply:
+            if oss is not None:
                 try:
-                    current = _lustre_rules(args.param, False)
+                    current = _lustre_rules(oss, args.param, False)
                 except IezError:
                     pass
         if not args.follow:
@@ -286,9 +291,10 @@ def cmd_tbf(args: argparse.Namespace) -> int:
         time.sleep(every)
 
 
-def _tbf_round(args: argparse.Namespace, rate: int, timeout: float, token: str, current: dict) -> dict:
-    """One round of `iez access tbf`: fetch the decisions, print (and apply) the difference; the
-    rules in force afterwards."""
+def _tbf_round(args: argparse.Namespace, rate: int, timeout: float, token: str, current: dict,
+               oss: ParamTree | None) -> dict:
+    """One round of `iez access tbf`: fetch the decisions, print (and, with `oss`, set) the
+    difference; the rules in force afterwards."""
     from iez.access import tbf
 
     want, skipped = tbf.desired_rules(fetch_status(args.server, timeout, token), rate)
@@ -296,34 +302,37 @@ def _tbf_round(args: argparse.Namespace, rate: int, timeout: float, token: str, 
         print(f"iez access tbf: skipped {s}", file=sys.stderr)
     for c in tbf.render(current, want, args.param):
         print(tbf.shell(c), flush=True)
-        if args.apply:
-            r = subprocess.run(c, capture_output=True, text=True)
-            if r.returncode:
-                raise IezError(f"{tbf.shell(c)} failed: {(r.stderr or r.stdout).strip()[:200]}")
+        if oss is not None:
+            oss.set(c.name, c.value)
     return want
 
 
-def _lustre_rules(param: str, enable: bool) -> dict:
-    """The iocop rules this OSS has now; refuses anywhere that is not a Lustre OSS."""
-    import shutil
+def _oss_params() -> ParamTree:
+    """This node's parameters through lctl, for --apply."""
+    from iez.lustre.params import ParamTree
 
+    try:
+        return ParamTree.from_lctl()
+    except BackendError:
+        raise IezError("--apply runs lctl on a Lustre OSS; lctl is not installed here (drop --apply to "
+                       "print the commands)") from None
+
+
+def _lustre_rules(oss: ParamTree, param: str, enable: bool) -> dict:
+    """The iocop rules this OSS has now; refuses anywhere that is not a Lustre OSS."""
     from iez.access import tbf
 
-    if not shutil.which("lctl"):
-        raise IezError("--apply runs lctl on a Lustre OSS; lctl is not installed here (drop --apply to "
-                       "print the commands)")
-    pol = subprocess.run(["lctl", "get_param", "-n", f"{param}.nrs_policies"], capture_output=True, text=True)
-    if pol.returncode:
-        raise IezError(f"--apply needs a Lustre OSS: lctl get_param {param}.nrs_policies failed "
-                       f"({(pol.stderr or pol.stdout).strip()[:160]})")
-    for c in tbf.enable_commands(param) if enable else []:
-        r = subprocess.run(c, capture_output=True, text=True)
-        if r.returncode:
-            raise IezError(f"{tbf.shell(c)} failed: {(r.stderr or r.stdout).strip()[:200]}")
-    rules = subprocess.run(["lctl", "get_param", "-n", f"{param}.nrs_tbf_rule"], capture_output=True, text=True)
-    if rules.returncode:
-        raise IezError(f"lctl get_param {param}.nrs_tbf_rule failed: {rules.stderr.strip()[:160]}")
-    return tbf.parse_rules(rules.stdout)
+    try:
+        oss.get_one(f"{param}.nrs_policies")
+    except BackendError as e:
+        raise IezError(f"--apply needs a Lustre OSS: {e}") from None
+    for c in tbf.enable_settings(param) if enable else []:
+        oss.set(c.name, c.value)
+    try:
+        return tbf.parse_rules(oss.get_one(f"{param}.nrs_tbf_rule"))
+    except BackendError as e:
+        hint = "" if enable else "; --enable starts TBF by JobID"
+        raise IezError(f"cannot read the TBF rules of {param}: {e}{hint}") from None
 
 
 def cmd_eval(args: argparse.Namespace) -> int:

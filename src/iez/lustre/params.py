@@ -7,7 +7,7 @@ except inside NIDs (exports.10.1.2.3@tcp.stats). The prefix is "/" on a real nod
 DIR/params/<host> on the emulated cluster (docs/emulated.md) and a fixture directory in tests.
 
 The same `get(pattern)` reads an `lctl get_param` dump (`ParamTree.from_getparam_text`) or runs
-the real lctl (`ParamTree.from_lctl`). Files that match but cannot be read (dangling symlinks
+the real lctl (`ParamTree.from_lctl`), whose tree also writes (`set`: `lctl set_param`). Files that match but cannot be read (dangling symlinks
 such as 2.15's obdfilter brw_stats link into /proc, write-only files, I/O errors) are left out
 of the result and listed in `tree.errors`; nothing here raises for them.
 """
@@ -15,6 +15,7 @@ of the result and listed in `tree.errors`; nothing here raises for them.
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import stat
 import subprocess
@@ -94,6 +95,17 @@ class ParamTree:
         why = f": {self.errors[before]}" if len(self.errors) > before else ""
         raise BackendError(f"parameter {name} not found{why}")
 
+    def set(self, name: str, value: str) -> None:
+        """`lctl set_param NAME=VALUE`; a one-line BackendError when lctl refuses. Only a tree
+        reading through lctl writes: a dump or a directory tree is a copy, not the node."""
+        if self._lctl is None:
+            raise BackendError(f"cannot set {name}: parameters are set through lctl (ParamTree.from_lctl)")
+        setting = f"{name}={value}"
+        proc = self._lctl_run("set_param", setting)
+        if proc.returncode:
+            why = (proc.stderr or proc.stdout).strip()[:200]
+            raise BackendError(f"{shlex.join(['lctl', 'set_param', setting])} failed: {why}")
+
     # -- sources ---------------------------------------------------------------------------
 
     def _read_files(self, pattern: str) -> dict[str, str]:
@@ -117,14 +129,18 @@ class ParamTree:
         self.errors.extend(failed.values())
         return found
 
-    def _run_lctl(self, pattern: str) -> dict[str, str]:
+    def _lctl_run(self, *args: str) -> subprocess.CompletedProcess[str]:
+        assert self._lctl is not None
         try:
-            proc = subprocess.run([self._lctl, "get_param", pattern], capture_output=True,
-                                  text=True, errors="replace", timeout=LCTL_TIMEOUT)
+            return subprocess.run([self._lctl, *args], capture_output=True, text=True, errors="replace",
+                                  timeout=LCTL_TIMEOUT)
         except subprocess.TimeoutExpired:
-            raise BackendError(f"lctl get_param {pattern} did not finish in {LCTL_TIMEOUT:.0f} s") from None
+            raise BackendError(f"lctl {' '.join(args)} did not finish in {LCTL_TIMEOUT:.0f} s") from None
         except OSError as e:
             raise BackendError(f"cannot run {self._lctl}: {e.strerror}") from None
+
+    def _run_lctl(self, pattern: str) -> dict[str, str]:
+        proc = self._lctl_run("get_param", pattern)
         dump = parse_getparam(proc.stdout)
         self.errors.extend(ParamIssue(pattern, "lctl", ln.strip()) for ln in proc.stderr.splitlines() if ln.strip())
         self.errors.extend(ParamIssue(pattern, f"lctl output line {s.lineno}", s.reason) for s in dump.skipped)
