@@ -1,4 +1,4 @@
-"""The control plane's pipeline (seed 000 Fig. 4), one function per step, shared by the `iez`
+"""The control plane's pipeline (docs/references.md#s000-fig4), one function per step, shared by the `iez`
 commands and the controller:
 
     load_trace(PATH, app)            a libiez shard directory or Darshan log -> one run's requests
@@ -81,8 +81,8 @@ def load_trace(path: str | Path, app: str) -> LoadedTrace:
 
 def prediction_notes(app: str, number: int, got: Ingested, predicted: PredictionInfo | None,
                      plan_rejected: bool = False) -> list[str]:
-    """How well run `number` was foreseen, and whether it calls for a new prediction (seed 000
-    §III-B3: more than half of the created files missing from the plan)."""
+    """How well run `number` was foreseen, and whether it calls for a new prediction (more than
+    half of the created files missing from the plan, docs/references.md#s000-retrace)."""
     if predicted is None and not (got.plan_hits or got.plan_misses or plan_rejected):
         return []
     from iez.predict import accuracy, needs_retrace
@@ -99,6 +99,17 @@ def prediction_notes(app: str, number: int, got: Ingested, predicted: Prediction
         notes.append(f"run {number}: {got.plan_misses} of {got.plan_hits + got.plan_misses} created files were "
                      f"not in the plan: the prediction no longer fits; this trace is the new training data, {again}")
     return notes
+
+
+def store_trace(tx: Txn, app: str, got: Ingested, run: int | None = None, *, label: str = "", source: str = "",
+                source_path: str = "", nprocs: int = 0, meta: dict[str, Any] | None = None) -> tuple[int, list[str]]:
+    """Store one traced run of `app` (`run`, e.g. the predicted one it followed, else the next
+    number) and say how well it was foreseen; returns its number and the notes."""
+    meta = meta or {}
+    number = tx.add_trace(app, got.requests, run, label=label, source=source, source_path=source_path,
+                          nprocs=nprocs, plan_hits=got.plan_hits, plan_misses=got.plan_misses, meta=meta)
+    return number, prediction_notes(app, number, got, tx.find_prediction(app, number),
+                                    meta.get("plan_rejected", False))
 
 
 # -- predict -----------------------------------------------------------------------------------
@@ -136,8 +147,8 @@ def predict(db: Database, app: str, *, progress: bool = False, workers: int | No
     if not traced:
         raise DatabaseError(f"{app!r} has no traced run to learn from (iez trace import PATH --app {app})")
     # Fitting may take seconds: no transaction is held meanwhile.
-    pred = predict_next_run([reqs for _, reqs in traced], progress=progress,
-                            **({} if workers is None else {"workers": workers}))
+    tuning: dict[str, Any] = {} if workers is None else {"workers": workers}  # None: AIPA's default
+    pred = predict_next_run([reqs for _, reqs in traced], progress=progress, **tuning)
     target = traced[-1][0] + 1
     models = {f.name: jsonable(getattr(pred, f.name)) for f in fields(pred) if f.name != "requests"}
     runs = [n for n, _ in traced]
@@ -158,6 +169,16 @@ class ClusterState:
     source: str  # where the statistics came from, stored with the placements
 
 
+def cluster_model(cluster_toml: str | Path | None = None, emulated: str | Path | None = None) -> Cluster:
+    """The cluster an emulated cluster directory or a cluster description holds (default: the
+    seed-000 testbed)."""
+    if emulated:
+        from iez.emulated.clusterdir import open_cluster_dir
+
+        return open_cluster_dir(emulated).cluster()
+    return load_cluster(cluster_toml) if cluster_toml else make_cluster()
+
+
 def cluster_state(cluster_toml: str | Path | None = None, emulated: str | Path | None = None) -> ClusterState:
     """An emulated cluster's usage through its backend, or a cluster description (default: the
     seed-000 testbed) as its model states it."""
@@ -167,11 +188,9 @@ def cluster_state(cluster_toml: str | Path | None = None, emulated: str | Path |
         backend = EmulatedBackend(emulated)
         return ClusterState(backend.cluster, backend.stats(), f"emulated:{backend.cd.root}")
     now = time.time()
-    if cluster_toml:
-        cluster = load_cluster(cluster_toml)
-        return ClusterState(cluster, Snapshot.from_cluster(cluster, now), f"toml:{Path(cluster_toml).absolute()}")
-    cluster = make_cluster()
-    return ClusterState(cluster, Snapshot.from_cluster(cluster, now), "default")
+    cluster = cluster_model(cluster_toml)
+    source = f"toml:{Path(cluster_toml).absolute()}" if cluster_toml else "default"
+    return ClusterState(cluster, Snapshot.from_cluster(cluster, now), source)
 
 
 def check_placements(policy: str, requests: Sequence[Request], placed: Sequence[Placement]) -> None:

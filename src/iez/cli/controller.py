@@ -1,4 +1,5 @@
-"""`iez controller`: the control plane's server (seed 000 §III-B2/3), on the MDS or a management node.
+"""`iez controller`: the control plane's server (docs/references.md#s000-collect, #s000-alg2), on the MDS or
+a management node.
 
     iez controller --cluster /etc/iez/cluster.toml --db postgresql://iez@db/iez \\
         --listen 0.0.0.0:8760 --stats tcp://*:5556 \\
@@ -85,12 +86,12 @@ def parse_listen(text: str) -> tuple[str, int]:
 
 def cmd_controller(args: argparse.Namespace) -> int:
     from iez.alloc.gate import GateLimits
-    from iez.cluster import load_cluster, make_cluster
     from iez.controller.api import BodyCaps
     from iez.controller.auth import Tokens, read_token
     from iez.controller.server import serve
     from iez.cli.pipeline import reservation_ttl
     from iez.controller.service import Controller, Settings
+    from iez.pipeline import cluster_model
 
     host, port = parse_listen(args.listen)
     if bool(args.tls_cert) != bool(args.tls_key):
@@ -101,14 +102,7 @@ def cmd_controller(args: argparse.Namespace) -> int:
         raise ConfigError("--max-clock-skew must be >= 0 seconds")
     tokens = Tokens(read_token(args.site_token_file, "IEZ_SITE_TOKEN", "site", "--site-token-file"),
                     read_token(args.admin_token_file, "IEZ_ADMIN_TOKEN", "admin", "--admin-token-file"))
-    if args.emulated:
-        from iez.emulated.clusterdir import open_cluster_dir
-
-        cluster = open_cluster_dir(args.emulated).cluster()
-    elif args.cluster:
-        cluster = load_cluster(args.cluster)
-    else:
-        cluster = make_cluster()
+    cluster = cluster_model(args.cluster, args.emulated)
     settings = Settings(cluster=cluster, db_url=args.db, policy=args.policy, capacity_weight=args.capacity_weight,
                         stale_after=args.stale_after, gate=None if args.no_gate else GateLimits(args.max_cpu, args.max_mem),
                         gate_proc=args.gate_proc, site_key=tokens.site,

@@ -17,7 +17,7 @@ from rich.table import Table
 
 from iez.cli import subgroup
 from iez.errors import IezError
-from iez.pipeline import LoadedTrace, load_trace, prediction_notes
+from iez.pipeline import LoadedTrace, load_trace, store_trace
 from iez.units import format_size
 
 if TYPE_CHECKING:
@@ -63,16 +63,14 @@ def cmd_import(args: argparse.Namespace) -> int:
             progress.update(task, description=f"reading {path}")
             loaded.append(load_trace(path, args.app))
             progress.advance(task)
+    numbers: list[int] = []
+    notes: list[str] = []
     with open_db(args) as db, db.begin() as tx:
-        numbers = [
-            tx.add_trace(args.app, t.ingested.requests, args.run, label=t.label, source=t.source,
-                         source_path=str(t.path.absolute()), nprocs=t.nprocs,
-                         plan_hits=t.ingested.plan_hits, plan_misses=t.ingested.plan_misses, meta=t.meta)
-            for t in loaded
-        ]
-        notes = [note for n, t in zip(numbers, loaded)
-                 for note in prediction_notes(args.app, n, t.ingested, tx.find_prediction(args.app, n),
-                                              t.meta.get("plan_rejected", False))]
+        for t in loaded:
+            n, said = store_trace(tx, args.app, t.ingested, args.run, label=t.label, source=t.source,
+                                  source_path=str(t.path.absolute()), nprocs=t.nprocs, meta=t.meta)
+            numbers.append(n)
+            notes += said
     table = Table(title=f"{args.app}: imported")
     for col in ("run", "source", "job", "files", "bytes written", "processes", "shared files", "not created"):
         table.add_column(col, justify="left" if col in ("source", "job") else "right")

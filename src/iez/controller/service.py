@@ -5,7 +5,7 @@ database says is still to do (`pending_work`): AIPA prediction of an application
 run after a trace, and allocation of every predicted run not yet planned. Allocation runs on
 the global view (fresh statistics only; stale OSTs are excluded) with the space other
 applications' plans hold reserved, one run at a time, and only while the controller's host is
-idle enough (seed 000 §III-B2: CPU < 70 %, memory < 50 %). Since nothing is queued in memory,
+idle enough (CPU < 70 %, memory < 50 %: docs/references.md#s000-gate). Since nothing is queued in memory,
 a controller killed at any point resumes its work from the database when it starts again.
 """
 
@@ -90,8 +90,8 @@ class Controller:
         self.settings = settings
         self.cluster = settings.cluster
         self.policy = get_policy(settings.policy)  # unknown names fail at start
-        given = {"capacity_weight": settings.capacity_weight}
-        self.options = AllocOptions(**{k: v for k, v in given.items() if v is not None})
+        w = settings.capacity_weight
+        self.options = AllocOptions() if w is None else AllocOptions(capacity_weight=w)
         self.db = Database(settings.db_url)
         self.view = GlobalView(self.cluster, settings.stale_after, settings.max_clock_skew)
         self.lock = threading.Lock()  # the view and the counters
@@ -173,10 +173,9 @@ class Controller:
                 info = run_info(tx, app, run)
                 if info is not None and info.traced:
                     raise Conflict(f"run {run} of {app} already has a trace")
-            number = tx.add_trace(app, requests, run, label=label, source=source, nprocs=nprocs,
-                                  plan_hits=plan_hits, plan_misses=plan_misses, meta=meta or {})
             got = Ingested(list(requests), plan_hits=plan_hits, plan_misses=plan_misses)
-            notes = pipeline.prediction_notes(app, number, got, tx.find_prediction(app, number))
+            number, notes = pipeline.store_trace(tx, app, got, run, label=label, source=source, nprocs=nprocs,
+                                                 meta=meta)
         self.wake.set()
         return {"app": app, "run": number, "files": len(requests), "notes": notes,
                 "retrace": needs_retrace(plan_hits, plan_misses), "next": number + 1}
