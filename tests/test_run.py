@@ -50,7 +50,7 @@ def test_no_command_is_a_one_line_error(iez_cmd, subenv):
     assert r.returncode == 2 and r.stderr.strip().count("\n") == 0 and "no command" in r.stderr
 
 
-# -- issue 13: `iez run` never fails a job for iez's own reasons ---------------------------------
+# -- hostile input: `iez run` never fails a job for iez's own reasons (docs/security.md) ---------
 
 
 @pytest.mark.parametrize("app", ["a/b", "../x", "a\nb", "", "-x", "x" * 129])
