@@ -38,12 +38,12 @@ from iez.errors import ConfigError, shown
 from iez.layout.layout import LOV_MAX_STRIPE_COUNT, LOV_MAXPOOLNAME, LOV_MIN_STRIPE_SIZE, STRIPE_SIZE_LIMIT
 from iez.units import format_size, parse_size
 
-# OST states as the MDS sees them through the OSP statfs flags (lustre-allocator.md §0, §2c):
+# OST states as the MDS sees them through the OSP statfs flags (docs/references.md#l-alloc-tunables, #l-alloc-rr):
 # inactive OSTs take no objects; degraded ones only when nothing else is left (speed 2);
 # readonly/nocreate/full ones take none.
 OST_STATES = ("active", "inactive", "degraded", "readonly", "nocreate")
 
-# Defaults of the seed-000 testbed (seed 000 §II-D): 1 MDS, 3 OSSs x 5 OSTs of 10 GB.
+# Defaults of the seed-000 testbed (docs/references.md#s000-testbed): 1 MDS, 3 OSSs x 5 OSTs of 10 GB.
 DEFAULT_OSS = 3
 DEFAULT_OSTS_PER_OSS = 5
 DEFAULT_OST_SIZE = 10 << 30
@@ -484,7 +484,7 @@ class OSTStats:
 @dataclass(frozen=True)
 class OSSStats:
     name: str
-    cpu: float = 0.0  # load average / cores, 0..1+ (seed 000 §III-B1 reads /proc/loadavg)
+    cpu: float = 0.0  # load average / cores, 0..1+ (/proc/loadavg, as docs/references.md#s000-collect reads it)
     mem: float = 0.0  # used memory fraction 0..1 (/proc/meminfo)
     time: float = 0.0
 

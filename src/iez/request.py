@@ -1,9 +1,9 @@
 """Requests and placements: what a job will write, and where iez puts it.
 
-A `Request` is one file a run creates (seed 000 Table I: file name, write bytes, stripe count,
-MPI rank), whether traced, read from a Darshan log or predicted. A `Placement` is the
-allocator's answer for it (Table II: stripe size and OST list). Plain data shared by ingestion,
-prediction, allocation, the interaction database and the plan writer.
+A `Request` is one file a run creates (file name, write bytes, stripe count, MPI rank:
+docs/references.md#s000-table1), whether traced, read from a Darshan log or predicted. A
+`Placement` is the allocator's answer for it (stripe size and OST list: #s000-table2). Plain
+data shared by ingestion, prediction, allocation, the interaction database and the plan writer.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ _TIME = re.compile(r"^\s*(\d+(?:\.\d+)?(?:e[+-]?\d+)?)\s*(ns|us|µs|ms|s|min|h|d
 _TIME_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "min": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
 
 
-def parse_size(value: int | str, what: str = "size") -> int:
+def parse_size(value: int | float | str, what: str = "size") -> int:
     """Parse a byte count; suffixes K/M/G/T/P (optionally iB or B) are powers of 1024."""
     if isinstance(value, bool) or (isinstance(value, float) and not math.isfinite(value)):
         raise ConfigError(f"{what}: expected a size, got {value!r}")

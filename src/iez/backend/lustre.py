@@ -1,6 +1,7 @@
 """The `lustre` backend: a real Lustre client mount.
 
-Create with a layout as llapi_file_open_param() does (lustre-layout-abi.md §4a, §5): open with
+Create with a layout as llapi_file_open_param() does (docs/references.md#l-abi-setstripe,
+#l-abi-recipe): open with
 O_LOV_DELAY_CREATE so no objects are allocated, then LL_IOC_LOV_SETSTRIPE with the
 lov_user_md, and verify the result with the `lustre.lov` xattr. Statistics come from the
 client's parameter tree (`lov.*`, `osc.*`) through the same parsers as everywhere else.
@@ -19,11 +20,12 @@ from iez.cluster import OSTStats, Snapshot
 from iez.errors import BackendError
 from iez.layout.layout import FileLayout, Layout
 
-LL_SUPER_MAGIC = 0x0BD00BD0  # statfs f_type of a Lustre client mount (abi.md §1)
+LL_SUPER_MAGIC = 0x0BD00BD0  # statfs f_type of a Lustre client mount (docs/references.md#l-abi-super-magic)
 # O_LOV_DELAY_CREATE (2.6+) = O_LOV_DELAY_CREATE_1_8 | O_NOCTTY | FASYNC; the kernel only
-# recognises the mask form on modern kernels (abi.md §3), which is what matters here.
+# recognises the mask form on modern kernels (docs/references.md#l-abi-delay-create), which is what
+# matters here.
 O_LOV_DELAY_CREATE = 0o100000000 | os.O_NOCTTY | 0o20000
-LL_IOC_LOV_SETSTRIPE = 0x4008669A  # _IOW('f', 154, long) on LP64 (abi.md §3)
+LL_IOC_LOV_SETSTRIPE = 0x4008669A  # _IOW('f', 154, long) on LP64 (docs/references.md#l-abi-setstripe)
 XATTR_LOV = "lustre.lov"
 
 
@@ -66,6 +68,10 @@ def mount_point(path: str | Path) -> Path:
     return p
 
 
+_SETSTRIPE_ERRORS = {errno.EREMOTEIO: "an OST in the list is inactive",
+                     errno.EINVAL: "bad OST index, duplicate OST, or offset not in the list"}
+
+
 class LustreBackend:
     name = "lustre"
 
@@ -88,11 +94,10 @@ class LustreBackend:
         except OSError as e:
             os.close(fd)
             os.unlink(path)  # we created it a moment ago, layout-less: leave nothing behind
-            why = {errno.EREMOTEIO: "an OST in the list is inactive",
-                   errno.EINVAL: "bad OST index, duplicate OST, or offset not in the list"}.get(e.errno, e.strerror)
+            why = _SETSTRIPE_ERRORS.get(e.errno or 0, e.strerror)
             raise BackendError(f"setstripe {path}: {why}") from None
         os.close(fd)
-        # 2.16 may silently ignore the request for non-lfs programs (abi.md §4a): verify.
+        # 2.16 may silently ignore the request for non-lfs programs (docs/references.md#l-abi-setstripe): verify.
         return self.get_layout(path)
 
     def set_default(self, directory: str | Path, layout: Layout | FileLayout) -> FileLayout:
@@ -114,7 +119,8 @@ class LustreBackend:
     def get_layout(self, path: str | Path) -> FileLayout:
         from iez.backend import layout_from_xattr
 
-        # ENODATA: opened with O_LOV_DELAY_CREATE (or O_RDONLY) and never written (abi.md §3)
+        # ENODATA: opened with O_LOV_DELAY_CREATE (or O_RDONLY) and never written: no layout yet
+        # (docs/references.md#l-abi-xattr; why a file can be layout-less: #l-abi-delay-create)
         return layout_from_xattr(path, XATTR_LOV, "not instantiated yet")
 
     def _tree(self):

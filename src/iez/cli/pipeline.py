@@ -1,4 +1,4 @@
-"""The control-plane pipeline of seed 000 Fig. 4, one command per step:
+"""The control-plane pipeline (docs/references.md#s000-fig4), one command per step:
 
     iez trace import PATH --app APP        a trace (libiez or Darshan) into the database
     iez predict APP                        AIPA: the next run's requests

@@ -49,7 +49,7 @@ class _Strict(BaseModel):
 
 
 class FileRequest(_Strict):
-    """One file a run creates (seed 000 Table I)."""
+    """One file a run creates (docs/references.md#s000-table1)."""
 
     path: str = Field(max_length=MAX_PATH, description="absolute path, as the application names it")
     write_bytes: StrictInt | str = Field(description="bytes written: an integer, or a size such as '10GiB'")
@@ -144,7 +144,7 @@ class RequestsUpload(_Requests):
 
 class AllocateRequest(_Strict):
     policy: Literal[policy_names()] | None = None  # type: ignore[valid-type]
-    capacity_weight: float | None = Field(None, ge=0.0, le=1.0)
+    capacity_weight: float | None = Field(default=None, ge=0.0, le=1.0)
 
 
 AppName = Annotated[str, PathParam(min_length=1, max_length=128, description="application name")]
@@ -317,10 +317,11 @@ def create_app(controller: Controller, tokens: Tokens, uploads: str = SITE, caps
             return _detail(202, f"{app} run {r.run}: plan not ready ({r.reason})", status="pending", run=r.run)
         return _detail(409, f"{app}: planning failed: {r.reason}", status="failed", run=r.run)
 
-    plan_doc = {"200": {"content": {"text/plain": {}}, "description": "the plan file (docs/plan-format.md)"},
-                "202": {"description": "the plan is being made: try again after Retry-After seconds"},
-                "404": {"description": "no plan: the run should be traced"},
-                "409": {"description": "planning failed (detail says why)"}}
+    plan_doc: dict[int | str, dict[str, Any]] = {
+        "200": {"content": {"text/plain": {}}, "description": "the plan file (docs/plan-format.md)"},
+        "202": {"description": "the plan is being made: try again after Retry-After seconds"},
+        "404": {"description": "no plan: the run should be traced"},
+        "409": {"description": "planning failed (detail says why)"}}
 
     @app.get("/apps/{app}/plan", tags=["plans"], summary="the plan of the application's coming run",
              dependencies=[read], responses=plan_doc, response_class=PlainTextResponse)

@@ -1,7 +1,7 @@
 """The controller's Prometheus exposition, by prometheus_client.
 
 Families (built afresh at each scrape, so they always show the current view): per-OST and
-per-OSS utilization and OSTCost (seed 000 eq. 7) over fresh statistics, statistics ages and
+per-OSS utilization and OSTCost (docs/references.md#s000-eq7) over fresh statistics, statistics ages and
 staleness, OSS load, allocation latency (a histogram), work done and waiting, collector messages
 accepted and rejected. docs/controller.md lists them all.
 """
@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
 from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
@@ -45,14 +46,15 @@ class Histogram:
 
     def cumulative(self) -> list[tuple[str, float]]:
         """(le, observations ≤ le) pairs, as HistogramMetricFamily.add_metric takes them."""
-        out, running = [], 0
+        out: list[tuple[str, float]] = []
+        running = 0
         for le, n in zip([*self.buckets, float("inf")], self.counts):
             running += n
             out.append((floatToGoString(le), running))
         return out
 
 
-def add_known(family: Metric, labels: list[str], value: float | None) -> None:
+def add_known(family: GaugeMetricFamily, labels: list[str], value: float | None) -> None:
     """One sample, or none for a figure not known (yet): an OST never heard of has no age, a
     collector's rates are null until its second sample. A made-up zero would read as a fact."""
     if value is not None:

@@ -33,7 +33,7 @@ from iez.zmqauth import HANDSHAKE_MS, Zap
 
 log = logging.getLogger("iez.controller")
 
-SHUTDOWN_GRACE = 2.0  # seconds open requests and the worker get after SIGTERM
+SHUTDOWN_GRACE = 2  # seconds open requests and the worker get after SIGTERM
 
 
 class StatsSocket:

@@ -21,7 +21,7 @@ Pure: messages and times in, a `Snapshot` out; the caller holds the lock.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 from iez.alloc.gate import HostLoad
 from iez.cluster import Cluster, OSSStats, OSTStats, Snapshot, ost_name
@@ -57,7 +57,7 @@ class GlobalView:
     def _limit(self, msg: StatsMessage) -> float:
         return self.stale_after or STALE_INTERVALS * msg.interval
 
-    def fresh(self, report: Report | None, now: float) -> bool:
+    def fresh(self, report: Report | None, now: float) -> TypeGuard[Report]:
         return report is not None and now - report.received <= self._limit(report.msg)
 
     # -- updates ---------------------------------------------------------------------------
@@ -117,14 +117,17 @@ class GlobalView:
             if rep is None:
                 continue
             for target, r in rep.msg.osts.items():
-                out[self._index(target)] = (r, rep)
+                index = self._index(target)
+                if index is not None:
+                    out[index] = (r, rep)
         return out
 
     def _states(self, now: float) -> dict[int, str]:
         rep = self.collectors.get(("mds", self.cluster.mds.name))
         if not self.fresh(rep, now):
             return {}
-        return {self._index(t): s for t, s in rep.msg.ost_states.items()}
+        indexed = ((self._index(t), s) for t, s in rep.msg.ost_states.items())
+        return {i: s for i, s in indexed if i is not None}
 
     def snapshot(self, now: float) -> ViewSnapshot:
         """What the allocator may trust now: fresh OSTs and OSS loads only."""
@@ -135,9 +138,9 @@ class GlobalView:
             got = readings.get(o.index)
             if got is None or not self.fresh(got[1], now):
                 continue
-            r, rep = got
+            r, ost_rep = got
             osts[o.index] = OSTStats(o.index, r.kbytestotal, r.kbytesavail, r.kbytesfree, r.read_bps or 0.0,
-                                     r.write_bps or 0.0, states.get(o.index, o.state), rep.msg.time)
+                                     r.write_bps or 0.0, states.get(o.index, o.state), ost_rep.msg.time)
         osses = {}
         for s in self.cluster.osses:
             rep = self.collectors.get(("oss", s.name))

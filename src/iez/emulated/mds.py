@@ -38,7 +38,7 @@ from iez.plan import format_layout, parse_layout
 log = logging.getLogger("iez.mds")
 
 REFRESH_INTERVAL = 1.0  # s, how often params/ is rewritten
-QOS_MAXAGE = 5  # s, lod.*.qos_maxage default (lustre-allocator.md §0)
+QOS_MAXAGE = 5  # s, lod.*.qos_maxage default (docs/references.md#l-alloc-tunables)
 BYTES_PER_INODE = 64 << 10  # emulated OST inode ratio (ldiskfs OSTs use 64-1024 KiB)
 MDT_SIZE = 16 << 30
 MDT_INODE = 4096
@@ -86,7 +86,7 @@ def df_rows(cluster: Cluster, space: dict[int, OSTSpace], files: int, inodes: bo
             total, used, avail = sp.filestotal, sp.filestotal - sp.filesfree, sp.filesfree
         else:
             total, used, avail = sp.kbytestotal, sp.kbytestotal - sp.kbytesfree, sp.kbytesavail
-        if o.state == "inactive":  # lfs df prints no numbers for it (lustre-formats.md §4)
+        if o.state == "inactive":  # lfs df prints no numbers for it (docs/references.md#l-fmt-lfs-df)
             rows.append(DfRow(ost_name(cluster.fsname, o.index), "OST", o.index, None, None, None,
                               status="inactive device"))
         else:
@@ -119,7 +119,7 @@ class MdsCore:
         self.prev_bytes: dict[int, int] = {}
         self.statfs_maxage = statfs_maxage  # LOD refreshes its statfs cache after 2*qos_maxage
         # Like Lustre's MDS, allocator state lives in memory only: a restart reseeds RR
-        # (start_count starts at 0, lustre-allocator.md §2c) and clears QoS penalties.
+        # (start_count starts at 0, docs/references.md#l-alloc-rr) and clears QoS penalties.
         self.alloc = LodAllocator(self.cluster, seed=int.from_bytes(os.urandom(4), "little") if seed is None else seed)
         self.creates = 0
         self.scan = self.scanner.scan()
@@ -269,7 +269,7 @@ class _LineServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
 
 
 def _zmq_loop(core: MdsCore, endpoint: str, stop: threading.Event) -> None:
-    ctx = zmq.Context.instance()
+    ctx: zmq.Context = zmq.Context.instance()
     sock = ctx.socket(zmq.REP)
     sock.setsockopt(zmq.LINGER, 0)
     sock.setsockopt(zmq.MAXMSGSIZE, MAX_REQUEST)  # a larger message drops its sender, unread

@@ -34,7 +34,7 @@ class MdsClient:
         # A REQ socket that timed out is unusable, so each call gets a fresh one.
         if not (self.cd.run / "mds.ipc").exists():
             raise BackendError(f"the emulated MDS of {self.cd.root} is not running (start it: iez emulate up {self.cd.root})")
-        sock = zmq.Context.instance().socket(zmq.REQ)
+        sock: zmq.Socket = zmq.Context.instance().socket(zmq.REQ)
         sock.setsockopt(zmq.LINGER, 0)
         try:
             sock.connect(self.cd.ipc)

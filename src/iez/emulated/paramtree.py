@@ -1,6 +1,6 @@
 """Lustre-style parameter trees of an emulated cluster, one per host (docs/emulated.md).
 
-Files sit where a 2.15 server keeps them (lustre-formats.md §0): space counters in sysfs
+Files sit where a 2.15 server keeps them (docs/references.md#l-fmt-paths): space counters in sysfs
 (`sys/fs/lustre/obdfilter/<ost>/kbytes*`, since 2.11), `obdfilter.*.stats` in procfs, LOD
 tunables in sysfs and `target_obd` in procfs on the MDS, and the MDS's view of each OST through
 its OSP device. Values use the 2.15.3+ text formats. `render_*` are pure; `write_tree` writes
@@ -125,7 +125,7 @@ def render_mds(cluster: Cluster, space: dict[int, OSTSpace], qos_maxage: int = 5
         f"sys/fs/lustre/lod/{lod}/stripeoffset": "-1\n",
         f"sys/fs/lustre/lod/{lod}/numobd": f"{len(cluster.osts)}\n",
         f"sys/fs/lustre/lod/{lod}/activeobd": f"{len(active)}\n",
-        # `lfs osts` format: "%d: %s %sACTIVE" (lustre-formats.md §5)
+        # `lfs osts` format: "%d: %s %sACTIVE" (docs/references.md#l-fmt-getstripe)
         f"proc/fs/lustre/lod/{lod}/target_obd": format_target_obd(
             [TargetObd(o.index, ost_uuid(cluster.fsname, o.index), o.state != "inactive") for o in cluster.osts]),
     }

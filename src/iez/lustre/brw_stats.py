@@ -1,6 +1,6 @@
 """read|write histograms: OSD `brw_stats` and its client analogue `osc.*.rpc_stats`.
 
-brw_stats (osd_lproc.c <=2.14, lprocfs_status_server.c 2.15+; lustre-formats.md §3):
+brw_stats (osd_lproc.c <=2.14, lprocfs_status_server.c 2.15+; docs/references.md#l-fmt-brw-stats):
   header   "snapshot_time:         <s>.<ns> (secs.nsecs)"      2.10-2.14 (2.5: secs.usecs)
            "snapshot_time            : <s>.<ns> secs.nsecs"    2.15.0-2 (+ start/elapsed)
            "snapshot_time:            <s>.<ns> secs.nsecs"     2.15.3+ (+ start_time:, elapsed_time:)

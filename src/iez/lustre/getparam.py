@@ -1,4 +1,4 @@
-"""`lctl get_param` output (lustre/utils/lustre_param.c: read_param, lustre-formats.md §0).
+"""`lctl get_param` output (lustre/utils/lustre_param.c: read_param, docs/references.md#l-fmt-getparam).
 
 Four shapes, all read by `parse_getparam`:
   name=value                 a one-line value
@@ -74,7 +74,7 @@ def parse_getparam(text: str) -> GetParam:
 
 def format_getparam(values: Mapping[str, str], header: bool = False) -> str:
     """What `lctl get_param` prints for these values (`header=True`: the -H style)."""
-    out = []
+    out: list[str] = []
     for name, value in values.items():
         lines = value.split("\n")
         if header:

@@ -1,4 +1,5 @@
-"""`lfs getstripe` output, read and written, and `lfs osts` (liblustreapi.c, lustre-formats.md §5).
+"""`lfs getstripe` output, read and written, and `lfs osts` (liblustreapi.c,
+docs/references.md#l-fmt-getstripe).
 
 Plain file (2.11+ spacing; 2.10 prints the pattern in hex, "lmm_pattern:       1"; 2.5 pads
 with one more space and has no names):
@@ -38,7 +39,7 @@ from iez.layout.layout import (
 from iez.lustre.parse import Skipped
 from iez.lustre.targets import TargetObd, parse_target_obd
 
-PATTERN_RELEASED = 0x8000_0000  # LOV_PATTERN_F_RELEASED (lustre-layout-abi.md §1)
+PATTERN_RELEASED = 0x8000_0000  # LOV_PATTERN_F_RELEASED (docs/references.md#l-abi-lum-magics)
 _PATTERN_NAMES = {"raid0": PATTERN_RAID0, "mdt": PATTERN_MDT, "overstriped": PATTERN_OVERSTRIPING,
                   "released": PATTERN_RELEASED | PATTERN_RAID0}
 
@@ -229,7 +230,7 @@ def parse_getstripe(text: str) -> GetStripeReport:
         m = _OBJ_ROW.match(line) or _OBJ_FID.match(line)
         if m:
             obj = _object(m) if cur is not None else None
-            if obj is None:
+            if cur is None or obj is None:
                 report.skipped.append(Skipped(i, line, "object row without a file, or with disagreeing objids"))
             else:
                 cur.part().objects.append(obj)
@@ -349,7 +350,7 @@ def format_getstripe(path: str, layout: Layout | FileLayout,
 
 def format_dir_default(path: str, layout: Layout | FileLayout) -> str:
     """What `lfs getstripe -d DIR` prints for a directory's default layout: the one-line form
-    for a plain layout (lustre-formats.md §5), the component listing for a composite one."""
+    for a plain layout (docs/references.md#l-fmt-getstripe), the component listing for a composite one."""
     fl = FileLayout.of(layout)
     if fl.plain is None:
         return format_getstripe(path, fl)

@@ -1,4 +1,5 @@
-"""`obdfilter.*.job_stats` / `mdt.*.job_stats` (lprocfs_jobstats_seq_show, lustre-formats.md).
+"""`obdfilter.*.job_stats` / `mdt.*.job_stats` (lprocfs_jobstats_seq_show; the repository's Lustre notes
+give only where the file is: docs/references.md#l-not-in-notes).
 
 A YAML list, one entry per job, read here by a small tolerant reader (no YAML dependency):
     job_stats:

@@ -1,4 +1,4 @@
-"""`lfs df` output, read and written (lustre/utils/lfs.c: mntdf/showdf, lustre-formats.md §4).
+"""`lfs df` output, read and written (lustre/utils/lfs.c: mntdf/showdf, docs/references.md#l-fmt-lfs-df).
 
     header  UUF" "CSF" "CSF" "CSF" "RSF" %-s"   "UUID", "1K-blocks"|"bytes"|"Inodes", "Used"|"IUsed",
                                                  "Available"|"IFree", "Use%"|"IUse%", "Mounted on"
@@ -45,6 +45,12 @@ class DfRow:
     @property
     def active(self) -> bool:
         return not self.status
+
+    def numbers(self) -> tuple[int, int, int]:
+        """total, used, avail of a row that has them (an active target or the summary)."""
+        if self.total is None or self.used is None or self.avail is None:
+            raise ValueError(f"{self.uuid}: no numbers ({self.status or 'none given'})")
+        return self.total, self.used, self.avail
 
 
 @dataclass
@@ -133,17 +139,16 @@ def summarize(rows: list[DfRow], inodes: bool) -> DfRow:
     """The filesystem_summary row as lfs computes it: block space of the OSTs (the MDTs' only
     when there are no OSTs); inodes of the MDTs, capped by the OSTs' free objects."""
     ok = [r for r in rows if r.active]
-    osts = [r for r in ok if r.kind == "OST"]
+    osts = [r.numbers() for r in ok if r.kind == "OST"]
+    mdts = [r.numbers() for r in ok if r.kind == "MDT"]
     if inodes:
-        mdts = [r for r in ok if r.kind == "MDT"]
-        total, free = sum(r.total for r in mdts), sum(r.avail for r in mdts)
-        ost_free = sum(r.avail for r in osts)
+        total, free = sum(n[0] for n in mdts), sum(n[2] for n in mdts)
+        ost_free = sum(n[2] for n in osts)
         if osts and ost_free < free:
             total, free = total - free + ost_free, ost_free
         return DfRow(SUMMARY, None, None, total, total - free, free)
-    src = osts or [r for r in ok if r.kind == "MDT"]
-    return DfRow(SUMMARY, None, None, sum(r.total for r in src), sum(r.used for r in src),
-                 sum(r.avail for r in src))
+    src = osts or mdts
+    return DfRow(SUMMARY, None, None, sum(n[0] for n in src), sum(n[1] for n in src), sum(n[2] for n in src))
 
 
 def format_lfs_df(rows: list[DfRow], mount: str, inodes: bool = False, human: bool = False) -> str:
@@ -163,8 +168,9 @@ def format_lfs_df(rows: list[DfRow], mount: str, inodes: bool = False, human: bo
     def line(r: DfRow) -> str:
         if r.status:
             return f"{r.uuid:<20}: {r.status}"
-        pct = f"{use_percent(r.used, r.avail):3d}%"
-        s = f"{r.uuid:<20} {show(r.total):>11} {show(r.used):>11} {show(r.avail):>11} {pct:>4} {mount}"
+        total, used, avail = r.numbers()
+        pct = f"{use_percent(used, avail):3d}%"
+        s = f"{r.uuid:<20} {show(total):>11} {show(used):>11} {show(avail):>11} {pct:>4} {mount}"
         if r.kind:
             s += f"[{r.kind}:{r.index}]"
         return s + (f" {r.flags}" if r.flags else "")

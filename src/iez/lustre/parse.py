@@ -33,7 +33,7 @@ def require_clean(skipped: Iterable[Skipped], what: str) -> None:
         raise LustreFormatError(f"{what}: {bad[0]}{more}")
 
 
-# lprocfs header lines, every version (lustre-formats.md §2, §3; lprocfs_stats_header):
+# lprocfs header lines, every version (docs/references.md#l-fmt-stats, #l-fmt-brw-stats; lprocfs_stats_header):
 #   "snapshot_time             1510782606.789180921 secs.nsecs"       stats 2.10+
 #   "snapshot_time             1400000000.5 secs.usecs"               stats 2.5 (usec not padded)
 #   "snapshot_time:         1510782606.797216394 (secs.nsecs)"        brw_stats <=2.14

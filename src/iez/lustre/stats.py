@@ -1,6 +1,6 @@
 """lprocfs `*.stats` files: obdfilter, osc, OSS/MDS services, llite, md_stats, export stats.
 
-Format (lprocfs_stats_seq_show, lustre-formats.md §2): a header of one line (snapshot_time,
+Format (lprocfs_stats_seq_show, docs/references.md#l-fmt-stats): a header of one line (snapshot_time,
 2.5 in secs.usecs, 2.10+ in secs.nsecs) or three (snapshot/start/elapsed, 2.15+ and EXAScaler
 2.14 backports), then one line per counter with count > 0:
     "%-25s %lld samples [%s]"  name count units  [+ " %lld %lld %lld" min max sum [+ " %llu" sumsq]]
@@ -83,7 +83,8 @@ def parse_counter_line(line: str) -> Counter | None:
     nums = [int(x) for x in rest.split()]
     if len(nums) not in (0, 3, 4):
         return None
-    return Counter(name, int(count), unit, *nums)
+    lo, hi, total, sumsq = [*nums, None, None, None, None][:4]
+    return Counter(name, int(count), unit, lo, hi, total, sumsq)
 
 
 def parse_stats(text: str) -> Stats:
@@ -198,6 +199,8 @@ def stats_rates(before: Stats, after: Stats) -> StatsRates:
         reset = count_a < count_b or sum_a < sum_b
         if reset:
             count_b = sum_b = 0
-        amount = sum_a - sum_b if (a or b).sum is not None else None
-        rates[name] = Rate(name, (a or b).unit, dt, count_a - count_b, amount, reset)
+        c = a or b
+        assert c is not None  # the name is one of theirs
+        amount = sum_a - sum_b if c.sum is not None else None
+        rates[name] = Rate(name, c.unit, dt, count_a - count_b, amount, reset)
     return StatsRates(dt, rates)

@@ -5,7 +5,7 @@ return them, so one function serves a /proc or /sys tree, a get_param dump and r
   kbytestotal kbytesfree kbytesavail filestotal filesfree blocksize   one integer (§1)
   <index>: <uuid> [IN]ACTIVE                                          target_obd, `lfs osts` (§5)
   qos_prio_free 91% / 90   qos_threshold_rr 17%   qos_maxage "5 Sec" / 5   (2.10 text vs 2.16)
-(lustre-formats.md sections in parentheses.)
+(Sections of docs/lustre/formats.md in parentheses: docs/references.md#l-fmt-kbytes, #l-fmt-getstripe.)
 """
 
 from __future__ import annotations

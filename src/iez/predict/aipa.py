@@ -1,4 +1,5 @@
-"""AIPA, the ARIMA-inspired prediction algorithm of seed 000 §III-A2: the next run's requests.
+"""AIPA, seed 000's ARIMA-inspired prediction algorithm (docs/references.md#s000-aipa): the next run's
+requests.
 
 Seed 000 models three properties of a job's requests as time series (write bytes, stripe count,
 MPI rank), grid-searches ARIMA(p, d, q) over [0..5]³ by RMSE, fits by exact ML with a Kalman

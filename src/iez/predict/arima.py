@@ -1,4 +1,4 @@
-"""ARIMA order search and forecasts: the statistical core of AIPA (seed 000 §III-A2).
+"""ARIMA order search and forecasts: the statistical core of AIPA (docs/references.md#s000-aipa).
 
 For each numeric series, on its most recent `window` points:
 
@@ -28,10 +28,11 @@ from dataclasses import dataclass
 from typing import Mapping
 
 import numpy as np
-from statsmodels.tools.sm_exceptions import ConvergenceWarning
-from statsmodels.tsa.statespace.sarimax import SARIMAX
-from statsmodels.tsa.stattools import kpss
-from threadpoolctl import threadpool_limits
+# statsmodels and threadpoolctl ship no type hints.
+from statsmodels.tools.sm_exceptions import ConvergenceWarning  # type: ignore[import-untyped]
+from statsmodels.tsa.statespace.sarimax import SARIMAX  # type: ignore[import-untyped]
+from statsmodels.tsa.stattools import kpss  # type: ignore[import-untyped]
+from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 
 from iez.errors import IezError
 
@@ -235,6 +236,7 @@ def _search(plans: dict[str, _Plan], horizon: int, workers: int, progress: bool)
         for fut in as_completed(finals):
             key, values = fut.result()
             pl = plans[key]
+            assert pl.best is not None  # only plans with a best order were submitted
             pl.best = (pl.best[0], pl.best[1], values)
 
 

@@ -1,4 +1,4 @@
-"""When to trace again (seed 000 §III-B3): if, in a run, iez-PL cannot find more than 50% of the
+"""When to trace again (docs/references.md#s000-retrace): if, in a run, iez-PL cannot find more than 50% of the
 files the run creates in the plan, the prediction no longer fits the job, so miniRecorder, AIPA
 and the allocator run again."""
 

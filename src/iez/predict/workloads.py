@@ -1,4 +1,4 @@
-"""Past runs to predict from: IOR-like, HACC-IO-like and checkpointing jobs (seed 000 §II-C/D).
+"""Past runs to predict from: IOR-like, HACC-IO-like and checkpointing jobs (docs/references.md#s000-testbed).
 
 Each generator returns `runs` runs, oldest first, each a list of `Request` in create order, with
 the run-to-run variation such jobs show:
@@ -8,7 +8,7 @@ the run-to-run variation such jobs show:
   runs differ only in when each rank creates its file. With a stonewall deadline (`-D`), each
   rank writes what it can by then: whole transfers, in proportion to its rate, which has a lasting
   per-rank part (its node) and a per-run part.
-- HACC-IO: FPP files `FPP<run>-Part%08d-of-%08d.data` (seed 000 Table I), 38 bytes per particle.
+- HACC-IO: FPP files `FPP<run>-Part%08d-of-%08d.data` (docs/references.md#s000-table1), 38 bytes per particle.
   Particle counts start imbalanced across ranks and then migrate between neighbouring ranks
   from one checkpoint (run) to the next; the total is conserved, as in the N-body code.
 - Checkpoint: every rank writes `ckpt_step%04d_r%d.h5` several times per run, the step counter

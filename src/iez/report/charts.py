@@ -1,5 +1,5 @@
-"""Charts in the style of seed 000: per-OST (Fig. 7) and per-OSS (Fig. 11) utilization per
-policy, and OSTCost per scenario. Uses matplotlib's Agg canvas directly (no pyplot state), so
+"""Charts in the style of seed 000: per-OST (docs/references.md#s000-figs7-9) and per-OSS
+(#s000-fig11) utilization per policy, and OSTCost per scenario. Uses matplotlib's Agg canvas directly (no pyplot state), so
 it is safe in servers and threads."""
 
 from __future__ import annotations

@@ -1,11 +1,12 @@
-"""LIOPProf pictures in the style of seed 003: per-OST RPC counts per client (Figs. 4, 5), per-OST
-RPCs over time stacked by client (Figs. 10, 11, 13), clients served at once, RPC classes per OSS,
+"""LIOPProf pictures in the style of seed 003: per-OST RPC counts per client
+(docs/references.md#s003-figs4-5), per-OST RPCs over time stacked by client (#s003-figs10-15), clients served at once, RPC classes per OSS,
 lock traffic per client and disk utilization. Plain data in, one PNG out."""
 
 from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -84,7 +85,7 @@ def stacked_panels(path: Path, title: str, times: np.ndarray, panels: dict[str, 
     rows, cols = _grid(max(1, len(shown)))
     fig = _figure(4.2 * cols + 0.5, 2.5 * rows + 1.2)
     axes = np.atleast_1d(fig.subplots(rows, cols, sharex=True, sharey=True, squeeze=False)).ravel()
-    handles = {}
+    handles: dict[str, Any] = {}
     for ax, name in zip(axes, shown):
         layers = panels[name]
         ordered = {k: layers[k] for k in keep if k in layers}

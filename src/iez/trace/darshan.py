@@ -87,7 +87,7 @@ class _Damaged(Exception):
 
 def _count_records(path: str) -> dict[str, int]:
     """Records per module, checking each read's return code (pydarshan treats errors as EOF)."""
-    from darshan.backend import cffi_backend as be
+    from darshan.backend import cffi_backend as be  # type: ignore[import-untyped]  # ships no type hints
 
     log = be.log_open(path)
     if not log["handle"]:
@@ -160,7 +160,7 @@ def _lustre_layouts(report: Any) -> dict[int, dict[str, Any]]:
 
 
 def _extract(path: str) -> dict[str, Any]:
-    import darshan
+    import darshan  # type: ignore[import-untyped]  # ships no type hints
 
     counts = _count_records(path)
     report = darshan.DarshanReport(path, read_all=False)

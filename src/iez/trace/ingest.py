@@ -1,8 +1,8 @@
 """Trace ingestion: per-process FileRecords (libiez shards, Darshan logs) -> normalised Requests.
 
 A run's trace holds one record per (file, process, API layer). The control plane wants one
-`Request` per file the run created (seed 000 Table I: file name, write bytes, stripe count,
-MPI rank), because a layout is chosen once, at create. Rules, in order:
+`Request` per file the run created (file name, write bytes, stripe count, MPI rank:
+docs/references.md#s000-table1), because a layout is chosen once, at create. Rules, in order:
 
 - Only files some process created become requests; files the run merely opened, read or
   appended to keep the layout they already had, so they are counted but not returned.

@@ -1,4 +1,4 @@
-"""One traced file of one process: the miniRecorder record of seed 000 §III-A1.
+"""One traced file of one process: the miniRecorder record (docs/references.md#s000-minirecorder).
 
 libiez writes these into per-process shards (format: docs/trace-format.md, reader:
 `iez.trace.shard`); Darshan import produces the same records.

@@ -78,8 +78,8 @@ class Shard:
 
 @dataclass(frozen=True)
 class RunSummary:
-    """Plan hits and misses of one run, over all its processes (seed 000 §IV: the control
-    plane traces an application again when more than half of its files miss the plan)."""
+    """Plan hits and misses of one run, over all its processes (the control plane traces an
+    application again when more than half of its files miss the plan: docs/references.md#s000-retrace)."""
 
     app: str
     run: str
@@ -237,7 +237,8 @@ def _record(data: bytes, off: int, plen: int, llen: int, common: dict, problems:
     (_, _, _, api, flags, _, _, comm_size, open_ns, written, read, max_offset, close_ns) = _REC.unpack_from(data, off)
     path = data[off + REC_FIXED:off + REC_FIXED + plen].decode("utf-8", "surrogateescape")
     lum = data[off + REC_FIXED + plen:off + REC_FIXED + plen + llen]
-    layout, count, size, osts = "", 0, 0, ()
+    osts: tuple[int, ...] = ()
+    layout, count, size = "", 0, 0
     if lum:
         try:
             layout, count, size, osts = _layout_fields(lum, max_offset)
