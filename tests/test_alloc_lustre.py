@@ -1,7 +1,8 @@
 """Lustre's LOD allocator (iez.alloc): RR array, RR and QoS allocation, LOD paths, state.
 
-Expected values come from /work/shared/reference/lustre-allocator.md (section numbers below)
-and the Lustre manual examples it quotes.
+Expected values come from the LOD allocator note, docs/lustre/allocator.md (its section numbers
+below; docs/references.md#l-alloc-tunables and the l-alloc-* entries after it), and the Lustre
+manual examples it quotes.
 """
 
 from __future__ import annotations
@@ -157,8 +158,9 @@ def test_rr_reseeds_every_period():
 
 
 def test_rr_ostcost_of_empty_cluster_matches_lustre():
-    # Issue #4: RR on an empty 15-OST, 3-OSS cluster gives OSTCost 1.025 for 64 files x 8
-    # stripes and 1.41 for 8 files x 4 stripes. Equal OSTs: OSTCost over stripe counts.
+    # RR on an empty 15-OST, 3-OSS cluster spreads stripes as evenly as integers allow: OSTCost
+    # ceil(k/n) / (k/n), 1.025 for 64 files x 8 stripes and 1.41 for 8 files x 4 stripes. Equal
+    # OSTs: OSTCost over stripe counts.
     # The result could depend on the random start, so cover every start: seeds until each of
     # the 15 RR slots has been the first file's start at least once.
     c = make_cluster(3, 5)

@@ -21,7 +21,7 @@ from iez.metrics import balance, balance_report, integer_bound
 from iez.request import Request
 
 MiB = 1 << 20
-TESTBED = make_cluster()  # seed 000: 3 OSSs x 5 OSTs of 10 GiB
+TESTBED = make_cluster()  # the paper's testbed (docs/references.md#s000-testbed): 3 OSSs x 5 OSTs of 10 GiB
 POOLED = parse_cluster("""
 fsname = "t"
 [defaults]
@@ -75,7 +75,8 @@ POLICIES = names()
 
 
 def test_policy_names():
-    # Display order: Lustre's baselines, the paper's algorithm, iez's own (seed 000's figures).
+    # Display order: Lustre's baselines, the paper's algorithm, iez's own (as the paper's figures,
+    # docs/references.md#s000-figs7-9).
     assert POLICIES == ("rr", "qos", "iez-paper", "balanced") and DEFAULT_POLICY in POLICIES
     assert names(kind="lustre") == ("rr", "qos") and names(kind="iez") == ("balanced",)
     assert [get_policy(n).name for n in POLICIES] == list(POLICIES)
@@ -477,7 +478,7 @@ def test_iez_paper_spills_over_once_the_cheapest_osts_are_full():
 
 def test_iez_paper_stripe_size_is_table_ii():
     (p,) = place("iez-paper", [Request("/lustre/scratch/hacc-io/FPP1-Part00000000-of-00000008.data", 803405824, 8)])
-    assert p.layout.plain.stripe_size == 100532224  # seed 000 Table II
+    assert p.layout.plain.stripe_size == 100532224  # docs/references.md#s000-table2
 
 
 def test_iez_paper_uses_oss_load_as_the_cost_to_reach():
@@ -491,8 +492,8 @@ def test_iez_paper_uses_oss_load_as_the_cost_to_reach():
 
 
 def test_lustre_rr_on_the_empty_testbed():
-    """Issue #4: Lustre's RR on an empty 15-OST cluster gives 1.025 for 64 files x 8 stripes and
-    1.41 for 8 files x 4 stripes."""
+    """Lustre's RR on an empty 15-OST cluster spreads stripes as evenly as integers allow: 1.025
+    for 64 files x 8 stripes and 1.41 for 8 files x 4 stripes (ceil(k/n) / (k/n))."""
     for n, count, want in ((64, 8, 1.025), (8, 4, 1.41)):
         cost = balance(TESTBED, job_bytes(place("rr", files(n, count * 128 * MiB, count)))).ost_cost
         assert cost == pytest.approx(want, abs=0.005)

@@ -14,7 +14,7 @@ from iez.layout import Layout
 
 
 def test_lustre_constants_match_the_abi():
-    # lustre-layout-abi.md §1 and §3
+    # docs/references.md#l-abi-super-magic, #l-abi-setstripe
     assert LL_SUPER_MAGIC == 0x0BD00BD0
     assert LL_IOC_LOV_SETSTRIPE == 0x4008669A
     assert O_LOV_DELAY_CREATE & (os.O_NOCTTY | 0o20000) == os.O_NOCTTY | 0o20000  # the mask form

@@ -79,7 +79,7 @@ OK = "[[oss]]\nname = 'oss0'\nosts = [0, 1]\n"
 
 
 @pytest.mark.parametrize("text, msg", [
-    # issue 13: every one of these was accepted (or died with another exception)
+    # every one of these was once accepted (or died with another exception than ConfigError)
     (OK + "[ost_defaults]\nwrite_bw = nan\n", "ost_defaults.write_bw: expected a finite number > 0, got nan"),
     (OK + "[[ost]]\nindex = 1\nwrite_bw = nan\n", "ost[0].write_bw: expected a finite number > 0, got nan"),
     (OK + "[[ost]]\nindex = 1\nread_bw = inf\n", "ost[0].read_bw: expected a finite number > 0, got inf"),

@@ -1,4 +1,4 @@
-"""The reliability tests of issue #5, with real processes: kill -9 the controller in the middle
+"""Reliability, with real processes: kill -9 the controller in the middle
 of a run; kill a collector; malformed and unauthenticated HTTP. Plus recovery of work the
 controller had accepted but not yet done when it was killed."""
 
@@ -108,7 +108,7 @@ def test_work_accepted_before_a_kill_is_done_after_the_restart(stack, tmp_path):
     c = stack.client()
     c.upload_requests("hacc", requests_for("hacc", stack.emu, 4, 16 * MiB, 1))
     held = c.fetch_plan("hacc", wait=3)
-    assert held.status == "pending" and "host busy: CPU" in held.reason  # the gate of seed 000 §III-B2
+    assert held.status == "pending" and "host busy: CPU" in held.reason  # the gate (docs/references.md#s000-gate)
     assert stack.wait_health(lambda h: h["waiting"], "the gate")["pending"] == 1
     stack.kill("controller")
     stack.start_controller("--gate-proc", str(idle))

@@ -99,7 +99,7 @@ def test_setstripe_getstripe_df_end_to_end(cluster, iez_cmd):
     assert "lmm_stripe_count:  3" in r.stdout and "lmm_stripe_size:   1048576" in r.stdout
     rows = [ln.split() for ln in r.stdout.splitlines() if ln.startswith("\t") and ln.split()[0].isdigit()]
     assert [int(x[0]) for x in rows] == [7, 2, 11]
-    # stripe offset: index order from that OST (lustre-allocator.md §4a)
+    # stripe offset: index order from that OST (docs/references.md#l-alloc-specific)
     r = run(iez_cmd + ["setstripe", "-c", "4", "-i", "3", str(fs / "offset")])
     assert r.returncode == 0, r.stderr
     rows = [ln.split() for ln in r.stdout.splitlines() if ln.startswith("\t") and ln.split()[0].isdigit()]
@@ -326,7 +326,7 @@ def test_directory_default_layouts(cluster, iez_cmd):
     assert r.returncode == 2 and "unknown OST index 99" in r.stderr
 
 
-# -- issue 13: many clients, clients that go away, oversized requests ----------------------------
+# -- many clients, clients that go away, oversized requests --------------------------------------
 
 def mds_log(cluster: Path) -> str:
     return (cluster / "run" / "mds.log").read_text()

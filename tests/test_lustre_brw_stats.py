@@ -72,7 +72,7 @@ def test_brw_in_dumps(fixtures):
 
 
 def test_2_15_0_header_and_2_5_usecs():
-    # Header shapes from the format strings (lustre-formats.md §3); no capture of them exists here.
+    # Header shapes from the format strings (docs/references.md#l-fmt-brw-stats); no capture of them exists here.
     row = "1K:\t\t         0   0   0   |    3 100 100"
     b = brw("snapshot_time            : 8123.000000042 secs.nsecs\n"
             "start_time               : 0.000000000 secs.nsecs\n"

@@ -1,7 +1,7 @@
 """`lfs df`, `lfs getstripe` and `lfs osts`: read, write, and read back what was written.
 
 No fixture holds lfs output (see the fixtures README); the texts here come from the printf
-formats in lfs.c / liblustreapi.c (lustre-formats.md §4, §5), and the formatters are checked
+formats in lfs.c / liblustreapi.c (docs/references.md#l-fmt-lfs-df, #l-fmt-getstripe), and the formatters are checked
 against the column widths those formats give."""
 
 from dataclasses import replace

@@ -101,7 +101,7 @@ def test_dump_stats_variants(fixtures):
 
 
 def test_header_styles():
-    # 2.5: "%-25s %lu.%lu secs.usecs" with the usecs NOT zero-padded (lustre-formats.md §2)
+    # 2.5: "%-25s %lu.%lu secs.usecs" with the usecs NOT zero-padded (references: l-fmt-stats)
     assert parse_time_line("snapshot_time             1400000000.5 secs.usecs") == ("snapshot_time", 1400000000_000005000)
     assert parse_time_line("snapshot_time             1510782606.789180921 secs.nsecs") == ("snapshot_time", 1510782606789180921)
     assert parse_time_line("snapshot_time:         1510782606.797216394 (secs.nsecs)") == ("snapshot_time", 1510782606797216394)

@@ -7,7 +7,7 @@ GiB = 1 << 30
 
 
 def test_ost_cost_definition():
-    # seed 000 §IV-A: max 75%, mean 51.06% -> 1.47
+    # docs/references.md#s000-figs7-9: max 75%, mean 51.06% -> 1.47
     assert ost_cost({0: 0.75, 1: 0.2712}) == pytest.approx(0.75 / ((0.75 + 0.2712) / 2))
     assert ost_cost({0: 0.0, 1: 0.0}) == 1.0
     assert ost_cost({0: 0.5, 1: 0.5, 2: 0.5}) == 1.0

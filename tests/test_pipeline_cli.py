@@ -411,7 +411,7 @@ def test_libiez_trace_to_plan_and_the_placed_run_back(iez, iez_cmd, subenv, db_u
     ("[defaults]\nstripe_size = 'wide'\n", "defaults.stripe_size: cannot read 'wide' as a size"),
 ])
 def test_allocate_refuses_a_bad_cluster_file_in_one_line(iez, tmp_path, bad, msg):
-    """Issue 13: `write_bw = nan` gave `iez allocate` a traceback (and killed the controller's worker)."""
+    """`write_bw = nan` once gave `iez allocate` a traceback (and killed the controller's worker)."""
     toml = tmp_path / "cluster.toml"
     toml.write_text('[[oss]]\nname = "oss0"\nosts = [0, 1]\n' + bad)
     iez("trace", "import", str(sample("sample-goodost.darshan")), "--app", "ior")

@@ -41,7 +41,7 @@ def test_hacc_io_beats_the_papers_accuracy():
     runs = workloads.hacc_io(runs=6, nprocs=32)
     pred = predict_next_run(runs[:-1], max_order=2)
     assert names(pred.requests) == names(runs[-1])
-    assert accuracy(pred.requests, runs[-1]) >= 0.983  # seed 000: 98.3% on HACC-I/O
+    assert accuracy(pred.requests, runs[-1]) >= 0.983  # the paper's 98.3% on HACC-I/O (docs/references.md#s000-aipa)
     assert pred.method["write_bytes"] == "arima"
     assert pred.grid["write_bytes"] == 9
     p, d, q = pred.orders["write_bytes"]

@@ -1,9 +1,11 @@
-"""Balance metrics of seed 000 §IV: OST and OSS utilization, and OSTCost (eq. 7).
+"""Balance metrics: OST and OSS utilization, and OSTCost (docs/references.md#s000-eq7).
 
 OST utilization = storage used on an OST / its capacity. OSTCost = max OST utilization /
 mean OST utilization over all OSTs (1.0 is perfect balance). Each is reported twice:
 over the bytes the job placed (the paper's figures) and over total usage (job + what was
-already there), because iez must balance both (issue #4's two-term objective).
+already there), because iez must balance both: a job spread evenly can still leave the file
+system's usage uneven, and levelling total usage alone can crowd a job onto a few OSTs
+(docs/allocation.md, `balanced`).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ def ost_utilization(cluster: Cluster, bytes_on: dict[int, int]) -> dict[int, flo
 
 
 def oss_utilization(cluster: Cluster, bytes_on: dict[int, int]) -> dict[str, float]:
-    """Per OSS: bytes on its OSTs / the capacity of its OSTs (seed 000 Fig. 11)."""
+    """Per OSS: bytes on its OSTs / the capacity of its OSTs (docs/references.md#s000-fig11)."""
     out = {}
     for s in cluster.osses:
         cap = sum(cluster.ost(i).capacity for i in s.osts)

@@ -1,6 +1,6 @@
 """`balanced`, iez's default OST allocation: convex min-cost flow, solved by an exact greedy.
 
-The model (issue #4 §3). Each stripe is one unit of flow: source -> file (capacity = its stripe
+The model (docs/allocation.md, `balanced`). Each stripe is one unit of flow: source -> file (capacity = its stripe
 count) -> OST (capacity 1: a file's stripes go to distinct OSTs) -> its OSS -> sink. The arcs
 into the sink side are split into unit arcs whose costs rise with projected utilization:
 
@@ -273,7 +273,7 @@ def rr_reference(table: RequestTable, osts: OstTable, orders: Sequence[np.ndarra
     """What Lustre's round-robin does with the same files, at its luckiest start.
 
     Each pool's files take, in create order, the slots of the pool's RR array as
-    `lod_ost_alloc_rr` walks them (lustre-allocator.md §2c): pre-increment from a random start,
+    `lod_ost_alloc_rr` walks them (docs/references.md#l-alloc-rr): pre-increment from a random start,
     and one slot of precession each time the walk wraps (unless the file has one stripe or
     N % count == 1). Stripes carry their real bytes. We take the start that gives RR its shortest
     time (all starts, or an even sample of them for very large jobs), so "never slower than RR"

@@ -3,7 +3,7 @@ against. The requests are created one by one in create order, as the application
 create them, each asking for its stripe count and the stripe size of `AllocOptions`.
 
 Lustre picks between the two by itself: QoS once free space differs by more than
-qos_threshold_rr (17%) between OSTs, round-robin otherwise (lustre-allocator.md §3a). Here each
+qos_threshold_rr (17%) between OSTs, round-robin otherwise (docs/references.md#l-alloc-qos-switch). Here each
 baseline is forced, so both can be compared on any cluster: `rr` runs LOD with
 qos_threshold_rr = 100% (QoS never engages; 2.16+ skips it, older releases always find "same
 space"), `qos` with 0% (QoS always, unless fewer than two OSTs are active).

@@ -1,6 +1,6 @@
-"""The controller-host gate: allocate only while the host is not busy (seed 000 §III-B2: "only if
-the CPU utilization is lower than 70% and memory utilization is lower than 50%", so the
-allocator never disturbs the MDS it runs beside).
+"""The controller-host gate: allocate only while the host is not busy ("only if the CPU
+utilization is lower than 70% and memory utilization is lower than 50%", so the allocator never
+disturbs the MDS it runs beside: docs/references.md#s000-gate).
 
 Pure: `decide` is the rule over a `HostLoad`; reading the load from /proc and waiting for the gate
 to open are `iez.collect.host`'s.

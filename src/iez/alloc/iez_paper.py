@@ -1,4 +1,4 @@
-"""`iez-paper`: seed 000's Algorithm 2 as printed, kept for fidelity.
+"""`iez-paper`: seed 000's Algorithm 2 as printed (docs/references.md#s000-alg2), kept for fidelity.
 
     stripeSize   = Method II (calculateStripeSize)
     ossLoad      = cpuweight * cpu + memweight * mem             per OSS

@@ -1,10 +1,12 @@
-"""LOD, the MDS's default OST allocator, as Lustre runs it (lustre-allocator.md).
+"""LOD, the MDS's default OST allocator, as Lustre runs it (docs/references.md, "Lustre: the LOD
+allocator"; sections of its note docs/lustre/allocator.md in parentheses).
 
-For each layout component LOD picks the path (§1): an explicit OST list is taken as given
-(§4b), a stripe offset walks the OSTs from that index (§4a), otherwise QoS weighted random
-(§3) falling back to round-robin (§2). It also fixes the stripe count (§5) and sees every OST
-through the OSP's last statfs: inactive, read-only and no-create OSTs take no objects, full ones
-(free space below the OSP low watermark) neither, degraded ones only when nothing else is left.
+For each layout component LOD picks the path (§1, l-alloc-paths): an explicit OST list is taken
+as given (§4b), a stripe offset walks the OSTs from that index (§4a, l-alloc-specific), otherwise
+QoS weighted random (§3, l-alloc-qos) falling back to round-robin (§2, l-alloc-rr). It also fixes
+the stripe count (§5, l-alloc-stripe-count) and sees every OST through the OSP's last statfs:
+inactive, read-only and no-create OSTs take no objects, full ones (free space below the OSP low
+watermark) neither, degraded ones only when nothing else is left.
 
 Pure: the live state comes in as a Snapshot, time as `now`, randomness from a generator seeded
 here. All allocator state (RR positions, QoS penalties, the generator) round-trips through

@@ -1,11 +1,12 @@
 """LOD QoS: weighted random OST choice by free space, with per-OST and per-OSS penalties
-(lustre-allocator.md §3: `lod_ost_alloc_qos`, `ltd_qos_penalties_calc`, `ltd_qos_update`).
+(docs/references.md#l-alloc-qos: `lod_ost_alloc_qos`, `ltd_qos_penalties_calc`, `ltd_qos_update`;
+sections of docs/lustre/allocator.md in parentheses below).
 
 Pure: free space comes in as plain numbers, time as a parameter, randomness from the caller's
 generator. Integer arithmetic mirrors the C (u64 shifts and divisions) so weights and penalties
 are the MDS's own.
 
-Formulas by version (§6): 2.5-2.12 weigh raw free bytes; 2.16+ weigh `bavail >> 8`. 2.13-2.15
+Formulas by version (§6, docs/references.md#l-alloc-versions): 2.5-2.12 weigh raw free bytes; 2.16+ weigh `bavail >> 8`. 2.13-2.15
 weighed `(bavail >> 16) * (ffree >> 8)`, which needs free inodes that a Snapshot does not carry,
 so those versions use the 2.16 weights here (their only other difference, LU-13440's server
 penalty scaled by the OST count in 2.13/2.14, is modelled).

@@ -1,4 +1,5 @@
-"""LOD round-robin: the OSS-interleaved RR array and RR allocation (lustre-allocator.md §2).
+"""LOD round-robin: the OSS-interleaved RR array and RR allocation (docs/references.md#l-alloc-rr-array,
+#l-alloc-rr; sections of docs/lustre/allocator.md in parentheses below).
 
 Pure: OSTs are plain indices, the caller decides which OST may take a stripe (statfs state,
 degraded, used by another component) through a predicate, and owns the random generator.

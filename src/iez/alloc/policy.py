@@ -6,8 +6,8 @@
 Every policy returns, in request order, a `Placement` whose layout is resolved: stripe size,
 stripe count and the OST of every stripe. A policy module declares its policies in a
 module-level `POLICIES = {name: Registration(factory, kind)}`, which `iez.alloc.registry`
-gathers: `balanced` (the default, iez's own), `iez-paper` (seed 000 Algorithm 2 as printed),
-`rr` and `qos` (Lustre's LOD, the baselines).
+gathers: `balanced` (the default, iez's own), `iez-paper` (seed 000's Algorithm 2 as printed,
+docs/references.md#s000-alg2), `rr` and `qos` (Lustre's LOD, the baselines).
 
 This module also holds what the policies share: the per-OST view of a snapshot (`OstTable`:
 capacity, used and free bytes, states, the bandwidth left for this job), the per-request view
@@ -39,7 +39,7 @@ STRIPE_METHODS = ("method2", "method1", "fixed")
 MIN_SHARE = 0.05
 
 # The largest stripe size Lustre accepts that is still an even multiple of 64 KiB: stripe
-# sizes must stay below 4 GiB (lustre-layout-abi.md §1, LOV_MAX_STRIPE_SIZE).
+# sizes must stay below 4 GiB (docs/references.md#l-abi-limits, LOV_MAX_STRIPE_SIZE).
 MAX_STRIPE_SIZE = STRIPE_SIZE_LIMIT - UNIT
 MAX_WRITE_BYTES = 1 << 52  # 4 PiB a file, so (bytes, stripe count) pairs pack into one int64
 
@@ -49,7 +49,7 @@ class AllocOptions:
     """How to allocate. One trade-off weight (`capacity_weight`) and one safety bound
     (`max_slowdown`); the rest describes the situation (reservations, exclusions)."""
 
-    stripe_method: str = "method2"  # seed 000 Method II, "method1", or "fixed" (stripe_size)
+    stripe_method: str = "method2"  # references: s000-method2, "method1" (s000-method1), or "fixed" (stripe_size)
     stripe_size: int = 0  # for "fixed": bytes; 0 = the file system's default stripe size
     # THE trade-off weight of `balanced`, 0..1, between the job's own I/O time (its bytes per
     # OST and per OSS over the bandwidth left to it) and long-term capacity balance (total
@@ -108,10 +108,10 @@ class Policy(Protocol):
 def stripe_size(write_bytes: int, count: int, method: str = "method2", fixed: int = 0) -> int:
     """The stripe size of a file of `write_bytes` on `count` stripes.
 
-    Method II (seed 000 eqs. 5-6) spreads the file over one round of equal stripes; Method I
-    (eqs. 1-4) fills the first count-1 stripes and leaves the remainder to the last. Either is
-    capped below Lustre's 4 GiB limit: a file too big for one round gets the fewest rounds that
-    fit, each still split evenly (so a 64 GiB file on 8 stripes gets 2 GiB stripes, 4 rounds).
+    Method II (docs/references.md#s000-method2) spreads the file over one round of equal stripes;
+    Method I (#s000-method1) fills the first count-1 stripes and leaves the remainder to the last.
+    Either is capped below Lustre's 4 GiB limit: a file too big for one round gets the fewest
+    rounds that fit, each still split evenly (so a 64 GiB file on 8 stripes gets 2 GiB stripes, 4 rounds).
     """
     if method == "fixed":
         return fixed

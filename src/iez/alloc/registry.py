@@ -28,8 +28,9 @@ if TYPE_CHECKING:
 
 DEFAULT_POLICY = "balanced"
 
-# What a policy is: Lustre's own allocator (the baselines), seed 000's Algorithm 2 as printed,
-# or iez's own. Also the order reports show them in, as seed 000's figures put RR before iez.
+# What a policy is: Lustre's own allocator (the baselines), seed 000's Algorithm 2 as printed
+# (docs/references.md#s000-alg2), or iez's own. Also the order reports show them in, as the
+# paper's figures put RR before iez (docs/references.md#s000-figs7-9).
 KINDS = ("lustre", "paper", "iez")
 
 

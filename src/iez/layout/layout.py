@@ -1,6 +1,6 @@
 """The layout of a Lustre file: plain RAID-0 striping, or PFL components each with its own.
 
-Field meanings follow `lfs setstripe` and `struct lov_user_md` (lustre-layout-abi.md §2):
+Field meanings follow `lfs setstripe` and `struct lov_user_md` (docs/references.md#l-abi-structs):
 stripe_size 0 = file-system default, stripe_count 0 = default and -1 = every OST,
 stripe_offset -1 = "any OST" (LOV_OFFSET_DEFAULT), an explicit `osts` list = SPECIFIC layout.
 """
@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from iez.errors import LayoutError
 
 LUSTRE_EOF = 0xFFFF_FFFF_FFFF_FFFF
-LOV_MIN_STRIPE_SIZE = 65536  # stripe sizes are multiples of 64 KiB (lustre-layout-abi.md §1)
+LOV_MIN_STRIPE_SIZE = 65536  # stripe sizes are multiples of 64 KiB (docs/references.md#l-abi-limits)
 LOV_MAX_STRIPE_COUNT = 2000
 LOV_MAXPOOLNAME = 15
 STRIPE_SIZE_LIMIT = 1 << 32  # stripe size must be < 4 GiB

@@ -3,7 +3,8 @@
 `encode` builds what `llapi_layout_to_lum()` builds for a create (V1, V3, SPECIFIC, COMP_V1);
 `decode` also reads what a real client returns from `lustre.lov` or LL_IOC_LOV_GETSTRIPE
 (objects present, lmm_layout_gen in the offset slot, INIT components, 2.16 fields). Structs and
-values: lustre-layout-abi.md §1-§2; what is encoded how: docs/layout-codec.md.
+values: docs/references.md#l-abi-lum-magics, #l-abi-limits, #l-abi-structs; what is encoded how:
+docs/layout-codec.md.
 """
 
 from __future__ import annotations
@@ -25,11 +26,13 @@ LOV_ALL_STRIPES = 0xFFFF  # stripe_count -1: every OST
 LOV_ALL_STRIPES_WIDE = 0xFFE0  # 0xFFE0..0xFFFE: -32..-2, N-times overstriped across every OST
 LCME_FL_INIT = 0x10  # component instantiated: its blob carries objects
 DUMMY_OST = 0xFFFFFFFF  # l_ost_idx of a slot with no object yet (lod_gen_component_ea, 2.16)
-# LOV_PATTERN_RAID0, RAID1, MDT, OVERSTRIPING, FOREIGN, COMPRESS, F_HOLE, F_RELEASED (abi.md §1)
+# LOV_PATTERN_RAID0, RAID1, MDT, OVERSTRIPING, FOREIGN, COMPRESS, F_HOLE, F_RELEASED
+# (docs/references.md#l-abi-lum-magics)
 KNOWN_PATTERN_BITS = 0x1 | 0x2 | 0x100 | 0x200 | 0x400 | 0x800 | 0x40000000 | 0x80000000
 
 # Every format starts with '<'. The user, ioctl and lustre.lov buffers are host-endian
-# (abi.md §2) and the hosts Lustre clients run on (x86_64, aarch64, ppc64le) are little-endian;
+# (docs/references.md#l-abi-structs) and the hosts Lustre clients run on (x86_64, aarch64,
+# ppc64le) are little-endian;
 # '<' also drops C alignment padding, so each layout matches its packed struct byte for byte.
 _LMM = struct.Struct("<IIQQIHH")  # lov_user_md_v1: magic, pattern, lmm_oi, size, count, offset/gen
 _POOL = struct.Struct("<16s")  # lov_user_md_v3.lmm_pool_name, at offset 32
@@ -179,7 +182,7 @@ def encode(layout: Layout | FileLayout) -> bytes:
         _pack_lmm(buf, 0, fl.plain)
         return bytes(buf)
     _LCM.pack_into(buf, 0, LOV_USER_MAGIC_COMP_V1, len(buf), 0, 0, count, 0, 0, b"", 0)
-    at = _LCM.size + _LCME.size * count  # lcme_offset counts from the header's start (abi.md §2)
+    at = _LCM.size + _LCME.size * count  # lcme_offset counts from the header's start (references: l-abi-structs)
     for i, comp in enumerate(fl.components):
         _check_u32(comp.id, "lcme_id")
         _check_u32(comp.flags, "lcme_flags")

@@ -1,4 +1,5 @@
-"""Stripe-size computation of seed 000 §III-B3a (Lustre's 64 KiB alignment constraint).
+"""Stripe-size computation of seed 000 (Lustre's 64 KiB alignment constraint: docs/references.md#s000-ap,
+#s000-method1, #s000-method2).
 
 AP (Alignment Parameter) = 65536 bytes, and stripes are *even* multiples of AP, i.e. multiples
 of 2*AP = 128 KiB. Worked example in the paper (Table I/II): 803,405,824 bytes on 8 stripes.
