@@ -1,4 +1,4 @@
-"""IO-Cop controller speed (issue #8): request rate and latency, each against a baseline
+"""IO-Cop controller speed: request rate and latency, each against a baseline
 measured in the same run.
 
 - transport: one request's round trip (HELLO) over the ZeroMQ ROUTER socket (CURVE, signed) and

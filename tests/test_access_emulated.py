@@ -1,6 +1,6 @@
 """IO-Cop's "done when": two real jobs on the emulated cluster, writing files striped over their
 OSTs through the Python client, take turns under exclusive and share under ost-aware when their
-OSTs are disjoint; and `iez access eval` repeats seed 004's experiments end to end."""
+OSTs are disjoint; and `iez access eval` repeats seed 004's experiments end to end (docs/references.md#s004-fig8)."""
 
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ def test_fine_granularity_passes_the_token_back_and_forth(bench):
     coarse = pair(bench, "exclusive", ("0-7", "0-7"), "coarse")
     fine = pair(bench, "exclusive", ("0-7", "0-7"), "fine")
     assert coarse["handoffs"] == 1 and coarse["grants"] == [1, 1]
-    assert fine["grants"] == fine["calls"] == [4, 4]  # a token per write call, as seed 004 Fig. 8
+    assert fine["grants"] == fine["calls"] == [4, 4]  # a token per write call (docs/references.md#s004-fig8)
     assert fine["handoffs"] >= 5 and fine["hold_overlap_s"] == 0.0
 
 

@@ -1,4 +1,4 @@
-"""The interaction database, run against SQLite and a real PostgreSQL server (tests/pg.py)."""
+"""The interaction database, run against SQLite and a real PostgreSQL server (tests/plugins/postgres.py)."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ def db(db_url):
 
 
 def hacc(n: int = 8, size: int = 803405824) -> list[Request]:
-    """Seed 000 Table I: HACC-I/O, FPP, n ranks, stripe count 8."""
+    """docs/references.md#s000-table1: HACC-I/O, FPP, n ranks, stripe count 8."""
     return [Request(path=f"/lustre/scratch/hacc-io/FPP1-Part{r:08d}-of-{n:08d}.data", write_bytes=size,
                     stripe_count=8, rank=r, create_time=0.01 * r) for r in range(n)]
 
@@ -197,7 +197,7 @@ def test_snapshot_round_trip(db):
 
 
 def table2_placements() -> list[Placement]:
-    # Seed 000 Table II (OST ids there are 1-based; Lustre's are 0-based).
+    # docs/references.md#s000-table2 (OST ids there are 1-based; Lustre's are 0-based).
     rows = ["8 13 12 9 7 4 3 5", "11 2 15 10 1 6 8 13"]
     return [Placement(path=q.path, write_bytes=q.write_bytes, policy="balanced",
                       layout=FileLayout(plain=Layout(stripe_size=100532224,

@@ -1,4 +1,4 @@
-"""IO-Cop: access control for a shared file system (seed 004, issue #8; docs/iocop.md).
+"""IO-Cop: access control for a shared file system (docs/references.md#s004-controller; docs/iocop.md).
 
 An application asks the access controller for a token before an I/O phase and gives it back
 after; a policy decides who holds tokens at once. Modules:
@@ -13,5 +13,6 @@ after; a policy decides who holds tokens at once. Modules:
 - `token_client`: the Python client (`io_begin`/`io_end`, IEZ_ACCESS modes);
 - `ostset`: the OST sets of applications, from plans, placements or file layouts;
 - `tbf`: Lustre NRS TBF rules rendered from the controller's decisions;
-- `job`, `evaluation`: seed 004's experiments on the emulated cluster and in the simulator.
+- `job`, `evaluation`: seed 004's experiments (docs/references.md#s004-fig8) on the emulated
+  cluster and in the simulator.
 """

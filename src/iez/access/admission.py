@@ -7,7 +7,7 @@ ahead that were not admitted ("passed"):
 
 | policy | order | admits a claim when |
 |---|---|---|
-| exclusive | FIFO | nobody holds (seed 004: one application at a time) |
+| exclusive | FIFO | nobody holds (one application at a time: docs/references.md#s004-controller) |
 | k-concurrent | FIFO | fewer than k hold |
 | fair-share | least decayed usage of its user or project per share, then FIFO | fewer than k hold |
 | priority | highest priority, then FIFO | fewer than k hold |

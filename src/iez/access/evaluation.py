@@ -1,19 +1,19 @@
-"""Seed 004's experiments, repeated (`iez access eval`).
+"""Seed 004's experiments, repeated (`iez access eval`; docs/references.md#s004-fig2 to #s004-fig9).
 
 Protocol, on an emulated cluster with real processes: two IOR-like jobs (`iez.access.job`)
 write files striped over their OSTs through the Python client while `iez access serve` runs:
 - exclusive: the jobs take turns (their holds never overlap);
 - ost-aware: disjoint OST sets share (the holds overlap), overlapping sets take turns;
-- granularity: no control, coarse (one token per job) and fine (one per write call, seed 004's
-  MPI_File_write_at case): grants, hand-offs between the jobs, token overhead per call;
+- granularity: no control, coarse (one token per job) and fine (one per write call, the
+  MPI_File_write_at case of docs/references.md#s004-fig8): grants, hand-offs between the jobs, token overhead per call;
 - bursty phases under phase tokens: the second job waits once, then its I/O falls in the first
-  job's compute (the phase shift of seed 004 Fig. 3, without a hand-tuned delay);
+  job's compute (the phase shift of docs/references.md#s004-figs3-4, without a hand-tuned delay);
 - lease: the holder is killed with SIGKILL; the waiter is granted within two heartbeats;
 - protocol timings: an uncontended grant, a hand-off from one job's release to the other's grant.
 The emulated cluster's disks are one local disk, so its bandwidth says nothing about OST
 interference; bandwidth and end-to-end time come from the simulator (`iez sim`, SimGrid), on
-seed 004's scenarios: `scenarios/seed004-iocop.toml` (Figs. 2, 8, 9) and
-`scenarios/seed004_fig4.toml` (Figs. 3, 4), reported beside the seed's figures.
+seed 004's scenarios: `scenarios/seed004-iocop.toml` (s004-fig2, s004-fig8, s004-fig9) and
+`scenarios/seed004_fig4.toml` (s004-figs3-4), reported beside the seed's figures.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -40,8 +41,9 @@ from iez.errors import ConfigError
 MIB = 1 << 20
 SCENARIOS = Path(iez.__file__).resolve().parents[2] / "scenarios"
 
-# Seed 004's figures: change of each instance against Instance0 alone (Figs. 2, 8, 9), and of the
-# coordinated bursty runs against the uncoordinated ones (Fig. 4).
+# Seed 004's figures: change of each instance against Instance0 alone (docs/references.md#s004-fig2,
+# #s004-fig8, #s004-fig9), and of the coordinated bursty runs against the uncoordinated ones
+# (#s004-figs3-4).
 SEED = {
     ("concurrent", "write_bw"): ("-29.6%", "-30.3%"),
     ("fine", "write_bw"): ("-36.6%", "-48.52%"),
@@ -81,6 +83,14 @@ def waits(job: dict) -> list[float]:
 
 
 # -- running jobs ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Job:
+    """An evaluation job running (`python -m iez.access.job`) and where its timeline will be."""
+
+    proc: subprocess.Popen
+    timeline: Path
+
+
 class Bench:
     """An emulated cluster and a place for controllers and jobs."""
 
@@ -96,7 +106,7 @@ class Bench:
                      log=self.work / "serve.log"), events
 
     def job(self, ctl: Spawned | None, name: str, osts: str, mode: str, start_at: float = 0.0,
-            **kw) -> subprocess.Popen:
+            **kw) -> Job:
         self.n += 1
         out = self.work / f"job-{self.n}-{name}.json"
         args = {"files": 1, "size": "4MiB" if self.quick else "16MiB", "transfer": "1MiB",
@@ -111,15 +121,14 @@ class Bench:
                 cmd += [f"--{k.replace('_', '-')}", str(v)]
         p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=open(self.work / "jobs.log", "ab"),
                              env=dict(os.environ, IEZ_TOKEN=self.token, IEZ_TOKEN_FILE=""))
-        p.timeline_path = out  # type: ignore[attr-defined]
-        return p
+        return Job(p, out)
 
-    def results(self, procs: list[subprocess.Popen]) -> list[dict]:
+    def results(self, jobs: list[Job]) -> list[dict]:
         out = []
-        for p in procs:
-            if p.wait(timeout=600):
-                raise ConfigError(f"an evaluation job failed (exit {p.returncode}); see {self.work / 'jobs.log'}")
-            out.append(json.loads(p.timeline_path.read_text()))
+        for j in jobs:
+            if j.proc.wait(timeout=600):
+                raise ConfigError(f"an evaluation job failed (exit {j.proc.returncode}); see {self.work / 'jobs.log'}")
+            out.append(json.loads(j.timeline.read_text()))
         return out
 
     def osts_written(self, job: dict) -> list[int]:
@@ -128,7 +137,10 @@ class Bench:
 
         name = job["appid"].split(":")[1]
         paths = sorted((self.cd.fs / name).iterdir())
-        return sorted(osts_of_paths([p for p in paths if p.name.startswith(job["appid"].replace(":", "_"))]))
+        found = osts_of_paths([p for p in paths if p.name.startswith(job["appid"].replace(":", "_"))])
+        if found is None:
+            raise ConfigError(f"the layouts of {job['appid']}'s files in {self.cd.fs / name} cannot be read")
+        return sorted(found)
 
 
 def pair(bench: Bench, policy: str, osts: tuple[str, str], mode: str = "coarse", **kw) -> dict:
@@ -168,8 +180,8 @@ def lease_expiry(bench: Bench) -> dict:
             time.sleep(0.02)
         time.sleep(3 * hb)
         t_kill = time.time()
-        os.kill(slow.pid, signal.SIGKILL)
-        slow.wait()
+        os.kill(slow.proc.pid, signal.SIGKILL)
+        slow.proc.wait()
         survivor = bench.results([waiter])[0]
     finally:
         ctl.stop()

@@ -3,7 +3,7 @@
 Each burst writes `files` files of `size` bytes in `transfer`-sized calls, each file striped
 over the job's OSTs (an explicit OST list, created through the emulated MDS as a real create
 with a layout), then computes for `compute` seconds. The client marks every level (job, files,
-phase, each call), so `--mode` alone chooses seed 004's granularity: coarse (the whole job),
+phase, each call), so `--mode` alone chooses the granularity (docs/references.md#s004-fig8): coarse (the whole job),
 file (first open to last close), phase (each burst's I/O) or fine (each write call).
 `--pace` caps the job's write rate, so phases last long enough to be seen on a fast local disk.
 The timeline (JSON) records every wait, grant, release and write with wall-clock times.

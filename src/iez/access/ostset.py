@@ -53,7 +53,7 @@ def osts_by_app(placements: Iterable[Placement]) -> dict[str, frozenset[int]]:
 
 def known_osts_from_db(url: str | None) -> dict[str, frozenset[int]]:
     """The OST sets of every application whose planned run has not been traced yet: the runs
-    about to happen, as `iez plan` placed them (the database's global view, seed 000)."""
+    about to happen, as `iez plan` placed them (the database's global view, docs/references.md#s000-fig4)."""
     from iez.db import Database
 
     with Database(url) as db, db.begin() as txn:

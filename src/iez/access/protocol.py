@@ -26,7 +26,7 @@ MAX_ROW = 65536  # bytes in one STATUS row (a holder's OST set may be long)
 MAX_ROWS = 1_000_000  # rows a client accepts in one STATUS reply
 _NUM, _OPT_STR = (int, float), (str, type(None))
 # The fields of each kind of STATUS row that `iez access status` and `tbf` read, with their types.
-STATUS_KINDS = {
+STATUS_KINDS: dict[str, dict[str, type | tuple[type, ...]]] = {
     "settings": {"version": str, "policy": str, "heartbeat_ms": int, "lease_ms": int},
     "holder": {"app": str, "phase": str, "osts": _OPT_STR, "token": int, "held_s": _NUM},
     "waiting": {"app": str, "phase": str, "osts": _OPT_STR, "position": int, "waited_s": _NUM,
@@ -193,12 +193,13 @@ def parse_status(rows: list[bytes]) -> dict:
     for raw in rows:
         if len(raw) > MAX_ROW:
             raise AccessError("EPROTO", f"STATUS row longer than {MAX_ROW} bytes")
-        kind, _, body = raw.partition(b"\t")
+        raw_kind, _, body = raw.partition(b"\t")
+        doc: object
         try:
             doc = json.loads(body)
         except (UnicodeDecodeError, ValueError, RecursionError):
             doc = None
-        kind = kind.decode("latin-1")
+        kind = raw_kind.decode("latin-1")
         # the settings row comes first and once; every row has the fields readers use
         if kind not in STATUS_KINDS or not isinstance(doc, dict) or (kind == "settings") == seen_settings or \
                 any(k not in doc or not isinstance(doc[k], t) for k, t in STATUS_KINDS[kind].items()):

@@ -279,9 +279,9 @@ class AccessQueue:
         probe = Claim(appid=app.appid, phase=P.check_phase(o.get("phase", "io")), seq=self.state.next_seq,
                       since=now, osts=osts, user=app.user, project=app.project, priority=app.priority,
                       expect=P.parse_seconds(o.get("expect", "0"), "expect"))
-        waiting = self.waiting() + [probe]
-        order = self.policy.order(waiting, self.holding(), self.state.usage, now)
-        starts = estimate(self.policy, waiting, self.holding(), self.state.usage, now, self.duration)
+        queue = self.waiting() + [probe]
+        order = self.policy.order(queue, self.holding(), self.state.usage, now)
+        starts = estimate(self.policy, queue, self.holding(), self.state.usage, now, self.duration)
         eta = starts.get(app.appid)
         return P.format_reply("OK", "idle", position=[x.appid for x in order].index(app.appid) + 1,
                               eta_s="unknown" if eta is None else round(eta - now, 3), **counts)

@@ -310,10 +310,12 @@ def spawn(state: Path, *options: str, token: str | None = None, zmq_bind: str = 
     cmd = [sys.executable, "-m", "iez", "access", "serve", "--state", str(state), "--bind", zmq_bind,
            "--line", line_bind or "none", *options] + (["--events", str(events)] if events else [])
     env = dict(os.environ, IEZ_SITE_TOKEN=token) if token else None
-    err = open(log, "ab") if log else subprocess.PIPE
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL, text=True, env=env)
-    if log:
+    err = open(log, "ab") if log else None
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err or subprocess.PIPE, stdin=subprocess.DEVNULL,
+                            text=True, env=env)
+    if err:
         err.close()
+    assert proc.stdout is not None and (log or proc.stderr is not None)  # the pipes asked for above
     ready = select.select([proc.stdout], [], [], timeout)[0]
     first = proc.stdout.readline() if ready else ""
     proc.stdout.close()
@@ -323,6 +325,6 @@ def spawn(state: Path, *options: str, token: str | None = None, zmq_bind: str = 
         why = proc.communicate()[1] if not log else ""
         raise ConfigError(f"the access controller did not start ({(why or first).strip()[-300:] or 'no output'}"
                           f"{f'; see {log}' if log else ''})")
-    if not log:
+    if proc.stderr is not None:
         threading.Thread(target=proc.stderr.read, daemon=True).start()  # drain: a full pipe must not stall it
     return Spawned(proc, m[1], "" if m[2] == "-" else m[2])

@@ -31,7 +31,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import ContextManager, Iterator
 
 import zmq
 
@@ -101,7 +101,7 @@ class AccessClient:
         self.down_wait = down_wait
         self.try_timeout = try_timeout
         self.token = client_token() if token is None else token
-        self.ctx = zmq.Context.instance()
+        self.ctx: zmq.Context = zmq.Context.instance()
         self._sock: zmq.Socket | None = None
         self._signer = Signer(self.token)
         self._lock = threading.Lock()  # one request at a time on the REQ socket
@@ -216,7 +216,7 @@ class AccessClient:
         if self.timeline is not None:
             self.timeline.append({"ev": "grant", "phase": phase, "token": self.grant.token, "asked": asked,
                                   "t": time.time()})
-        self._start_heartbeats()
+        self._start_heartbeats(self.grant.token)
         return self.grant
 
     def io_end(self) -> float | None:
@@ -244,7 +244,7 @@ class AccessClient:
         return float(r.opt("held_ms", "0")) / 1000
 
     def estimate(self, phase: str = "io", expect: float | None = None) -> Estimate:
-        """How long until this application would get access (seed 004 §4.2: compute meanwhile)."""
+        """How long until this application would get access (compute meanwhile: docs/references.md#s004-applications)."""
         r = self._authed("ESTIMATE", phase=phase, expect=expect)
         eta = r.opt("eta_s", "unknown")
         return Estimate(state=r.fields[0], position=int(r.opt("position", "0")),
@@ -299,16 +299,16 @@ class AccessClient:
         finally:
             self._exit(level)
 
-    def job(self, **kw) -> "contextmanager":
+    def job(self, **kw) -> ContextManager[None]:
         """coarse: the whole run, as MPI_Init .. MPI_Finalize."""
         return self._level("job", "job", **kw)
 
-    def phase(self, name: str = "io", **kw) -> "contextmanager":
+    def phase(self, name: str = "io", **kw) -> ContextManager[None]:
         """phase: one I/O phase, io_begin(name) .. io_end()."""
         return self._level("phase", name, **kw)
 
-    def call(self, **kw) -> "contextmanager":
-        """fine: one I/O call (seed 004's MPI_File_write_at case)."""
+    def call(self, **kw) -> ContextManager[None]:
+        """fine: one I/O call (the MPI_File_write_at case, docs/references.md#s004-fig8)."""
         return self._level("call", "call", **kw)
 
     def file_open(self, **kw) -> None:
@@ -320,10 +320,10 @@ class AccessClient:
         self._exit("file")
 
     # -- heartbeats -----------------------------------------------------------------------------
-    def _start_heartbeats(self) -> None:
+    def _start_heartbeats(self, token: int) -> None:
         stop = threading.Event()
-        t = threading.Thread(target=self._beat, args=(self.grant.token, stop), daemon=True,
-                             name=f"iez-access-heartbeat-{self.grant.token}")
+        t = threading.Thread(target=self._beat, args=(token, stop), daemon=True,
+                             name=f"iez-access-heartbeat-{token}")
         self._hb = (t, stop)
         t.start()
 

@@ -181,7 +181,7 @@ def fetch_status(server: str, timeout: float, token: str | None = None) -> dict:
     from iez.zmqauth import curve_client
 
     token = client_token() if token is None else token
-    sock = zmq.Context.instance().socket(zmq.REQ)
+    sock: zmq.Socket = zmq.Context.instance().socket(zmq.REQ)
     sock.setsockopt(zmq.LINGER, 0)
     sock.setsockopt(zmq.MAXMSGSIZE, P.MAX_ROW)
     curve_client(sock, token)

@@ -1,4 +1,4 @@
-"""The interaction database (seed 000 §III-A3): SQLAlchemy Core over SQLite or PostgreSQL.
+"""The interaction database (docs/references.md#s000-table1): SQLAlchemy Core over SQLite or PostgreSQL.
 
 Names are loaded on first use, so that importing the package (every `iez` command does, through
 the CLI) does not import SQLAlchemy.

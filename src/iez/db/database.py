@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from sqlalchemy import Connection, Engine, create_engine, delete, func, select, update
+from sqlalchemy import Connection, Engine, Insert, create_engine, delete, func, select, update
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
@@ -163,6 +163,12 @@ class Txn:
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
 
+    def _insert(self, stmt: Insert) -> int:
+        """Insert one row; its id."""
+        key = self.conn.execute(stmt).inserted_primary_key
+        assert key is not None  # an INSERT of one row always has one
+        return key[0]
+
     # -- applications and runs -------------------------------------------------------------
     def app_id(self, name: str, create: bool = False) -> int:
         check_app_name(name)
@@ -175,8 +181,7 @@ class Txn:
         if not create:
             raise DatabaseError(f"no application {name!r} in the database "
                                 f"(import a trace first: iez trace import PATH --app {name})")
-        return self.conn.execute(applications.insert().values(name=name, created_at=time.time())
-                                 ).inserted_primary_key[0]
+        return self._insert(applications.insert().values(name=name, created_at=time.time()))
 
     def apps(self) -> list[str]:
         return list(self.conn.execute(select(applications.c.name).order_by(applications.c.name)).scalars())
@@ -187,14 +192,14 @@ class Txn:
             return row[0]
         if not create:
             return None
-        return self.conn.execute(runs.insert().values(app_id=app_id, number=number)).inserted_primary_key[0]
+        return self._insert(runs.insert().values(app_id=app_id, number=number))
 
     def next_traced_run(self, app: str) -> int:
         """1 + the highest run number that has a trace (so a predicted run gets its trace)."""
-        row = self.conn.execute(
+        top = self.conn.execute(
             select(func.max(runs.c.number)).select_from(runs.join(applications))
-            .where(applications.c.name == app, runs.c.traced_at.is_not(None))).first()
-        return (row[0] or 0) + 1
+            .where(applications.c.name == app, runs.c.traced_at.is_not(None))).scalar()
+        return (top or 0) + 1
 
     def add_trace(self, app: str, requests: Sequence[Request], number: int | None = None, *,
                   label: str = "", source: str = "", source_path: str = "", nprocs: int = 0,
@@ -249,9 +254,9 @@ class Txn:
                        models: dict[str, Any], based_on: Sequence[int]) -> int:
         aid = self.app_id(app)
         rid = self._run_id(aid, number, create=True)
-        pid = self.conn.execute(predictions.insert().values(
+        pid = self._insert(predictions.insert().values(
             run_id=rid, created_at=time.time(), based_on=json.dumps(list(based_on)),
-            models=json.dumps(models))).inserted_primary_key[0]
+            models=json.dumps(models)))
         rows = [{"prediction_id": pid, **_request_row(q)} for q in requests]
         if rows:
             self.conn.execute(predicted_requests.insert(), rows)
@@ -286,9 +291,9 @@ class Txn:
         stats = {"time": snap.time,
                  "osts": [asdict(s) for s in snap.osts.values()],
                  "osses": [asdict(s) for s in snap.osses.values()]}
-        return self.conn.execute(cluster_snapshots.insert().values(
+        return self._insert(cluster_snapshots.insert().values(
             taken_at=snap.time or time.time(), source=source, cluster_toml=dump_cluster(cluster),
-            stats=json.dumps(stats))).inserted_primary_key[0]
+            stats=json.dumps(stats)))
 
     def snapshot(self, snapshot_id: int) -> tuple[Cluster, Snapshot]:
         r = self.conn.execute(select(cluster_snapshots).where(cluster_snapshots.c.id == snapshot_id)).first()
@@ -304,7 +309,7 @@ class Txn:
     # -- placements --------------------------------------------------------------------------
     def set_placements(self, app: str, number: int, policy: str, placed: Sequence[Placement],
                        snapshot_id: int, ranks: dict[str, int]) -> None:
-        """Replace `policy`'s placements for run `number` of `app` (seed 000 Table II rows)."""
+        """Replace `policy`'s placements for run `number` of `app` (rows of docs/references.md#s000-table2)."""
         aid = self.app_id(app)
         rid = self._run_id(aid, number, create=True)
         self.conn.execute(delete(placements).where(placements.c.run_id == rid, placements.c.policy == policy))
@@ -362,7 +367,7 @@ class Txn:
 
     def pending_placements(self, exclude_app: str, ttl: float = 0.0) -> list[Placement]:
         """Placements of other applications' planned runs that have not been traced yet: bytes the
-        file system has been promised but does not hold yet (the global view of seed 000). Only
+        file system has been promised but does not hold yet (the global view, docs/references.md#s000-fig4). Only
         each application's newest planned run counts: its plan file replaced the older ones; and
         with a `ttl` (seconds; 0: none), only if that plan was made within it (a job that never
         came back does not hold its space for ever)."""

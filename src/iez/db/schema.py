@@ -1,4 +1,4 @@
-"""The interaction database's tables (seed 000 §III-A3, Tables I and II), SQLAlchemy Core.
+"""The interaction database's tables (docs/references.md#s000-table1, #s000-table2), SQLAlchemy Core.
 
 applications ─< runs ─< traced_requests            what a run really created (Table I)
                     ─< predictions ─< predicted_requests   AIPA's forecast of a run
@@ -73,7 +73,7 @@ runs = Table(
 
 
 def _request_columns() -> list[Column]:
-    """The columns of seed 000 Table I, plus what placement needs (shared by traced and predicted)."""
+    """The columns of docs/references.md#s000-table1, plus what placement needs (shared by traced and predicted)."""
     return [
         Column("path", Text, nullable=False),
         Column("write_bytes", BigInteger, nullable=False),
@@ -128,7 +128,7 @@ placements = Table(
     Column("policy", String(32), nullable=False),
     Column("snapshot_id", Integer, ForeignKey("cluster_snapshots.id"), nullable=False),
     Column("created_at", Float, nullable=False),
-    # Seed 000 Table II: file name, stripe size, stripe count, MPI rank, OST list.
+    # docs/references.md#s000-table2: file name, stripe size, stripe count, MPI rank, OST list.
     Column("path", Text, nullable=False),
     Column("stripe_size", BigInteger, nullable=False),
     Column("stripe_count", Integer, nullable=False),
