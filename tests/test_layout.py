@@ -9,7 +9,7 @@ MiB = 1 << 20
 
 
 def test_seed000_worked_example_method2():
-    # Seed 000 Table I -> Table II: 803,405,824 bytes, 8 stripes -> stripe size 100,532,224.
+    # Table I -> Table II (docs/references.md#s000-table1, #s000-table2): 803,405,824 bytes, 8 stripes -> stripe size 100,532,224.
     s = method2_stripe_size(803_405_824, 8)
     assert s == 100_532_224
     assert s % (2 * 65536) == 0

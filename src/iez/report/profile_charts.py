@@ -28,7 +28,7 @@ def _grid(n: int) -> tuple[int, int]:
 
 
 def per_ost_client_bars(path: Path, title: str, per_ost: dict[str, dict[str, float]], ylabel: str) -> None:
-    """Seed 003 Figs. 4/5: for each OST, its RPCs from each client (bars); a heatmap OST x
+    """docs/references.md#s003-figs4-5: for each OST, its RPCs from each client (bars); a heatmap OST x
     client when there are too many OSTs for small multiples."""
     osts = list(per_ost)
     clients = sorted({c for d in per_ost.values() for c in d})
@@ -72,7 +72,7 @@ def per_ost_client_bars(path: Path, title: str, per_ost: dict[str, dict[str, flo
 
 def stacked_panels(path: Path, title: str, times: np.ndarray, panels: dict[str, dict[str, np.ndarray]],
                    ylabel: str, xlabel: str = "seconds since the profile start") -> None:
-    """Seed 003 Figs. 10/11/13: one panel per OST (or OSS), its RPCs per time bin as filled
+    """docs/references.md#s003-figs10-15: one panel per OST (or OSS), its RPCs per time bin as filled
     curves stacked by client (or class). Layers keep one colour across panels."""
     names = list(panels)
     totals: dict[str, float] = {}
