@@ -29,7 +29,7 @@ from iez.access import protocol as P
 from iez.access.auth import Signer
 from iez.access.token_client import AccessClient
 from iez.access.server import spawn
-from iez.controller.auth import new_token
+from iez.tokens import new_token
 from iez.zmqauth import curve_client
 
 TOKEN = new_token()  # this run's site token; main() hands it to the clients through the environment

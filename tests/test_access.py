@@ -17,7 +17,7 @@ import pytest
 from iez.access.token_client import AccessClient
 from iez.access.protocol import AccessError
 from iez.access.server import Spawned
-from iez.cli.access import fetch_status
+from iez.access.token_client import fetch_status
 
 from plugins.access_controllers import events, holds, wait_until
 

@@ -24,12 +24,12 @@ from hypothesis import strategies as st
 from conftest import BUILD, fuzz_settings
 from iez.access import protocol as P
 from iez.access.auth import Signer, Verifier, mac
-from iez.controller.auth import client_token
+from iez.tokens import client_token
 from iez.access.token_client import AccessClient
 from iez.access.protocol import AccessError
 from iez.access.server import Spawned, spawn
 from iez.cli.access import fetch_status
-from iez.controller.auth import new_token
+from iez.tokens import new_token
 from iez.zmqauth import curve_client
 from plugins.access_controllers import events, wait_until
 

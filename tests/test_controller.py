@@ -18,7 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from iez.alloc.gate import HostLoad
 from iez.cluster import make_cluster
 from iez.collect.message import OstReading, StatsMessage
-from iez.controller.auth import Tokens, read_token
+from iez.tokens import Tokens, read_token
 from iez.controller.api_client import ControllerError
 from iez.controller.exposition import Exposition, Histogram, add_known
 from iez.controller.view import GlobalView

@@ -263,7 +263,7 @@ def test_health_is_503_when_the_worker_is_not_running(tmp_path):
     from fastapi.testclient import TestClient
 
     from iez.controller.api import create_app
-    from iez.controller.auth import Tokens
+    from iez.tokens import Tokens
     from iez.controller.service import Controller as Service, Settings
 
     ctl = Service(Settings(make_cluster(), f"sqlite:///{tmp_path / 'db'}", gate=None, site_key=SITE))
@@ -413,7 +413,7 @@ def http(tmp_path_factory):
     from fastapi.testclient import TestClient
 
     from iez.controller.api import BodyCaps, create_app
-    from iez.controller.auth import Tokens
+    from iez.tokens import Tokens
     from iez.controller.service import Controller as Service, Settings
 
     db = tmp_path_factory.mktemp("fuzz") / "db"
@@ -461,7 +461,7 @@ def test_a_fifo_as_a_token_file_is_refused_without_hanging(tmp_path, monkeypatch
     """A FIFO planted as the token file hung every reader of it (controller, collectors, iez run)."""
     import os
 
-    from iez.controller.auth import read_token
+    from iez.tokens import read_token
     from iez.controller.api_client import ControllerClient, ControllerError
     from iez.errors import ConfigError
 

@@ -28,7 +28,7 @@ from conftest import fuzz_settings
 from iez.access.token_client import AccessClient
 from iez.cli.access import fetch_status
 from iez.collect.message import TOPIC, decode
-from iez.controller.auth import new_token
+from iez.tokens import new_token
 from iez.controller.local import free_port
 from iez.zmqauth import curve_keys, zap_reply
 from plugins.controller_process import collector_seq, fresh_stats, oss_msg

@@ -11,7 +11,7 @@ import pytest
 
 from conftest import BUILD
 from iez.access.server import Spawned, spawn
-from iez.controller.auth import new_token
+from iez.tokens import new_token
 
 
 @pytest.fixture

@@ -35,7 +35,7 @@ from rich.table import Table
 
 import iez
 from iez.access.server import Spawned, spawn
-from iez.controller.auth import new_token
+from iez.tokens import new_token
 from iez.errors import ConfigError
 
 MIB = 1 << 20
@@ -164,7 +164,7 @@ def pair(bench: Bench, policy: str, osts: tuple[str, str], mode: str = "coarse",
 def lease_expiry(bench: Bench) -> dict:
     hb = 0.5
     ctl, events = bench.controller("--heartbeat", str(hb))
-    from iez.cli.access import fetch_status
+    from iez.access.token_client import fetch_status
 
     try:
         slow = bench.job(ctl, "victim", "0-3", "coarse", size="64MiB", pace="1MiB")

@@ -37,9 +37,9 @@ import zmq
 
 from iez.access import protocol as P
 from iez.access.auth import Signer
-from iez.controller.auth import client_token
+from iez.tokens import client_token
 from iez.access.protocol import AccessError, Reply
-from iez.errors import ConfigError
+from iez.errors import ConfigError, IezError
 from iez.zmqauth import curve_client
 
 log = logging.getLogger("iez.access")
@@ -356,3 +356,27 @@ class AccessClient:
         finally:
             if sock is not None:
                 sock.close(0)
+
+
+def fetch_status(server: str, timeout: float, token: str | None = None) -> dict:
+    """The controller's STATUS, signed with `token` (default: the client's, `iez.tokens.client_token`)."""
+    token = client_token() if token is None else token
+    sock: zmq.Socket = zmq.Context.instance().socket(zmq.REQ)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.setsockopt(zmq.MAXMSGSIZE, P.MAX_ROW)
+    curve_client(sock, token)
+    try:
+        sock.connect(server)
+        sock.send_string(Signer(token).sign("STATUS", time.time()))
+        if not sock.poll(round(timeout * 1000)):
+            raise IezError(f"the access controller at {server} did not answer within {timeout:g} s ({HANDSHAKE_HINT})")
+        header, *rows = sock.recv_multipart()
+        try:
+            n = P.status_rows(header.decode())
+        except UnicodeDecodeError:
+            raise P.AccessError("EPROTO", "the STATUS header is not UTF-8") from None
+        if n != len(rows):
+            raise P.AccessError("EPROTO", f"STATUS announced {n} rows and sent {len(rows)}")
+        return P.parse_status(rows)
+    finally:
+        sock.close(0)

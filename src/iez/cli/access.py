@@ -119,7 +119,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from iez.access.admission import make_policy, parse_rule
     from iez.access.server import Server, serve
     from iez.access.statefile import StateFile
-    from iez.controller.auth import read_token
+    from iez.tokens import read_token
     from iez.files import raise_descriptor_limit
 
     hb = _seconds(args.heartbeat)
@@ -170,43 +170,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def fetch_status(server: str, timeout: float, token: str | None = None) -> dict:
-    """The controller's STATUS, signed with `token` (default: the client's, iez.controller.auth)."""
-    import zmq
-
-    from iez.access import protocol as P
-    from iez.access.auth import Signer
-    from iez.access.token_client import HANDSHAKE_HINT
-    from iez.controller.auth import client_token
-    from iez.zmqauth import curve_client
-
-    token = client_token() if token is None else token
-    sock: zmq.Socket = zmq.Context.instance().socket(zmq.REQ)
-    sock.setsockopt(zmq.LINGER, 0)
-    sock.setsockopt(zmq.MAXMSGSIZE, P.MAX_ROW)
-    curve_client(sock, token)
-    try:
-        sock.connect(server)
-        sock.send_string(Signer(token).sign("STATUS", time.time()))
-        if not sock.poll(round(timeout * 1000)):
-            raise IezError(f"the access controller at {server} did not answer within {timeout:g} s ({HANDSHAKE_HINT})")
-        header, *rows = sock.recv_multipart()
-        try:
-            n = P.status_rows(header.decode())
-        except UnicodeDecodeError:
-            raise P.AccessError("EPROTO", "the STATUS header is not UTF-8") from None
-        if n != len(rows):
-            raise P.AccessError("EPROTO", f"STATUS announced {n} rows and sent {len(rows)}")
-        return P.parse_status(rows)
-    finally:
-        sock.close(0)
-
-
 def cmd_status(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from iez.controller.auth import client_token
+    from iez.access.token_client import fetch_status
+    from iez.tokens import client_token
 
     st = fetch_status(args.server, _seconds(args.timeout), client_token(args.token_file))
     if args.json:
@@ -241,7 +210,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     osts = parse_osts(args.osts) if args.osts else (osts_of_plan(args.plan) if args.plan else None)
     appid = args.appid or f"{os.environ.get('IEZ_RUN') or os.environ.get('SLURM_JOB_ID') or f'pid{os.getpid()}'}:" \
                           f"{Path(cmd[0]).name}"
-    from iez.controller.auth import client_token
+    from iez.tokens import client_token
 
     client = AccessClient(args.server, appid, mode="coarse", osts=osts, down_wait=args.down_wait,
                           token=client_token(args.token_file))
@@ -257,7 +226,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_tbf(args: argparse.Namespace) -> int:
     from iez.access import tbf
-    from iez.controller.auth import client_token
+    from iez.tokens import client_token
 
     rate = tbf.DEFAULT_RATE if args.rate is None else args.rate
     if not 1 <= rate <= tbf.MAX_RATE:
@@ -296,6 +265,7 @@ def _tbf_round(args: argparse.Namespace, rate: int, timeout: float, token: str, 
     """One round of `iez access tbf`: fetch the decisions, print (and, with `oss`, set) the
     difference; the rules in force afterwards."""
     from iez.access import tbf
+    from iez.access.token_client import fetch_status
 
     want, skipped = tbf.desired_rules(fetch_status(args.server, timeout, token), rate)
     for s in skipped:

@@ -88,7 +88,7 @@ def cmd_collect(args: argparse.Namespace) -> int:
     from iez.collect.collectors import collectors_for
     from iez.collect.message import check_host_id, check_interval
     from iez.collect.publisher import Publisher
-    from iez.controller.auth import read_token
+    from iez.tokens import read_token
 
     try:
         check_interval(args.interval)

@@ -87,7 +87,7 @@ def parse_listen(text: str) -> tuple[str, int]:
 def cmd_controller(args: argparse.Namespace) -> int:
     from iez.alloc.gate import GateLimits
     from iez.controller.api import BodyCaps
-    from iez.controller.auth import Tokens, read_token
+    from iez.tokens import Tokens, read_token
     from iez.controller.server import serve
     from iez.cli.pipeline import reservation_ttl
     from iez.controller.service import Controller, Settings

@@ -28,7 +28,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from iez import __version__
 from iez.alloc.policy import MAX_WRITE_BYTES
 from iez.alloc.registry import names as policy_names
-from iez.controller.auth import ADMIN, SITE, Tokens
+from iez.tokens import ADMIN, SITE, Tokens
 from iez.controller.service import Conflict, Controller, HeldBack, Invalid, NotFound, check_app
 from iez.db.errors import DatabaseError
 from iez.errors import ConfigError, IezError

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from iez.controller.auth import client_token
+from iez.tokens import client_token
 from iez.errors import ConfigError, IezError
 from iez.plan import format_layout
 from iez.request import Request
@@ -73,7 +73,7 @@ class ControllerClient:
 
     @classmethod
     def from_env(cls, url: str | None = None, timeout: float = TIMEOUT) -> "ControllerClient":
-        """$IEZ_CONTROLLER (URL) and the site token (iez.controller.auth.client_token)."""
+        """$IEZ_CONTROLLER (URL) and the site token (iez.tokens.client_token)."""
         try:
             token = client_token()
         except ConfigError as e:

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from iez.controller.auth import new_token
+from iez.tokens import new_token
 from iez.controller.api_client import ControllerClient, ControllerError
 from iez.emulated.clusterdir import ClusterDir
 from iez.errors import IezError

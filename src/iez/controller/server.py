@@ -26,7 +26,7 @@ import zmq
 
 from iez.collect.message import MAX_BYTES, TOPIC
 from iez.controller.api import BodyCaps
-from iez.controller.auth import Tokens
+from iez.tokens import Tokens
 from iez.controller.service import Controller
 from iez.errors import IezError
 from iez.zmqauth import HANDSHAKE_MS, Zap
