@@ -180,7 +180,7 @@ int iocop_set_token(struct iocop *c, const char *token)
     return 0;
 }
 
-/* The token in text: its first line without surrounding blanks (as iez.controller.auth reads it). */
+/* The token in text: its first line without surrounding blanks (as iez.tokens reads it). */
 static int token_of(const char *text, char *out, size_t n, char *err, size_t errn, const char *where)
 {
     while (*text == ' ' || *text == '\t' || *text == '\r')
