@@ -26,6 +26,10 @@ class Request:
     api: str = "posix"  # posix | stdio | mpiio | hdf5
     pool: str = ""
     observed: FileLayout | None = field(default=None, compare=False)  # layout it really got
+    # Who wrote it and how, for the automatic layout (docs/layouts.md); 0 = not known.
+    writers: int = 0  # ranks (processes) that wrote to it
+    transfer_size: int = 0  # bytes of the writers' typical write call
+    write_align: int = 0  # the largest power of two dividing every write's offset and size
 
 
 @dataclass(frozen=True)
@@ -36,3 +40,4 @@ class Placement:
     app: str = ""
     run: str = ""
     policy: str = ""
+    note: str = ""  # why the layout differs from the one the request asked for ("" = it does not)

@@ -58,8 +58,8 @@ class AllocOptions:
     # slower than RR. See docs/allocation.md.
     capacity_weight: float = 0.5
     # Safety bound of `balanced`: the job's time may reach this factor of RR's at weight 1.
-    # math.inf lifts it: capacity balance alone, the failure the issue warns about (a small job
-    # crowded onto the few emptiest OSTs, several times slower).
+    # math.inf lifts it: capacity balance alone, and with it the failure the bound exists for (a
+    # small job crowded onto the few emptiest OSTs, several times slower).
     max_slowdown: float = 1.0
     # What the job's client nodes can write, all together (bytes/s; inf = unknown, not a limit).
     # A job cannot write faster than its clients, so a client-bound job leaves the servers slack
@@ -70,6 +70,10 @@ class AllocOptions:
     reserved: Mapping[int, int] = field(default_factory=dict)
     exclude: frozenset[int] = frozenset()  # OSTs no stripe may go to
     seed: int = 0  # generator seed of the rr / qos baselines
+    # Whose stripe count and size a file gets: "keep" the request's (the user's or the file
+    # system's default), "auto" iez's choice for its bytes and writers, "hierarchical" auto plus
+    # one PFL component per group of writers on disjoint OSTs (docs/layouts.md).
+    layout: str = "keep"
     cpu_weight: float = 0.5  # Algorithm 2's ossLoad = cpu_weight*cpu + mem_weight*mem
     mem_weight: float = 0.5
     lustre_version: str = "2.16"  # the LOD release the rr / qos baselines behave as
