@@ -12,6 +12,8 @@ import subprocess
 import sys
 import time
 import warnings
+import zlib
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -22,6 +24,7 @@ from iez.trace.shard import ShardWarning, read_trace, read_shard, read_shards
 
 LIB = BUILD / "libiez" / "libiez.so"
 CHUNK = 128 << 10
+MiB = 1 << 20
 
 
 def env(traces: Path, **extra: str) -> dict[str, str]:
@@ -82,6 +85,67 @@ def test_header_and_records(tmp_path):
     data = one_shard(tmp_path).read_bytes()
     last = record_offsets(data)[-1]
     assert len(data) == last + struct.unpack_from("<I", data, last + 4)[0]
+
+
+WRITE_FACTS = ("import os, threading\n"
+               "MiB = 1 << 20\n"
+               "fd = os.open('blocks', os.O_WRONLY | os.O_CREAT, 0o644)\n"
+               "for k in range(4):\n"
+               "    os.write(fd, b'b' * MiB)\n"  # at the file position
+               "os.pwrite(fd, b'p' * MiB, 8 * MiB)\n"
+               "os.close(fd)\n"
+               "fd = os.open('unaligned', os.O_WRONLY | os.O_CREAT, 0o644)\n"
+               "os.pwrite(fd, b'b' * MiB, 0)\n"
+               "os.pwrite(fd, b'u' * 1000, 4 * MiB)\n"
+               "os.close(fd)\n"
+               "fd = os.open('threads', os.O_WRONLY | os.O_CREAT, 0o644)\n"
+               "def part(i):\n"
+               "    for j in range(8):\n"
+               "        os.pwrite(fd, b't' * 65536, (i * 8 + j) * 65536)\n"
+               "ts = [threading.Thread(target=part, args=(i,)) for i in range(4)]\n"
+               "[t.start() for t in ts]\n"
+               "[t.join() for t in ts]\n"
+               "os.pwrite(fd, b's' * 4096, 3 * 4096)\n"
+               "fd = os.open('read-only', os.O_RDWR | os.O_CREAT, 0o644)\n")
+
+
+def test_write_facts(tmp_path):
+    """Each record keeps the largest power of two dividing every write's offset and size, and its
+    largest write rounded up to a power of two (docs/trace-format.md): 1 MiB blocks at 1 MiB
+    boundaries give 1 MiB and 1 MiB; one 1000-byte write at 4 MiB drops the alignment to 8
+    (1000 = 8 x 125); writes from four threads at once are all counted."""
+    traced_python(tmp_path, WRITE_FACTS)
+    recs = {Path(r.path).name: r for r in read_shards(tmp_path / "traces") if r.path.startswith(str(tmp_path))}
+    facts = {n: (r.write_align, r.transfer_size) for n, r in recs.items()}
+    assert facts == {"blocks": (MiB, MiB), "unaligned": (8, MiB), "threads": (4096, 65536), "read-only": (0, 0)}
+    # Python's buffered file hands its 1000 bytes to one write(2) at 0
+    traced_python(tmp_path, WRITE_FILES, "k")
+    (k,) = [r for r in read_shards(tmp_path / "traces") if r.path.endswith("/k")]
+    assert (k.write_align, k.transfer_size) == (8, 1024)
+
+
+def test_version_1_shards_still_read(tmp_path):
+    """A shard of format version 1 (bytes 18-19 reserved, zero, under the record's CRC) reads
+    with its write facts unknown; a version this iez does not know is refused in one line."""
+    traced_python(tmp_path, WRITE_FACTS)
+    shard = one_shard(tmp_path)
+    data = bytearray(shard.read_bytes())
+    new = {Path(r.path).name: r for r in read_shard(shard).records}
+    for off in record_offsets(bytes(data)):
+        data[off + 18:off + 20] = b"\0\0"
+
+    def with_version(v: int) -> bytes:
+        data[8:12] = struct.pack("<I", v)
+        data[456:460] = struct.pack("<I", zlib.crc32(bytes(data[:456])))
+        return bytes(data)
+
+    shard.write_bytes(with_version(1))
+    old = read_shard(shard)
+    assert old.warning is None
+    assert {Path(r.path).name: r for r in old.records} == {
+        n: replace(r, write_align=0, transfer_size=0) for n, r in new.items()}
+    shard.write_bytes(with_version(3))
+    assert read_shard(shard).warning.endswith("trace shard version 3 is not supported (this iez reads 1 to 2)")
 
 
 def test_killed_process_loses_nothing(tmp_path):

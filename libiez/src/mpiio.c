@@ -355,7 +355,7 @@ static void account(MPI_File fh, int write, enum where w, MPI_Offset off, MPI_Co
     /* below MPI_THREAD_MULTIPLE no two threads are in MPI at once: no atomic updates needed */
     int mt = iez_mpi_thread_multiple;
     if (write)
-        iez_trace_rec_wrote(f->rec, (uint64_t)n, end_of(f, fh, w, off, n), mt);
+        iez_trace_rec_wrote(f->rec, (uint64_t)n, end_of(f, fh, w, off, n), f->bytes, mt);
     else
         iez_trace_rec_read(f->rec, (uint64_t)n, mt);
 }

@@ -15,6 +15,7 @@ _Static_assert(offsetof(struct iez_shard_header, end_ns) == 464, "end_ns at 464"
 _Static_assert(sizeof(struct iez_rec) == IEZ_REC_FIXED, "record head is 64 bytes");
 _Static_assert(offsetof(struct iez_rec, bytes_written) == 32, "counters at 32");
 _Static_assert(offsetof(struct iez_rec, comm_size) == 20, "communicator size at 20");
+_Static_assert(offsetof(struct iez_rec, write_align) == 18, "write facts at 18");
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "shards are little-endian; this host is not");
 
 static uint32_t crc_table[256];
@@ -116,6 +117,7 @@ struct iez_rec *iez_shard_alloc(struct iez_shard *sh, size_t size)
 
 void iez_shard_commit(struct iez_rec *r)
 {
+    /* the write facts at 18 are still 0 here, as the reader takes them */
     uint32_t crc = iez_crc32(0, (const char *)r + 12, 20);
     r->crc = iez_crc32(crc, (const char *)r + IEZ_REC_FIXED, (size_t)r->path_len + r->lum_len);
     __atomic_store_n(&r->magic, IEZ_REC_MAGIC, __ATOMIC_RELEASE);

@@ -15,7 +15,7 @@
 #include "sysio.h"
 
 #define IEZ_SHARD_MAGIC "IEZTRACE"
-#define IEZ_SHARD_VERSION 1
+#define IEZ_SHARD_VERSION 2   /* 2: the record's write facts at 18 are live, outside its CRC */
 #define IEZ_SHARD_HEADER_SIZE 512
 #define IEZ_SHARD_CHUNK (128u << 10)
 #define IEZ_REC_MAGIC 0x525A4549u /* the bytes "IEZR" */
@@ -49,10 +49,12 @@ struct iez_shard_header {            /* 512 bytes at offset 0; all fields little
 struct iez_rec {                     /* IEZ_REC_FIXED bytes, then path, then layout, 8-aligned */
     uint32_t magic;                  /* IEZ_REC_MAGIC, stored last */
     uint32_t size;                   /* whole record, a multiple of 8 */
-    uint32_t crc;                    /* CRC-32 of bytes [12, 32) and of path + layout */
+    uint32_t crc;                    /* CRC-32 of bytes [12, 32) (18 and 19 taken as 0: live) and of path + layout */
     uint8_t api, flags;
     uint16_t path_len, lum_len;      /* layout = the file's lov_user_md, as the FS returned it */
-    uint16_t reserved;
+    /* live write facts, each log2 + 1 (0: no write seen): the largest power of two dividing
+     * every write's offset and size, and the largest write rounded up to a power of two */
+    uint8_t write_align, write_max;
     uint32_t comm_size;              /* MPI communicator size (MPI-IO, parallel HDF5); 0 = 1 */
     uint64_t open_ns;
     /* live counters */

@@ -334,8 +334,11 @@ void iez_trace_wrote(struct iez_ofd *o, int fd, uint64_t n, int64_t off, uint64_
         end = (uint64_t)off + n;
     else if (!__atomic_load_n(&o->ask_pos, __ATOMIC_RELAXED))
         end = add(&o->pos, n, mt);
-    else if (kernel_pos(o, fd, &end))
+    else if (kernel_pos(o, fd, &end)) {
+        iez_note_write(r, n, 0, 0, mt);
         return;
+    }
+    iez_note_write(r, n, end, 1, mt);
     if (mt)
         max_store(&r->max_offset, end);
     else if (end > __atomic_load_n(&r->max_offset, __ATOMIC_RELAXED))
@@ -392,9 +395,10 @@ void iez_trace_file_closed(struct iez_rec *r)
     pthread_mutex_unlock(&lock);
 }
 
-void iez_trace_rec_wrote(struct iez_rec *r, uint64_t n, uint64_t end, int mt)
+void iez_trace_rec_wrote(struct iez_rec *r, uint64_t n, uint64_t end, int contiguous, int mt)
 {
     add(&r->bytes_written, n, mt);
+    iez_note_write(r, n, end, end && contiguous, mt);
     if (end && mt)
         max_store(&r->max_offset, end);
     else if (end > __atomic_load_n(&r->max_offset, __ATOMIC_RELAXED))

@@ -39,6 +39,31 @@ static inline struct iez_ofd *iez_fd_get(int fd)
     return c ? __atomic_load_n(&c[(unsigned)fd % IEZ_FD_CHUNK], __ATOMIC_ACQUIRE) : NULL;
 }
 
+/* The record's write facts (docs/trace-format.md), each a byte kept by a compare-and-max so the
+ * write path pays a ctz, a clz and two compares: write_align = 64 - log2 of the largest power of
+ * two dividing the write's start and size (so the max is the least aligned write), write_max =
+ * log2 + 1 of its size rounded up to a power of two. 0 = no write seen. */
+static inline void iez_byte_max(uint8_t *at, uint8_t v, int mt)
+{
+    uint8_t cur = __atomic_load_n(at, __ATOMIC_RELAXED);
+    if (!mt) {
+        if (v > cur)
+            __atomic_store_n(at, v, __ATOMIC_RELAXED);
+        return;
+    }
+    while (v > cur && !__atomic_compare_exchange_n(at, &cur, v, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        ;
+}
+
+/* A write of n > 0 bytes that ended at end; start_known 0: where it started is not known (the
+ * size still counts). mt: another thread may update r at the same time. */
+static inline void iez_note_write(struct iez_rec *r, uint64_t n, uint64_t end, int start_known, int mt)
+{
+    iez_byte_max(&r->write_max, (uint8_t)(n > 1 ? 65 - __builtin_clzll(n - 1) : 1), mt);
+    if (start_known && end >= n)
+        iez_byte_max(&r->write_align, (uint8_t)(64 - __builtin_ctzll((end - n) | n)), mt);
+}
+
 /* Accounting for an operation on a traced descriptor. off < 0: at the file position; t0: when
  * the call started (iez_io_t0), for the I/O event log. */
 void iez_trace_wrote(struct iez_ofd *o, int fd, uint64_t n, int64_t off, uint64_t t0);
@@ -59,6 +84,7 @@ static inline void iez_wrote(int fd, ssize_t n, int64_t off, uint64_t t0)
         uint64_t end = off >= 0 ? (uint64_t)off + (uint64_t)n : (o->pos += (uint64_t)n);
         if (end > r->max_offset)
             __atomic_store_n(&r->max_offset, end, __ATOMIC_RELAXED);
+        iez_note_write(r, (uint64_t)n, end, 1, 0);
         return;
     }
     iez_trace_wrote(o, fd, (uint64_t)n, off, t0);
@@ -104,9 +130,10 @@ void iez_trace_opened(int fd, const struct iez_file_info *fi);
  * record is closed by iez_trace_file_closed, or at the end of the trace. */
 struct iez_rec *iez_trace_file_opened(const struct iez_file_info *fi);
 void iez_trace_file_closed(struct iez_rec *r);
-/* Accounting on such a record; end: the highest offset written + 1 (0: unknown); mt: another
- * thread may update it at the same time. */
-void iez_trace_rec_wrote(struct iez_rec *r, uint64_t n, uint64_t end, int mt);
+/* Accounting on such a record; end: the highest offset written + 1 (0: unknown); contiguous:
+ * the write covered [end - n, end) (its start gives the write alignment); mt: another thread
+ * may update it at the same time. */
+void iez_trace_rec_wrote(struct iez_rec *r, uint64_t n, uint64_t end, int contiguous, int mt);
 void iez_trace_rec_read(struct iez_rec *r, uint64_t n, int mt);
 /* The rank and run id this process turned out to have (MPI_Init). */
 void iez_trace_set_ident(int rank, const char *run);

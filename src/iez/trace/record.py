@@ -30,3 +30,7 @@ class FileRecord:
     close_time: float = 0.0  # epoch seconds of the last close
     comm_size: int = 1  # MPI communicator size (1 = POSIX/COMM_SELF)
     plan_hit: bool | None = None  # placed from the plan (True), missed (False), no plan (None)
+    # How this process wrote it (0 = unknown, e.g. no write seen); Request's fields of the same name.
+    transfer_size: int = 0  # its typical write: libiez the largest, rounded up to a power of two;
+    #                         Darshan the most common access size
+    write_align: int = 0  # the largest power of two dividing every write's offset and size

@@ -23,7 +23,8 @@ from iez.plan import format_layout
 from iez.trace.record import FileRecord
 
 MAGIC = b"IEZTRACE"
-VERSION = 1
+VERSION = 2  # 1 is read too: its bytes 18-19 are zero (write facts unknown) and in the CRC
+VERSIONS = (1, 2)
 SUFFIX = ".shard"
 JOB_SUFFIX = ".job"
 JOB_MAGIC = b"IEZJOBTR"
@@ -37,9 +38,10 @@ HEADER_CRC_END = 456
 _HEAD = struct.Struct("<8sIIIiiiQ128s128s64s")
 # live header fields at 456: crc, flags, end_ns, plan_hits, plan_misses, plan_entries
 _LIVE = struct.Struct("<IIQQQQ")
-# record: magic, size, crc, api, flags, path_len, lum_len, (2 reserved), comm_size, open_ns,
-#         bytes_written, bytes_read, max_offset, close_ns
-_REC = struct.Struct("<IIIBBHH2xIQQQQQ")
+# record: magic, size, crc, api, flags, path_len, lum_len, write_align, write_max, comm_size,
+#         open_ns, bytes_written, bytes_read, max_offset, close_ns
+_REC = struct.Struct("<IIIBBHHBBIQQQQQ")
+LIVE_FACTS = slice(18, 20)  # the write facts: live since version 2, so the CRC takes them as 0
 # merged job trace: magic, version, header size, shards, ranks, written ns, index CRC, header CRC
 _JOB = struct.Struct("<8sIIIIQII")
 _JOB_ENTRY = struct.Struct("<QQiI")  # offset, length, rank, CRC-32 of the shard's bytes
@@ -147,7 +149,8 @@ def _sane(data: bytes, off: int, chunk: int) -> tuple[int, int, int, int] | None
 
 
 def _crc_ok(data: bytes, off: int, crc: int, plen: int, llen: int) -> bool:
-    c = zlib.crc32(data[off + 12:off + 32])
+    # Version 1 wrote zeros at 18-19, so taking them as 0 reads both versions.
+    c = zlib.crc32(data[off + 12:off + LIVE_FACTS.start] + bytes(2) + data[off + LIVE_FACTS.stop:off + 32])
     return zlib.crc32(data[off + REC_FIXED:off + REC_FIXED + plen + llen], c) == crc
 
 
@@ -174,8 +177,8 @@ def parse_shard(data: bytes, p: Path, where: str = "") -> Shard:
         return _bad(p, f"{p_name}: not a libiez trace shard (bad magic or shorter than its header)")
     magic, version, hsize, chunk, pid, ppid, rank, start, app, run, host = _HEAD.unpack_from(data)
     crc, flags, end, hits, misses, entries = _LIVE.unpack_from(data, HEADER_CRC_END)
-    if version != VERSION:
-        return _bad(p, f"{p_name}: trace shard version {version} is not supported (this iez reads {VERSION})")
+    if version not in VERSIONS:
+        return _bad(p, f"{p_name}: trace shard version {version} is not supported (this iez reads {VERSIONS[0]} to {VERSION})")
     if zlib.crc32(data[:HEADER_CRC_END]) != crc or hsize != 512 or chunk < 4096 or chunk % 8:
         return _bad(p, f"{p_name}: the shard's header is damaged; its records cannot be attributed")
     common = dict(app=_text(app), run=_text(run), host=_text(host), pid=pid, rank=rank)
@@ -234,7 +237,8 @@ def _resync(data: bytes, off: int, chunk: int) -> int:
 
 
 def _record(data: bytes, off: int, plen: int, llen: int, common: dict, problems: list[str]) -> FileRecord:
-    (_, _, _, api, flags, _, _, comm_size, open_ns, written, read, max_offset, close_ns) = _REC.unpack_from(data, off)
+    (_, _, _, api, flags, _, _, align, wmax, comm_size, open_ns, written, read, max_offset,
+     close_ns) = _REC.unpack_from(data, off)
     path = data[off + REC_FIXED:off + REC_FIXED + plen].decode("utf-8", "surrogateescape")
     lum = data[off + REC_FIXED + plen:off + REC_FIXED + plen + llen]
     osts: tuple[int, ...] = ()
@@ -248,7 +252,9 @@ def _record(data: bytes, off: int, plen: int, llen: int, common: dict, problems:
     return FileRecord(path=path, api=APIS.get(api, f"api{api}"), created=bool(flags & REC_CREATED),
                       bytes_written=written, bytes_read=read, max_offset=max_offset, stripe_count=count,
                       stripe_size=size, osts=osts, layout=layout, open_time=open_ns / 1e9,
-                      close_time=close_ns / 1e9, comm_size=max(comm_size, 1), plan_hit=hit, **common)
+                      close_time=close_ns / 1e9, comm_size=max(comm_size, 1), plan_hit=hit,
+                      transfer_size=1 << (wmax - 1) if wmax else 0,
+                      write_align=1 << (64 - align) if 0 < align <= 64 else 0, **common)
 
 
 def read_job(path: str | Path) -> list[Shard]:
