@@ -65,6 +65,45 @@ def test_stacked_layers_are_not_counted_twice():
     assert q.write_bytes == 1000 and q.api == "mpiio" and q.comm_size == 4 and q.rank == 0
 
 
+MiB = 1 << 20
+
+
+def test_write_facts_of_a_collective_shared_file():
+    """IOR-like: four ranks write 1 MiB MPI-IO calls at 1 MiB boundaries; ROMIO's two aggregators
+    write 16 MiB beneath. The layout serves the application's calls: 4 writers, 1 MiB, 1 MiB."""
+    recs = [FileRecord(path="/mnt/iez/ior", rank=r, pid=100 + r, api="mpiio", created=r == 0, comm_size=4,
+                       bytes_written=64 * MiB, transfer_size=MiB, write_align=MiB, open_time=T0) for r in range(4)]
+    recs += [FileRecord(path="/mnt/iez/ior", rank=r, pid=100 + r, bytes_written=128 * MiB, transfer_size=16 * MiB,
+                        write_align=16 * MiB, open_time=T0) for r in range(2)]
+    [q] = ingest(recs).requests
+    assert (q.writers, q.transfer_size, q.write_align) == (4, MiB, MiB)
+
+
+def test_write_facts_take_the_common_size_and_the_least_alignment():
+    """Rank 0 also wrote an unaligned 8 KiB header: the transfer size stays the ranks' common
+    4 MiB, the alignment falls to the header's; a rank that only read is no writer."""
+    recs = [FileRecord(path="/mnt/iez/ssf", rank=r, pid=r, created=r == 0, bytes_written=1 << 30,
+                       transfer_size=4 * MiB, write_align=4 * MiB, open_time=T0) for r in range(1, 6)]
+    recs += [FileRecord(path="/mnt/iez/ssf", rank=0, pid=0, created=True, bytes_written=1 << 30,
+                        transfer_size=8 * MiB, write_align=8, open_time=T0),
+             FileRecord(path="/mnt/iez/ssf", rank=6, pid=6, bytes_read=100, open_time=T0)]
+    [q] = ingest(recs).requests
+    assert (q.writers, q.transfer_size, q.write_align) == (6, 4 * MiB, 8)
+
+
+def test_write_facts_unknown_and_processes_counted():
+    # a fork child of rank 0 writing too is one more writer; nothing known of the writes
+    recs = [FileRecord(path="/mnt/iez/a", pid=p, created=p == 1, bytes_written=10, open_time=T0) for p in (1, 2)]
+    # MPI-IO under a view of MPI_INT: the size is known, not where the calls started
+    recs += [FileRecord(path="/mnt/iez/b", rank=r, api="mpiio", created=r == 0, bytes_written=10,
+                        transfer_size=4096, open_time=T0) for r in range(3)]
+    # Darshan's shared record stands for every rank; nothing written: no writer
+    recs += [FileRecord(path="/mnt/iez/c", created=True, bytes_written=5, writers=512, open_time=T0),
+             FileRecord(path="/mnt/iez/d", created=True, open_time=T0)]
+    got = {q.path[-1]: (q.writers, q.transfer_size, q.write_align) for q in ingest(recs).requests}
+    assert got == {"a": (2, 0, 0), "b": (3, 4096, 0), "c": (512, 0, 0), "d": (0, 0, 0)}
+
+
 def test_files_not_created_by_the_run_are_counted_not_requested():
     recs = fpp(2) + [FileRecord(path="/mnt/iez/input.deck", bytes_read=4096, open_time=T0),
                      FileRecord(path="/mnt/iez/log", bytes_written=10, open_time=T0)]  # appended to
@@ -108,6 +147,7 @@ def test_empty_trace_gives_nothing():
     (FileRecord(path="/mnt/x", created=True, layout="c=2,o=1:1"), "/mnt/x: bad layout"),
     (FileRecord(path="/mnt/x", created=True, api="nfs4"), "unknown API 'nfs4'"),
     (FileRecord(path="/mnt/x", created=True, bytes_written=-5), "negative"),
+    (FileRecord(path="/mnt/x", created=True, bytes_written=5, transfer_size=-1), "negative"),
 ])
 def test_bad_records_are_one_line_errors(rec, msg):
     with pytest.raises(TraceError, match=msg) as e:

@@ -139,6 +139,8 @@ def test_shared_file_placed_by_rank_0_and_traced_per_rank(job):
     (req,) = [q for q in ingest([r for r in trace.records if r.app == "mpitest"]).requests
               if q.path == str(job.path("ssf"))]
     assert (req.comm_size, req.rank, req.api, req.write_bytes) == (4, 0, "mpiio", 4 * 256 * KiB)
+    # the writers' facts as their MPI-IO calls had them: 64 KiB at 64 KiB boundaries
+    assert (req.writers, req.transfer_size, req.write_align) == (4, 64 * KiB, 64 * KiB)
 
 
 def test_file_per_process_on_comm_self_with_8_ranks(job):

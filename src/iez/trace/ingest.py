@@ -15,13 +15,20 @@ docs/references.md#s000-table1), because a layout is chosen once, at create. Rul
 - create_time is the creator's first open, in seconds from the run's first open.
 - The observed layout comes from the record's `layout` string (plan grammar), else from its
   stripe size, count and OST list when those are known.
+- writers is the number of processes (rank, host, pid) that wrote to the file, or the ranks a
+  Darshan shared record stands for. transfer_size and write_align are those of the highest
+  layer whose writing records all know their write size (the calls the application made:
+  MPI-IO's, not ROMIO's aggregated POSIX writes beneath): the most common transfer size among
+  its writers (ties: the larger), since ranks of one job mostly write alike and a lone rank
+  writing a header or a tail must not set it; and the smallest alignment any of them wrote
+  with. 0 when no record knows.
 
 Pure: takes records, returns requests; no I/O.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Iterable
 
@@ -67,11 +74,28 @@ def _api_level(api: str, path: str) -> int:
         raise TraceError(f"{path}: unknown API {api!r} (one of {', '.join(API_LEVEL)})") from None
 
 
+def _write_facts(path: str, recs: list[FileRecord]) -> tuple[int, int, int]:
+    """(writers, transfer_size, write_align) of one file's records, 0 where not known."""
+    wrote = [r for r in recs if r.bytes_written > 0]
+    if not wrote:
+        return 0, 0, 0
+    writers = max(len({(r.rank, r.host, r.pid) for r in wrote}), max(r.writers for r in wrote))
+    layers = {r.api for r in wrote if all(w.transfer_size > 0 for w in wrote if w.api == r.api)}
+    if not layers:
+        return writers, 0, 0
+    top = max(layers, key=lambda a: _api_level(a, path))
+    layer = [r for r in wrote if r.api == top]
+    sizes = Counter(r.transfer_size for r in layer)
+    transfer = max(sizes, key=lambda s: (sizes[s], s))
+    return writers, transfer, min((r.write_align for r in layer if r.write_align > 0), default=0)
+
+
 def _file_request(path: str, recs: list[FileRecord], t0: float, app: str, run: str) -> Request:
     per_layer: dict[str, int] = defaultdict(int)
     for r in recs:
-        if r.bytes_written < 0 or r.rank < 0 or r.comm_size < 0:
-            raise TraceError(f"{path}: negative bytes, rank or communicator size in the trace")
+        if (r.bytes_written < 0 or r.rank < 0 or r.comm_size < 0 or r.transfer_size < 0 or r.write_align < 0
+                or r.writers < 0):
+            raise TraceError(f"{path}: negative bytes, rank, communicator size or write facts in the trace")
         per_layer[r.api] += r.bytes_written
     creators = sorted((r for r in recs if r.created), key=lambda r: (r.rank, r.open_time))
     first = creators[0]
@@ -87,6 +111,7 @@ def _file_request(path: str, recs: list[FileRecord], t0: float, app: str, run: s
         head = layout.parts()[0].layout
         stripe_count = stripe_count or head.stripe_count
         pool = head.pool
+    writers, transfer_size, write_align = _write_facts(path, recs)
     return Request(
         path=path,
         write_bytes=max(per_layer.values()),
@@ -99,6 +124,9 @@ def _file_request(path: str, recs: list[FileRecord], t0: float, app: str, run: s
         api=api,
         pool=pool,
         observed=layout,
+        writers=writers,
+        transfer_size=transfer_size,
+        write_align=write_align,
     )
 
 

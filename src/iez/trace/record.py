@@ -34,3 +34,4 @@ class FileRecord:
     transfer_size: int = 0  # its typical write: libiez the largest, rounded up to a power of two;
     #                         Darshan the most common access size
     write_align: int = 0  # the largest power of two dividing every write's offset and size
+    writers: int = 1  # processes this record stands for: 1, or all ranks for Darshan's shared record
