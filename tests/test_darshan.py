@@ -65,6 +65,8 @@ def test_badost_ingests_to_one_request_per_rank(badost):
     assert {q.write_bytes for q in got.requests} == {256 << 20}  # 64 segments x 4 MiB (-s 64)
     assert sorted(q.rank for q in got.requests) == list(range(2048))
     assert all(q.observed is not None and len(q.observed.osts()) == 1 for q in got.requests)
+    # ior -t 4m: every write 4 MiB, none off Lustre's 1 MiB block (POSIX_FILE_NOT_ALIGNED 0)
+    assert {(q.writers, q.transfer_size, q.write_align) for q in got.requests} == {(1, 4 << 20, 1 << 20)}
     assert all(0 <= q.create_time < badost.records[0].close_time - badost.start_time for q in got.requests)
 
 
@@ -78,6 +80,7 @@ def test_goodost_bytes_follow_the_ior_command_line():
     assert len(got.requests) == log.nprocs == 48
     assert {q.write_bytes for q in got.requests} == {per_file}
     assert {q.comm_size for q in got.requests} == {1}
+    assert {(q.writers, q.transfer_size, q.write_align) for q in got.requests} == {(1, 8 << 20, 1 << 20)}
 
 
 def test_vpic_shared_hdf5_file_is_one_ssf_request():
@@ -89,6 +92,10 @@ def test_vpic_shared_hdf5_file_is_one_ssf_request():
     posix = next(r for r in log.records if r.api == "posix")
     assert q.write_bytes == posix.bytes_written  # not MPI-IO + POSIX
     assert q.stripe_count == 24 and len(set(q.observed.osts())) == 24
+    # the shared records stand for all 2048 ranks; VPIC's collective calls write 128 MiB each
+    # (MPIIO_ACCESS1_ACCESS); MPI-IO keeps no offsets, so the alignment is not known
+    assert (q.writers, q.transfer_size, q.write_align) == (2048, 128 << 20, 0)
+    assert posix.transfer_size == 128 << 20 and posix.write_align == 0  # 16401 accesses off 1 MiB
 
 
 def truncated(tmp_path: Path, name: str, keep: int) -> Path:
@@ -131,3 +138,25 @@ def test_not_a_darshan_log(tmp_path):
         read_log(p)
     with pytest.raises(TraceError, match="no such Darshan log"):
         read_log(tmp_path / "missing.darshan")
+
+
+def _counters(sizes, not_aligned=0, block=1 << 20, calls=None):
+    c = {"POSIX_FILE_ALIGNMENT": block, "POSIX_FILE_NOT_ALIGNED": not_aligned, "POSIX_READS": 0,
+         "POSIX_WRITES": sum(n for _, n in sizes) if calls is None else calls}
+    for i, (size, n) in enumerate(sizes + [(0, 0)] * (4 - len(sizes)), 1):
+        c[f"POSIX_ACCESS{i}_ACCESS"], c[f"POSIX_ACCESS{i}_COUNT"] = size, n
+    return c
+
+
+@pytest.mark.parametrize("sizes, kw, want", [
+    ([(4 << 20, 64)], {}, (4 << 20, 1 << 20)),  # the block bounds the alignment from below only
+    ([(3 << 20, 10), (1 << 20, 12)], {}, (1 << 20, 1 << 20)),  # the most common size; 3 MiB is 1 MiB-aligned
+    ([(1 << 20, 12), (1000, 1)], {}, (1 << 20, 8)),  # 1000 = 8 x 125
+    ([(1 << 20, 12)], {"not_aligned": 1}, (1 << 20, 0)),  # an access off the block: unknown
+    ([(1 << 20, 12)], {"calls": 20}, (1 << 20, 0)),  # sizes beyond the four kept: unknown
+    ([], {}, (0, 0)),
+])
+def test_access_facts_from_counters(sizes, kw, want):
+    from iez.trace.darshan import _access_facts
+
+    assert _access_facts(_counters(sizes, **kw), "POSIX") == want

@@ -1,6 +1,7 @@
 """Darshan logs -> FileRecords, through pydarshan (the PyPI `darshan` package).
 
-Read: the POSIX, MPI-IO and STDIO module records (bytes, ranks, open/close times) and the
+Read: the POSIX, MPI-IO and STDIO module records (bytes, ranks, open/close times, access
+sizes) and the
 LUSTRE module (`mod_read_all_lustre_records`): stripe size, stripe count, pool and the OST ids
 each file really got, component by component.
 
@@ -10,6 +11,16 @@ when the log is closed (an assert in darshan_log_close). So a log is read in a c
 process. The child checks every record's return code itself (`darshan_log_get_record` < 0 is
 a damaged region) and checks that every record has a name; any failure, or a child killed by
 a signal, is one TraceError line naming the first error the C library printed.
+
+The writers' facts (FileRecord.transfer_size, write_align, writers): Darshan keeps each
+module's four most common access sizes (`*_ACCESS1_ACCESS` .. `ACCESS4`, with their counts, of
+reads and writes together); the transfer size is the most common. It keeps no offsets, only a
+count of POSIX accesses that did not start on `POSIX_FILE_ALIGNMENT` (the file system's block
+size): when there were none, and the four sizes cover every access, write_align is the largest
+power of two dividing that alignment and the four sizes, a lower bound; otherwise unknown (0),
+as it always is for MPI-IO. A shared record (rank -1), which Darshan reduces from every rank
+when all of them opened the file, stands for all the job's ranks as writers when it was
+written (which ranks wrote is not kept).
 
 Darshan cannot tell which files a job created. A file the job wrote to is taken as created by
 it (true of checkpoint and output files, the ones placement is for); files only read are not.
@@ -159,6 +170,24 @@ def _lustre_layouts(report: Any) -> dict[int, dict[str, Any]]:
     return out
 
 
+def _access_facts(c: dict[str, Any], prefix: str) -> tuple[int, int]:
+    """(transfer size, write alignment) of one record's counters, 0 where not known."""
+    sizes = [(int(c.get(f"{prefix}_ACCESS{i}_COUNT", 0)), int(c.get(f"{prefix}_ACCESS{i}_ACCESS", 0)))
+             for i in range(1, 5)]  # STDIO keeps none
+    sizes = [(n, size) for n, size in sizes if n > 0 and size > 0]
+    if not sizes:
+        return 0, 0
+    transfer = max(sizes)[1]
+    calls = int(c.get(f"{prefix}_READS", -1)) + int(c.get(f"{prefix}_WRITES", -1))
+    block = int(c.get(f"{prefix}_FILE_ALIGNMENT", 0))
+    if block <= 0 or int(c.get(f"{prefix}_FILE_NOT_ALIGNED", -1)) != 0 or sum(n for n, _ in sizes) != calls:
+        return transfer, 0
+    bits = block
+    for _, size in sizes:
+        bits |= size
+    return transfer, bits & -bits
+
+
 def _extract(path: str) -> dict[str, Any]:
     import darshan  # type: ignore[import-untyped]  # ships no type hints
 
@@ -196,6 +225,7 @@ def _extract(path: str) -> dict[str, Any]:
             written = max(0, int(c[f"{prefix}_BYTES_WRITTEN"]))
             lay = layouts.get(rec["id"], {})
             shared = rec["rank"] < 0
+            transfer, align = _access_facts(c, prefix) if written > 0 else (0, 0)
             records.append(asdict(FileRecord(
                 path=name, rank=0 if shared else int(rec["rank"]), api=api, created=written > 0,
                 bytes_written=written, bytes_read=max(0, int(c[f"{prefix}_BYTES_READ"])),
@@ -205,6 +235,7 @@ def _extract(path: str) -> dict[str, Any]:
                 open_time=start + max(0.0, float(f[f"{prefix}_F_OPEN_START_TIMESTAMP"])),
                 close_time=start + max(0.0, float(f[f"{prefix}_F_CLOSE_END_TIMESTAMP"])),
                 comm_size=nprocs if shared else 1,
+                transfer_size=transfer, write_align=align, writers=nprocs if shared else 1,
             )))
     if skipped_names:
         warnings.append(f"{skipped_names} records without a full path (anonymised names) skipped")
