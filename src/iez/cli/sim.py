@@ -23,7 +23,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def cmd_sim(args: argparse.Namespace) -> int:
     from iez.sim.scenario import load_scenario, variants
-    from iez.sim.study import run_all, summarise
+    from iez.sim.study import compare_line, run_all, summarise
 
     doc, base = load_scenario(args.scenario)
     vs = variants(doc, base)
@@ -53,8 +53,6 @@ def cmd_sim(args: argparse.Namespace) -> int:
                           f"{j['end_to_end']:.2f}", f"{j['token_wait']:.2f}", f"{r['lower_bound']:.2f}")
     console.print(table)
     for c in summary["compare"]:
-        ours = "n/a" if c["min"] is None else (
-            f"{c['min']:+.0%}" if abs(c["max"] - c["min"]) < 0.005 else f"{c['min']:+.0%} .. {c['max']:+.0%}")
-        console.print(f"{c['label']}: simulated {ours}" + (f"; seed: {c['seed']}" if c["seed"] else ""))
+        console.print(compare_line(c))
     console.print(f"results in {out}/ (summary.json, figure.png, one directory per run)")
     return 0

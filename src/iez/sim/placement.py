@@ -1,24 +1,60 @@
 """Where each simulated file lives: a resolved layout per file, from an allocation policy
 (`iez.alloc.registry`: rr, qos, iez-paper, balanced), from a given OST list, or as a trace saw it.
 
-Files of all jobs that use the same policy are placed in one call, in job order, so a global
-policy sees the whole workload at once, as iez's controller does for concurrent applications.
+Files of all jobs that use the same policy and layout option are placed in one call, in job
+order, so a global policy sees the whole workload at once, as iez's controller does for
+concurrent applications. A job with placement "list" and layout "hierarchical" gets its
+composite layout here (`hierarchical`), so a scenario can state seed 001's layouts exactly
+(docs/references.md#s001-hierarchical).
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from iez.alloc.policy import AllocOptions
 from iez.alloc.registry import get_policy, names
 from iez.cluster import Cluster, Snapshot
 from iez.errors import ConfigError
-from iez.layout.layout import FileLayout, Layout
+from iez.layout.layout import LUSTRE_EOF, Component, FileLayout, Layout
 from iez.request import Request
 from iez.sim.scenario import JobEntry
 from iez.sim.workload import Workload
 
+
+def hierarchical(osts: Sequence[int], size: int, subfiles: int, subset_size: int, stripe_size: int) -> FileLayout:
+    """Seed 001's hierarchical striping as a PFL layout (docs/references.md#s001-hierarchical):
+    the file cut into `subfiles` equal extents (whole stripes; the last runs to EOF), extent k
+    striped over OST subset k mod (len(osts) // subset_size), subset j being
+    osts[j * subset_size:(j + 1) * subset_size], as the paper's (M, 2, 2*i). Subsets are
+    disjoint; extents share a subset only when there are more extents than subsets."""
+    if subset_size > len(osts):
+        raise ConfigError(f"subset size {subset_size} exceeds the {len(osts)} listed OSTs")
+    if subfiles < 1 or size < 1:
+        raise ConfigError("a hierarchical layout needs a file of at least one byte and one subfile")
+    unit = -(-size // subfiles)
+    unit = -(-unit // stripe_size) * stripe_size
+    n = -(-size // unit)
+    subsets = len(osts) // subset_size
+    comps = []
+    for k in range(n):
+        j = k % subsets
+        lay = Layout(stripe_size=stripe_size, osts=tuple(osts[j * subset_size:(j + 1) * subset_size]))
+        comps.append(Component(k * unit, (k + 1) * unit if k < n - 1 else LUSTRE_EOF, lay, id=k + 1))
+    return FileLayout(components=tuple(comps))
+
+
+def _writers(wl: Workload, path: str) -> set[int]:
+    return {e.rank for ph in wl.phases if ph.kind == "write" for e in ph.extents if e.path == path}
+
+
+def _transfer(wl: Workload) -> int:
+    return max((ph.call_size for ph in wl.phases if ph.kind == "write"), default=0)
+
+
 def place(cluster: Cluster, jobs: list[tuple[JobEntry, Workload]]) -> dict[str, FileLayout]:
     layouts: dict[str, FileLayout] = {}
-    by_policy: dict[tuple[str, int], list[Request]] = {}
+    by_policy: dict[tuple[str, int, str], list[Request]] = {}
     known = set(cluster.ost_indices())
     for entry, wl in jobs:
         comm = wl.ranks
@@ -27,6 +63,14 @@ def place(cluster: Cluster, jobs: list[tuple[JobEntry, Workload]]) -> dict[str, 
             if bad:
                 raise ConfigError(f"job {wl.name}: osts {bad} are not OSTs of the cluster")
             for k, f in enumerate(wl.files):
+                if entry.layout == "hierarchical":
+                    # Split writing: by default one subfile per writer of the file.
+                    parts = entry.subfiles or max(1, len(_writers(wl, f.path)))
+                    try:
+                        layouts[f.path] = hierarchical(entry.osts, f.size, parts, entry.subset_size, f.stripe_size)
+                    except ConfigError as e:
+                        raise ConfigError(f"job {wl.name}: {e}") from None
+                    continue
                 osts = tuple(entry.osts[(k * f.stripe_count + s) % len(entry.osts)] for s in range(f.stripe_count))
                 if len(set(osts)) != len(osts):
                     raise ConfigError(f"job {wl.name}: stripe count {f.stripe_count} exceeds its {len(entry.osts)} listed OSTs")
@@ -42,13 +86,15 @@ def place(cluster: Cluster, jobs: list[tuple[JobEntry, Workload]]) -> dict[str, 
                 # Lustre's own allocators keep the file's stripe size (the file-system default
                 # in the benchmarks); iez's policies size stripes themselves (docs/references.md#s000-method2).
                 fixed = f.stripe_size if entry.placement in names(kind="lustre") else 0
-                reqs = by_policy.setdefault((entry.placement, fixed), [])
+                reqs = by_policy.setdefault((entry.placement, fixed, entry.layout), [])
                 shared = len(wl.files) == 1 and wl.ranks > 1
                 reqs.append(Request(path=f.path, write_bytes=f.size, stripe_count=f.stripe_count,
-                                    rank=0 if shared else k, app=wl.name, comm_size=comm if shared else 1))
+                                    rank=0 if shared else k, app=wl.name, comm_size=comm if shared else 1,
+                                    writers=len(_writers(wl, f.path)), transfer_size=_transfer(wl)))
     snapshot = Snapshot.from_cluster(cluster)
-    for (name, fixed), reqs in by_policy.items():
-        opts = AllocOptions(stripe_method="fixed", stripe_size=fixed) if fixed else AllocOptions()
+    for (name, fixed, layout), reqs in by_policy.items():
+        opts = AllocOptions(stripe_method="fixed", stripe_size=fixed, layout=layout) if fixed \
+            else AllocOptions(layout=layout)
         for req, pl in zip(reqs, get_policy(name).place(reqs, cluster, snapshot, opts)):
             layouts[req.path] = pl.layout
     return layouts

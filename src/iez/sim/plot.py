@@ -3,8 +3,9 @@ scenario (the reproduction figure: one panel per metric, bars grouped as the sce
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 import matplotlib
 
@@ -96,8 +97,9 @@ def _axis_value(run: "Run", job: str, key: str) -> Any:
     return run.variant.values.get(key, "")
 
 
-def study_figure(fig_spec: Figure, runs: list["Run"], path: Path) -> Path:
-    """One panel per metric; bars at x values, one colour per series value."""
+def study_figure(fig_spec: Figure, runs: list["Run"], path: Path, footer: Sequence[str] = ()) -> Path:
+    """One panel per metric; bars at x values, one colour per series value; `footer` lines
+    (the comparisons with the seed) under the panels."""
     points: list[tuple[Any, Any, str, float]] = []  # (x, series, metric, value)
     for r in runs:
         for j in r.results.jobs:
@@ -107,8 +109,8 @@ def study_figure(fig_spec: Figure, runs: list["Run"], path: Path) -> Path:
     xs = list(dict.fromkeys(p[0] for p in points))
     series = list(dict.fromkeys(p[1] for p in points))
     n = len(fig_spec.metrics)
-    fig, axes = plt.subplots(1, n, figsize=(max(5.0, 1.2 * len(xs) * max(1, len(series)) / 2 + 3) * n / max(1, n - 0.5),
-                                            4.5), squeeze=False, constrained_layout=True)
+    width_in = max(5.0, 1.2 * len(xs) * max(1, len(series)) / 2 + 3) * n / max(1, n - 0.5)
+    fig, axes = plt.subplots(1, n, figsize=(width_in, 4.5 + 0.3 * len(footer)), squeeze=False, constrained_layout=True)
     width = 0.8 / max(1, len(series))
     for ax, m in zip(axes[0], fig_spec.metrics):
         for s_k, s in enumerate(series):
@@ -125,7 +127,9 @@ def study_figure(fig_spec: Figure, runs: list["Run"], path: Path) -> Path:
         if len(series) > 1:
             ax.legend(title=fig_spec.series, fontsize="small")
     if fig_spec.title:
-        fig.suptitle(fig_spec.title)
+        fig.suptitle(textwrap.fill(fig_spec.title, int(width_in * 11)))
+    if footer:
+        fig.supxlabel("\n".join(textwrap.fill(line, int(width_in * 13)) for line in footer), fontsize="small")
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return path

@@ -87,6 +87,13 @@ class JobEntry:
     osts: tuple[int, ...] = ()  # for placement "list"
     submit: float = 0.0
     windows: tuple[tuple[float, float], ...] = ()
+    # Whose layout a shared file gets (AllocOptions.layout): "keep" the job's stripe count, "auto"
+    # or "hierarchical" the policy's choice; with placement "list", "hierarchical" is built here:
+    # `subfiles` components (0 = one per writer, split writing) over disjoint subsets of
+    # `subset_size` listed OSTs (docs/references.md#s001-hierarchical).
+    layout: str = "keep"
+    subset_size: int = 2
+    subfiles: int = 0
 
 
 @dataclass(frozen=True)
@@ -303,7 +310,8 @@ def _int(v: Any, what: str, lo: int) -> int:
 _JOB_KEYS = {"name", "kind", "ranks", "ranks_per_node", "nodes", "mode", "block", "transfer", "segments",
              "stripe_count", "stripe_size", "write", "read", "particles", "class", "tile", "element",
              "collective", "bursts", "compute", "compute_after", "placement", "osts", "submit", "windows",
-             "path"}
+             "path", "layout", "subset_size", "subfiles"}
+LAYOUTS = ("keep", "auto", "hierarchical")
 
 
 def _job(t: dict[str, Any], k: int, base: Path) -> JobEntry:
@@ -360,10 +368,22 @@ def _job(t: dict[str, Any], k: int, base: Path) -> JobEntry:
     placement = str(t.get("placement", "observed" if recorded else "rr"))
     if placement == "list" and not osts:
         raise ConfigError(f"{w}: placement \"list\" needs osts = [...]")
+    layout = str(t.get("layout", "keep"))
+    if layout not in LAYOUTS:
+        raise ConfigError(f"{w}.layout: {layout!r} is not one of {', '.join(LAYOUTS)}")
+    if layout != "keep" and placement == "observed":
+        raise ConfigError(f"{w}: layout {layout!r} needs a placement (a policy, or list), not observed")
+    if layout == "auto" and placement == "list":
+        raise ConfigError(f"{w}: layout \"auto\" is a policy's choice: give placement = a policy name")
+    if ("subset_size" in t or "subfiles" in t) and layout == "hierarchical" and placement != "list":
+        raise ConfigError(f"{w}: subset_size and subfiles are for placement = \"list\"; "
+                          f"policy {placement!r} chooses its own hierarchical layout")
     src_path = ""
     if recorded:
         p = Path(str(t["path"]))
         src_path = str(p if p.is_absolute() else base / p)
     return JobEntry(pattern=pattern, source_path=src_path, placement=placement,
                     osts=tuple(osts), submit=parse_duration(t.get("submit", 0), f"{w}.submit"),
-                    windows=tuple(windows))
+                    windows=tuple(windows), layout=layout,
+                    subset_size=_int(t.get("subset_size", 2), f"{w}.subset_size", 1),
+                    subfiles=_int(t.get("subfiles", 0), f"{w}.subfiles", 0))

@@ -108,12 +108,25 @@ def compare(c: Compare, runs: list[Run]) -> dict[str, Any]:
             "pairs": pairs}
 
 
+def compare_line(c: dict[str, Any]) -> str:
+    """One comparison of `compare` in words: the simulated change beside the seed's claim."""
+    if c["min"] is None:
+        ours = "n/a"
+    elif abs(c["max"] - c["min"]) < 0.005:
+        ours = f"{c['min']:+.0%}"
+    else:
+        ours = f"{c['min']:+.0%} .. {c['max']:+.0%}"
+    return f"{c['label']}: simulated {ours}" + (f"; seed: {c['seed']}" if c["seed"] else "")
+
+
 def summarise(scn: Scenario, runs: list[Run], out: Path) -> dict[str, Any]:
+    compares = [compare(c, runs) for c in scn.compares]
     summary = {
         "title": scn.title, "notes": scn.notes,
         "runs": [row(r) for r in runs],
-        "compare": [compare(c, runs) for c in scn.compares],
+        "compare": compares,
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
-    plot.study_figure(scn.figure, runs, out / "figure.png")
+    # The figure carries the seed's numbers beside ours, so it stands on its own.
+    plot.study_figure(scn.figure, runs, out / "figure.png", footer=[compare_line(c) for c in compares])
     return summary
