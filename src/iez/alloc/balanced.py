@@ -79,15 +79,27 @@ from __future__ import annotations
 import heapq
 import math
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Sequence
 
 import numpy as np
 
 from iez.alloc.lustre_rr import calc_rr, server_order
-from iez.alloc.policy import AllocOptions, OstTable, RequestTable, make_placements, room_bytes, stripe_bytes, tables
+from iez.alloc.policy import (
+    AllocOptions,
+    OstTable,
+    RequestTable,
+    job_bytes,
+    make_placements,
+    room_bytes,
+    stripe_bytes,
+    stripe_size,
+    tables,
+)
 from iez.alloc.registry import Registration
 from iez.cluster import Cluster, Snapshot
 from iez.errors import AllocationError
+from iez.layout.hierarchical import Cut, composite, cut, interleave, validate
 from iez.layout.layout import LOV_MAX_STRIPE_COUNT
 from iez.layout.stripe import AP
 from iez.request import Placement, Request
@@ -115,13 +127,92 @@ class Balanced:
         if not requests:
             return []
         osts, table = tables(requests, cluster, snapshot, options)
+        cuts = hierarchical_cuts(requests, table, cluster, options)
+        if any(cuts):
+            table = with_cuts(table, cuts)
         sol = solve(table, osts, rr_orders(cluster, table, osts), options)
         flat, at = osts.index[sol.stripes].tolist(), sol.offsets.tolist()
         lists = [tuple(flat[at[i]:at[i + 1]]) for i in range(len(requests))]
-        return make_placements(requests, table, lists, self.name)
+        placements = make_placements(requests, table, lists, self.name)
+        if any(cuts):
+            placements = hierarchical(placements, cuts, requests, cluster, osts, sol, options)
+        return placements
 
 
 POLICIES = {Balanced.name: Registration(Balanced, "iez")}
+
+
+# -- hierarchical striping (docs/references.md#s001-hierarchical; iez.layout.hierarchical) ----------
+#
+# A file cut into G components of k OSTs is placed as a plain file of G·k stripes: its stripes
+# go to distinct OSTs, so the G subsets of k are disjoint, and the cost model (bytes per OST and
+# per OSS, the time bound) sees the same bytes, since component g's extent, whole rounds of its k
+# stripes, lands on its OSTs as stripes g·k .. g·k+k-1 of the plain file would. The plain list
+# is then cut into subsets, reordered so each spans as many OSSs as it can; the job's real bytes
+# under the composite layouts are checked against the bound, as the plain ones were.
+
+
+def hierarchical_cuts(requests: Sequence[Request], table: RequestTable, cluster: Cluster,
+                      options: AllocOptions) -> list[Cut | None]:
+    """Per request, its hierarchical geometry, or None: only with layout "hierarchical", for a
+    shared file (two writers or more) big and wide enough for two subsets (`table.count`: the
+    user's count or the automatic one)."""
+    if options.layout != "hierarchical":
+        return [None] * len(requests)
+    fixed = options.stripe_size or cluster.default_stripe_size
+    out: list[Cut | None] = []
+    for r, w, c in zip(requests, table.write_bytes.tolist(), table.count.tolist()):
+        writers = r.writers or r.comm_size
+        out.append(cut(w, writers, c, partial(stripe_size, w, method=options.stripe_method, fixed=fixed))
+                   if writers >= 2 else None)
+    return out
+
+
+def with_cuts(table: RequestTable, cuts: Sequence[Cut | None]) -> RequestTable:
+    """`table` with each cut file's stripe count G·k and stripe size."""
+    count, size = table.count.copy(), table.size.copy()
+    for i, c in enumerate(cuts):
+        if c is not None:
+            count[i], size[i] = c.grouping.stripes, c.stripe_size
+    return replace(table, count=count, size=size)
+
+
+def hierarchical(placements: list[Placement], cuts: Sequence[Cut | None], requests: Sequence[Request],
+                 cluster: Cluster, osts: OstTable, sol: Solution, options: AllocOptions) -> list[Placement]:
+    """The cut files' composite layouts, their subsets spread over OSSs, if the job's real time
+    keeps the bound (else with the plain order's subsets, else the plain layouts)."""
+    oss_of = {o.index: o.oss for o in cluster.osts}
+    indices = [o.index for o in cluster.osts]
+    top = sol.reference * options.max_slowdown
+    plain_time = _real_time(placements, osts)
+    for spread in (True, False):
+        out = list(placements)
+        for i, c in enumerate(cuts):
+            if c is None:
+                continue
+            p, k = placements[i], c.grouping.subset
+            if p.layout.is_composite:  # the automatic layout's PFL for a file that grows: kept
+                continue
+            order = list(p.layout.osts())
+            if spread:
+                order = interleave(order, oss_of)
+            fl = composite(c.spans, c.stripe_size, [order[g * k:(g + 1) * k] for g in range(c.grouping.groups)],
+                           requests[i].pool)
+            validate(fl, indices)
+            ranks = (requests[i].writers or requests[i].comm_size) // c.grouping.groups
+            why = (f"hierarchical: {c.grouping.groups} components of {k} OSTs, one per "
+                   f"{'writer' if ranks == 1 else f'group of {ranks} writers'}")
+            out[i] = replace(p, layout=fl, note=f"{p.note}; {why}" if p.note else why)
+        if _real_time(out, osts) <= max(top, plain_time) * (1 + EPS):
+            return out
+    return placements
+
+
+def _real_time(placements: Sequence[Placement], osts: OstTable) -> float:
+    job = np.zeros(osts.n)
+    for ost, b in job_bytes(placements).items():
+        job[osts.position[ost]] += b
+    return job_time(job, osts)
 
 
 @dataclass(frozen=True)
