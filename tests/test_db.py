@@ -288,17 +288,45 @@ def test_a_version_1_database_is_brought_to_the_current_version(db):
         tx.mark_planned("a", 2, "balanced")
         for column in ("released_at", "planned_at"):  # as version 1 made it
             tx.conn.execute(text(f"ALTER TABLE runs DROP COLUMN {column}"))
+        for table in ("traced_requests", "predicted_requests"):
+            for column in ("writers", "transfer_size", "write_align"):
+                tx.conn.execute(text(f"ALTER TABLE {table} DROP COLUMN {column}"))
         tx.conn.execute(schema_version.update().values(version=1))
         assert current_version(tx.conn) == 1
     t0 = time.time()
     with db.begin() as tx:
         assert migrate(tx.conn, INTERACTION) == 1
-        assert current_version(tx.conn) == SCHEMA_VERSION == 3
+        assert current_version(tx.conn) == SCHEMA_VERSION == 4
         assert {"released_at", "planned_at"} <= {c["name"] for c in inspect(tx.conn).get_columns("runs")}
         ((number, requests),) = tx.traced_runs("a")
         assert number == 1 and len(requests) == 2
         (planned_at,) = tx.conn.execute(text("SELECT planned_at FROM runs WHERE number = 2")).one()
         assert planned_at >= t0 and len(tx.pending_placements("b", ttl=60)) == len(placed)
+
+
+def test_a_version_3_database_gains_the_writers_facts(db):
+    """Requests stored before the writers' facts read them as unknown (0); new ones keep them,
+    traced and predicted alike."""
+    from iez.db.schema import schema_version
+
+    with db.begin() as tx:
+        tx.add_trace("a", hacc(2))
+        for table in ("traced_requests", "predicted_requests"):  # as version 3 made them
+            for column in ("writers", "transfer_size", "write_align"):
+                tx.conn.execute(text(f"ALTER TABLE {table} DROP COLUMN {column}"))
+        tx.conn.execute(schema_version.update().values(version=3))
+        assert current_version(tx.conn) == 3
+    with db.begin() as tx:
+        assert migrate(tx.conn, INTERACTION) == 3 and current_version(tx.conn) == SCHEMA_VERSION == 4
+        ((_, old),) = tx.traced_runs("a")
+        assert {(q.writers, q.transfer_size, q.write_align) for q in old} == {(0, 0, 0)}
+        facts = dict(writers=1024, transfer_size=1 << 20, write_align=1 << 16)
+        tx.add_trace("a", [replace(q, **facts) for q in hacc(2)])
+        tx.add_prediction("a", 3, [replace(q, **facts) for q in hacc(2)], {}, [1, 2])
+    with db.begin() as tx:
+        assert [r for _, r in tx.traced_runs("a")][1] == [replace(q, **facts, app="a", run="2") for q in hacc(2)]
+        assert {(q.writers, q.transfer_size, q.write_align) for q in tx.prediction("a", 3).requests} == {
+            (1024, 1 << 20, 1 << 16)}
 
 
 def test_bad_urls_and_files_are_one_line_errors(tmp_path):

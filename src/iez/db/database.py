@@ -45,7 +45,8 @@ RESERVATION_TTL = 7 * 86400.0
 
 # Application names end up in plan metadata (`#app=NAME`) and file names of reports.
 APP_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,127}")
-_REQUEST_FIELDS = ("path", "write_bytes", "stripe_count", "rank", "comm_size", "create_time", "api", "pool")
+_REQUEST_FIELDS = ("path", "write_bytes", "stripe_count", "rank", "comm_size", "create_time", "api", "pool",
+                   "writers", "transfer_size", "write_align")
 
 
 def check_app_name(name: str) -> str:

@@ -52,10 +52,20 @@ def _planned_at(conn: Connection) -> None:
     conn.execute(text("UPDATE runs SET planned_at = :now WHERE planned_policy IS NOT NULL"), {"now": time.time()})
 
 
+def _write_facts(conn: Connection) -> None:
+    # requests stored before: their writers' facts are not known (0), as for a trace without them
+    for table in ("traced_requests", "predicted_requests"):
+        conn.execute(text(f"ALTER TABLE {table} ADD COLUMN writers INTEGER NOT NULL DEFAULT 0"))
+        conn.execute(text(f"ALTER TABLE {table} ADD COLUMN transfer_size BIGINT NOT NULL DEFAULT 0"))
+        conn.execute(text(f"ALTER TABLE {table} ADD COLUMN write_align BIGINT NOT NULL DEFAULT 0"))
+
+
 # Version 1 is the baseline: no step leads to it. Steps for versions 2, 3, ... go here, in order.
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(2, "runs.released_at: a planned run an admin released reserves no space", _released_at),
     Migration(3, "runs.planned_at: a plan older than the reservation TTL reserves no space", _planned_at),
+    Migration(4, "requests' writers, transfer_size, write_align: the writers' facts the automatic layout reads",
+              _write_facts),
 )
 
 INTERACTION = Schema("the interaction database", metadata, schema_version, SCHEMA_VERSION, MIGRATIONS)

@@ -28,7 +28,7 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 metadata = MetaData()
 
@@ -83,6 +83,10 @@ def _request_columns() -> list[Column]:
         Column("create_time", Float, nullable=False, default=0.0),
         Column("api", String(8), nullable=False, default="posix"),
         Column("pool", String(16), nullable=False, default=""),
+        # the writers' facts the automatic layout reads (iez.request.Request); 0 = not known
+        Column("writers", Integer, nullable=False, default=0),
+        Column("transfer_size", BigInteger, nullable=False, default=0),
+        Column("write_align", BigInteger, nullable=False, default=0),
     ]
 
 
