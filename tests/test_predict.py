@@ -96,6 +96,23 @@ def test_stripe_count_follows_the_last_run():
     assert {q.stripe_count for q in pred.requests} == {8}
 
 
+def test_writers_facts_are_carried_last_known_per_file():
+    """The writers' facts are the last run's where it knew them; a run traced without them (0)
+    keeps what the run before saw, file by file."""
+    from dataclasses import replace
+
+    runs = workloads.ior(runs=3, nprocs=4, fpp=False)
+    facts = [(32, 1 << 20, 1 << 20), (64, 4 << 20, 1 << 16), (0, 0, 0)]
+    runs = [[replace(q, writers=w, transfer_size=t, write_align=a) for q in run] for run, (w, t, a) in zip(runs, facts)]
+    [q] = predict_next_run(runs, max_order=1).requests
+    assert (q.writers, q.transfer_size, q.write_align) == (64, 4 << 20, 1 << 16)
+    [q] = predict_next_run(runs[:1], max_order=1).requests
+    assert (q.writers, q.transfer_size, q.write_align) == (32, 1 << 20, 1 << 20)
+    fpp = workloads.ior(runs=2, nprocs=4)
+    [q, *_] = predict_next_run(fpp, max_order=1).requests
+    assert (q.writers, q.transfer_size, q.write_align) == (0, 0, 0)  # nobody knew them
+
+
 def test_process_count_change_follows_the_last_run():
     runs = workloads.hacc_io(runs=2, nprocs=8) + workloads.hacc_io(runs=2, nprocs=16)
     pred = predict_next_run(runs, max_order=1)

@@ -14,7 +14,11 @@ filter and forecasts. Here the whole pipeline, from past runs to the next run's 
    the time series. Constant series (IOR's equal file sizes; stripe counts; ranks carried in
    names) are detected and need no grid; others get the (p, d, q) grid and the forecast.
 4. Next run: level + forecast, rounded; stripe count and rank stay within the values seen, and a
-   rank that the file name carries is taken from the name.
+   rank that the file name carries is taken from the name. The rest is carried per file: the
+   communicator, API and pool of the last run, and the writers' facts (writers, transfer size,
+   write alignment) last known, so a run traced without them (0) does not erase what an earlier
+   one saw. Like stripe counts these are labels of how the job writes, not quantities to
+   extrapolate, and they do not drift from run to run.
 
 With one past run there is nothing to learn across runs: the next run repeats it, same names
 and values (method "repeat"); the second traced run shows what advances.
@@ -120,6 +124,9 @@ def predict_next_run(
                 comm_size=last[key].comm_size,
                 api=last[key].api,
                 pool=last[key].pool,
+                writers=_last_known(keyed, key, "writers"),
+                transfer_size=_last_known(keyed, key, "transfer_size"),
+                write_align=_last_known(keyed, key, "write_align"),
             )
         )
     requests.sort(key=lambda q: q.create_time)
@@ -147,6 +154,11 @@ def _validated(r: int, run: Sequence[Request]) -> list[Request]:
             raise PredictionError(f"run {r}: {q.path}: negative write_bytes {q.write_bytes}")
         by_path[q.path] = q
     return list(by_path.values())
+
+
+def _last_known(keyed: Sequence[dict[names.Key, Request]], key: names.Key, attr: str) -> int:
+    """The newest run's non-zero `attr` of the file `key` (0: no run knew it)."""
+    return next((v for k in reversed(keyed) if key in k and (v := getattr(k[key], attr)) > 0), 0)
 
 
 def _slot_order(last: dict[names.Key, Request]) -> list[names.Key]:
