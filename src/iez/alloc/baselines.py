@@ -52,7 +52,7 @@ class LodPolicy:
         lists: list[tuple[int, ...]] = [()] * len(requests)
         for i in table.order.tolist():
             r = requests[i]
-            lay = lod.allocate(Layout(stripe_size=int(table.size[i]), stripe_count=r.stripe_count, pool=r.pool),
+            lay = lod.allocate(Layout(stripe_size=int(table.size[i]), stripe_count=int(table.lod_count[i]), pool=r.pool),
                                seen, now=r.create_time)
             lists[i] = lay.osts
             for ost, b in bytes_per_ost(lay, r.write_bytes).items():

@@ -27,12 +27,15 @@ import numpy as np
 from iez.alloc.lod import reserved_mb
 from iez.cluster import Cluster, Snapshot
 from iez.errors import AllocationError, ConfigError
-from iez.layout.layout import LOV_MAX_STRIPE_COUNT, STRIPE_SIZE_LIMIT, FileLayout, Layout
+from iez.layout import auto
+from iez.layout.layout import LOV_MAX_STRIPE_COUNT, LUSTRE_EOF, STRIPE_SIZE_LIMIT, Component, FileLayout, Layout
 from iez.layout.raid0 import bytes_per_ost
 from iez.layout.stripe import AP, UNIT, method1, method2_stripe_size
 from iez.request import Placement, Request
+from iez.units import format_size
 
 STRIPE_METHODS = ("method2", "method1", "fixed")
+LAYOUTS = ("keep", "auto", "hierarchical")  # AllocOptions.layout (docs/layouts.md)
 
 # A job never gets less than this share of an OST's or OSS's bandwidth in the time model, even
 # when the live load other jobs put on it reaches (or, by a stale reading, exceeds) its rating.
@@ -81,6 +84,8 @@ class AllocOptions:
     def __post_init__(self) -> None:
         if self.stripe_method not in STRIPE_METHODS:
             raise ConfigError(f"unknown stripe method {self.stripe_method!r} (methods: {', '.join(STRIPE_METHODS)})")
+        if self.layout not in LAYOUTS:
+            raise ConfigError(f"unknown layout mode {self.layout!r} (modes: {', '.join(LAYOUTS)})")
         if self.stripe_size and (self.stripe_size % AP or not 0 < self.stripe_size < STRIPE_SIZE_LIMIT):
             raise ConfigError(f"stripe size {self.stripe_size}: give a multiple of 64 KiB below 4 GiB")
         if not 0.0 <= self.capacity_weight <= 1.0:
@@ -233,6 +238,11 @@ class RequestTable:
     pools: list[str]  # pool names ("" = every OST)
     allowed: list[np.ndarray]  # per pool: bool mask of OSTs that may take stripes (ok & member)
     order: np.ndarray  # request positions in create order (create_time, then input order)
+    # What Lustre's own allocator is asked for: the request's stripe count, or the automatic one.
+    lod_count: np.ndarray
+    # Per request: a PFL layout's (extent end, stripe count) per component, or () for a plain one.
+    components: tuple[tuple[tuple[int, int], ...], ...]
+    notes: tuple[str, ...]  # per request: why its layout differs from the asked one ("" = it does not)
 
     @property
     def n(self) -> int:
@@ -295,8 +305,74 @@ def request_table(requests: Sequence[Request], cluster: Cluster, osts: OstTable,
         per_pair = [stripe_size(int(p // (LOV_MAX_STRIPE_COUNT + 1)), int(p % (LOV_MAX_STRIPE_COUNT + 1)),
                                 options.stripe_method, fixed) for p in pairs]
         size[:] = np.asarray(per_pair, dtype=np.int64)[inverse]
+    lod_count = asked
+    components: tuple[tuple[tuple[int, int], ...], ...] = ((),) * n
+    notes = ("",) * n
+    if n and options.layout != "keep":
+        count, size, lod_count, components, notes = auto_layouts(requests, w, count, size, pool, allowed, osts,
+                                                                 cluster, options)
     t = np.fromiter((r.create_time for r in requests), dtype=float, count=n)
-    return RequestTable(w, count, size, pool, pools, allowed, np.argsort(t, kind="stable"))
+    return RequestTable(w, count, size, pool, pools, allowed, np.argsort(t, kind="stable"), lod_count, components,
+                        notes)
+
+
+def auto_layouts(requests: Sequence[Request], w: np.ndarray, count: np.ndarray, size: np.ndarray, pool: np.ndarray,
+                 allowed: list[np.ndarray], osts: OstTable, cluster: Cluster, options: AllocOptions
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple[tuple[tuple[int, int], ...], ...], tuple[str, ...]]:
+    """The automatic layout of every request (iez.layout.auto; "hierarchical" is auto here): the
+    stripe counts and sizes to allocate, the counts to ask Lustre's allocator for, PFL components,
+    and a note for each layout that differs from the asked one (`count`, `size`)."""
+    # A writer's link: the cluster model's links are the OSSs' (docs/layouts.md, "The cost model").
+    writer_bw = float(np.median([s.nic_bw for s in cluster.osses]))
+    servers = []
+    for mask in allowed:
+        pos = np.flatnonzero(mask)
+        serving = np.unique(osts.oss[pos])
+        servers.append(auto.Servers(tuple(osts.bw[pos].tolist()), tuple(osts.oss_bw[serving].tolist()), writer_bw,
+                                    options.client_bw))
+    job: dict[tuple[str, str], int] = {}
+    for r, b in zip(requests, w.tolist()):
+        job[(r.app, r.run)] = job.get((r.app, r.run), 0) + b
+    fixed = options.stripe_size or cluster.default_stripe_size
+    new_count, new_size, lod_count = count.copy(), size.copy(), np.fromiter(
+        (r.stripe_count for r in requests), dtype=np.int64, count=len(requests))
+    components: list[tuple[tuple[int, int], ...]] = []
+    notes: list[str] = []
+    cache: dict[tuple[int, ...], tuple[int, int, tuple[tuple[int, int], ...], str]] = {}
+    for i, r in enumerate(requests):
+        shape = auto.FileShape(int(w[i]), r.writers or r.comm_size, r.transfer_size, r.write_align, job[(r.app, r.run)])
+        key = (shape.write_bytes, shape.writers, shape.transfer_size, shape.write_align, shape.job_bytes, int(pool[i]))
+        got = cache.get(key)
+        if got is None:
+            got = cache[key] = _auto_one(shape, servers[int(pool[i])], options, fixed)
+        c, s, comps, reason = got
+        components.append(comps)
+        if c == count[i] and s == size[i] and not comps:
+            notes.append("")
+            continue
+        new_count[i], new_size[i], lod_count[i] = c, s, c
+        notes.append(f"auto: {c} x {format_size(s)} instead of {count[i]} x {format_size(int(size[i]))}: {reason}")
+    return new_count, new_size, lod_count, tuple(components), tuple(notes)
+
+
+def _auto_one(shape: auto.FileShape, servers: auto.Servers, options: AllocOptions, fixed: int
+              ) -> tuple[int, int, tuple[tuple[int, int], ...], str]:
+    """One file's automatic (count, stripe size, PFL components, reason)."""
+    choice = auto.choose(shape, servers)
+    c = choice.stripe_count
+    if choice.components:
+        s = auto.fit_size(fixed, choice.unit)
+        ends: list[tuple[int, int]] = []
+        for end, k in choice.components:  # Lustre wants extent ends on stripe boundaries
+            end = end if end == LUSTRE_EOF else -(-end // s) * s
+            if not ends or end > ends[-1][0]:
+                ends.append((end, k))
+        return c, s, tuple(ends), choice.reason
+    s = stripe_size(shape.write_bytes, c, options.stripe_method, fixed)
+    # A fixed size is the user's; with one stripe the size places nothing, so it stays the allocator's.
+    if options.stripe_method != "fixed" and c > 1:
+        s = auto.fit_size(s, choice.unit)
+    return c, s, (), choice.reason
 
 
 def tables(requests: Sequence[Request], cluster: Cluster, snapshot: Snapshot,
@@ -329,14 +405,26 @@ def make_placements(requests: Sequence[Request], table: RequestTable, ost_lists:
     layouts are shared (they are frozen)."""
     cache: dict[tuple, FileLayout] = {}
     out = []
-    for r, size, osts in zip(requests, table.size.tolist(), ost_lists):
-        key = (size, r.pool, osts)
+    for r, size, osts, comps, note in zip(requests, table.size.tolist(), ost_lists, table.components, table.notes):
+        key = (size, r.pool, osts, comps)
         fl = cache.get(key)
         if fl is None:
-            fl = cache[key] = FileLayout(plain=Layout(stripe_size=size, stripe_count=len(osts), pool=r.pool,
-                                                      osts=osts))
-        out.append(Placement(r.path, fl, r.write_bytes, r.app, r.run, policy))
+            fl = cache[key] = (pfl(size, r.pool, osts, comps) if comps else
+                               FileLayout(plain=Layout(stripe_size=size, stripe_count=len(osts), pool=r.pool, osts=osts)))
+        out.append(Placement(r.path, fl, r.write_bytes, r.app, r.run, policy, note))
     return out
+
+
+def pfl(size: int, pool: str, osts: tuple[int, ...], comps: tuple[tuple[int, int], ...]) -> FileLayout:
+    """A PFL layout over the OSTs a policy chose for its widest component: each component takes
+    the next of them round the list, so consecutive components start on different OSTs."""
+    parts, start, at = [], 0, 0
+    for end, count in comps:
+        count = min(count, len(osts))
+        mine = tuple(osts[(at + k) % len(osts)] for k in range(count))
+        parts.append(Component(start, end, Layout(stripe_size=size, stripe_count=count, pool=pool, osts=mine)))
+        start, at = end, (at + count) % len(osts)
+    return FileLayout(components=tuple(parts))
 
 
 def job_bytes(placements: Sequence[Placement]) -> dict[int, int]:

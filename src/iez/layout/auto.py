@@ -1,0 +1,202 @@
+"""The automatic layout: a file's stripe count and stripe size chosen by a cost model.
+
+The model (docs/layouts.md, "The cost model"). A file of W bytes written by n writers, striped
+over c of the N usable OSTs of its pool, takes
+
+    T(c) = max( W / (c b_c),  W ⌈c/S⌉ / (c B),  W / (n β),  W_job / B_job )  +  c t_obj
+
+- W / (c b_c): its OSTs. Each holds W/c bytes (one round of equal stripes, Method II,
+  docs/references.md#s000-method2); b_c is the c-th fastest usable OST's write bandwidth, what
+  other jobs' load leaves this job (the allocator's view of the live statistics).
+- W ⌈c/S⌉ / (c B): its OSSs. Stripes go round the S OSSs that serve usable OSTs, as Lustre's
+  round-robin deals them (docs/references.md#l-alloc-rr-array), so the busiest OSS carries ⌈c/S⌉
+  of the c stripes; B is the slowest OSS's network bandwidth left for the job.
+- W / (n β): its writers. A writer moves at most β, one client link; the cluster model gives
+  links only for the OSSs (`nic_bw`), and the clients are taken to be on the same network (the
+  simulator's default client link is the same figure).
+- W_job / B_job: the job. The files of one run are written together, so no file finishes before
+  the run's bytes W_job drain through the servers (B_job: the sum of the OST and of the OSS
+  bandwidths, whichever is smaller, and the job's clients when known). This is what keeps a
+  file-per-process job's files on one stripe each: more stripes would not make the run faster.
+- c t_obj: the objects. Each object costs the writers one RPC of their own at least (the first
+  and last RPC of a writer's range in it are partial, and it is one more extent lock and one
+  more OSC to talk to: the per-OST client cost of docs/references.md#s001-fig3), so
+  t_obj = R / b̄, one RPC of R bytes at the median OST's rate, with R = 1 MiB
+  (docs/references.md#l-rpc-size).
+
+The count is then, in this order:
+
+1. c_time, the smallest count minimising T: as fast as the model says the file can be written.
+2. Balance: a file should reach its byte share of the pool, c_bal = ⌈N W / W_job⌉ (a run's
+   files together then touch every usable OST, and a lone shared file is spread over all of
+   them: the job's OSTCost, docs/references.md#s000-eq7). The count is max(c_time, c_bal),
+3. bounded by what is worth an object: every object holds at least R_min = 1 MiB ("a file
+   smaller than 1 MB, does not need to be striped", docs/references.md#s001-hierarchical), the
+   writers can keep at most n ⌈β / b̄⌉ OSTs busy (more stripes than that add objects, not
+   bandwidth: docs/references.md#s001-fig3), N, and LOV_MAX_STRIPE_COUNT
+   (docs/references.md#l-abi-limits).
+4. Writers: with n > 1, a count one stripe fewer that divides n or that n divides replaces it
+   if its servers' time is no longer: each object is then written by whole writers' blocks, so
+   no two writers share an object, where that costs at most one OST of spread.
+
+The stripe size is the allocator's (Method II by default: one round of equal stripes) rounded up
+to a multiple of the writes' unit: the largest power of two dividing every write (`write_align`,
+else the transfer size's), and at least the 1 MiB RPC, so no aligned write straddles two OSTs and
+every full stripe is whole RPCs; within Lustre's limits (a multiple of 64 KiB below 4 GiB,
+docs/references.md#l-abi-limits).
+
+A file whose size is not known (0 bytes) gets the progressive file layout of the Lustre manual's
+example, `-E 4M -c 1 -E 64M -c 4 -E -1 -c -1` (docs/references.md#l-manual-pfl): it widens as it
+grows, from one stripe to every usable OST.
+
+Pure: plain numbers in, a `Choice` out.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from iez.layout.layout import LOV_MAX_STRIPE_COUNT, LOV_MIN_STRIPE_SIZE, LUSTRE_EOF, STRIPE_SIZE_LIMIT
+from iez.units import format_size
+
+RPC_SIZE = 1 << 20  # osc max_pages_per_rpc: 256 pages of 4 KiB (docs/references.md#l-rpc-size)
+MIN_STRIPE_BYTES = 1 << 20  # "a file smaller than 1 MB, does not need to be striped" (references: s001-hierarchical)
+# The Lustre manual's PFL example: (extent end, stripe count), -1 = every OST (references: l-manual-pfl).
+PFL_TEMPLATE: tuple[tuple[int, int], ...] = ((4 << 20, 1), (64 << 20, 4), (LUSTRE_EOF, -1))
+JOB_TERM = 3  # the row of `bottlenecks` that is the whole run's
+# The largest power of two a stripe size may be (sizes stay below 4 GiB).
+MAX_UNIT = STRIPE_SIZE_LIMIT >> 1
+
+
+@dataclass(frozen=True)
+class Servers:
+    """What the model sees of one pool: its usable OSTs and the OSSs that serve them."""
+
+    ost_bw: tuple[float, ...]  # write bandwidth left for the job, per usable OST (bytes/s)
+    oss_bw: tuple[float, ...]  # network bandwidth left for the job, per OSS serving one of them
+    writer_bw: float  # what one writer's client link moves (bytes/s)
+    job_bw: float = math.inf  # what the job's clients move all together (inf = not a limit)
+
+    def __post_init__(self) -> None:
+        if not self.ost_bw or not self.oss_bw:
+            raise ValueError("a pool needs at least one usable OST and its OSS")
+
+    @property
+    def n(self) -> int:
+        return len(self.ost_bw)
+
+
+@dataclass(frozen=True)
+class FileShape:
+    """A file as the model sees it (0 = not known)."""
+
+    write_bytes: int
+    writers: int = 1
+    transfer_size: int = 0
+    write_align: int = 0
+    job_bytes: int = 0  # bytes of the whole run written with it (0 = the file alone)
+
+
+@dataclass(frozen=True)
+class Choice:
+    stripe_count: int  # the widest component's for a PFL layout
+    unit: int  # the stripe size is a multiple of this
+    components: tuple[tuple[int, int], ...] = ()  # PFL: (extent end, stripe count); () = plain
+    reason: str = ""
+
+
+def write_time(shape: FileShape, servers: Servers, counts: np.ndarray) -> np.ndarray:
+    """T(c) of the module docstring (seconds), for each count in `counts`."""
+    return bottlenecks(shape, servers, counts).max(axis=0) + np.asarray(counts, dtype=float) * object_cost(servers)
+
+
+def bottlenecks(shape: FileShape, servers: Servers, counts: np.ndarray) -> np.ndarray:
+    """The four terms of T(c) without the objects' cost, one row each: OSTs, OSSs, writers, job."""
+    w = float(shape.write_bytes)
+    k = np.asarray(counts, dtype=np.int64)
+    c = k.astype(float)
+    b = np.sort(np.asarray(servers.ost_bw, dtype=float))[::-1]
+    oss = np.asarray(servers.oss_bw, dtype=float)
+    t_writers = w / (max(1, shape.writers) * servers.writer_bw)
+    t_job = max(shape.job_bytes, shape.write_bytes) / min(b.sum(), oss.sum(), servers.job_bw)
+    return np.stack([w / (c * b[k - 1]), w * np.ceil(c / len(oss)) / (c * oss.min()),
+                     np.full_like(c, t_writers), np.full_like(c, t_job)])
+
+
+def object_cost(servers: Servers) -> float:
+    """t_obj: one RPC at the median usable OST's rate (seconds)."""
+    return RPC_SIZE / float(np.median(servers.ost_bw))
+
+
+def reach(writers: int, servers: Servers) -> int:
+    """How many OSTs the writers can keep busy: each, its link over one median OST's rate."""
+    return max(1, writers) * max(1, math.ceil(servers.writer_bw / float(np.median(servers.ost_bw))))
+
+
+def stripe_unit(transfer_size: int = 0, write_align: int = 0) -> int:
+    """What a stripe size must be a multiple of: the writes' power-of-two alignment (write_align,
+    else the transfer size's largest power-of-two divisor), at least the RPC size."""
+    align = write_align or (transfer_size & -transfer_size if transfer_size > 0 else 0)
+    return min(max(RPC_SIZE, align), MAX_UNIT)
+
+
+def fit_size(size: int, unit: int) -> int:
+    """`size` rounded up to a multiple of `unit`, kept a multiple of 64 KiB below 4 GiB."""
+    unit = max(LOV_MIN_STRIPE_SIZE, unit)
+    out = -(-max(size, 1) // unit) * unit
+    limit = (STRIPE_SIZE_LIMIT - 1) // unit * unit
+    return min(out, limit)
+
+
+def choose(shape: FileShape, servers: Servers) -> Choice:
+    """The automatic layout of one file on `servers` (the module docstring's rules, in order),
+    with a one-line reason."""
+    n_osts = min(servers.n, LOV_MAX_STRIPE_COUNT)
+    unit = stripe_unit(shape.transfer_size, shape.write_align)
+    writers = max(1, shape.writers)
+    if shape.write_bytes <= 0:
+        comps = tuple((end, n_osts if c == -1 else min(c, n_osts)) for end, c in PFL_TEMPLATE)
+        return Choice(comps[-1][1], unit, comps, "size not known: PFL 1 stripe to 4 MiB, 4 to 64 MiB, "
+                      f"then all {n_osts} usable OSTs (Lustre manual template)")
+    w = shape.write_bytes
+    counts = np.arange(1, n_osts + 1)
+    t = write_time(shape, servers, counts)
+    c_time = int(counts[int(np.argmin(t))])
+    job = max(shape.job_bytes, w)
+    c_bal = min(n_osts, -(-n_osts * w // job))
+    bound, why_bound = min((max(1, w // MIN_STRIPE_BYTES), f"each object holds at least {format_size(MIN_STRIPE_BYTES)}"),
+                           (reach(writers, servers), f"{_writers(writers)} can keep at most that many OSTs busy"),
+                           (n_osts, f"{n_osts} usable OSTs"))
+    if c_bal > c_time:
+        count, why = c_bal, (f"its share of the {n_osts} usable OSTs for balance" if job > w
+                             else f"spread over the {n_osts} usable OSTs for balance")
+    elif job > w and int(np.argmax(bottlenecks(shape, servers, np.array([c_time]))[:, 0])) == JOB_TERM:
+        count, why = c_time, f"the run's {format_size(job)} bound its time, more stripes would not help"
+    else:
+        count, why = c_time, f"fastest by the cost model ({_seconds(float(t[c_time - 1]))})"
+    if count > bound:
+        count, why = bound, why_bound
+    if writers > 1 and count > 1:
+        flow = bottlenecks(shape, servers, np.array([count, count - 1])).max(axis=0)
+        for c, f in ((count, flow[0]), (count - 1, flow[1])):
+            if f <= flow[0] and (writers % c == 0 or c % writers == 0):
+                if c != count:
+                    why += f", {c} to align with {writers} writers"
+                count = c
+                break
+    return Choice(count, unit, (), f"{_stripes(count)}: {why} ({format_size(w)} by {_writers(writers)})")
+
+
+def _stripes(n: int) -> str:
+    return "1 stripe" if n == 1 else f"{n} stripes"
+
+
+def _writers(n: int) -> str:
+    return "1 writer" if n == 1 else f"{n} writers"
+
+
+def _seconds(t: float) -> str:
+    return f"{t * 1e3:.3g} ms" if t < 1 else f"{t:.3g} s"
