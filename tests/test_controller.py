@@ -134,6 +134,24 @@ def test_tokens(tmp_path, monkeypatch):
     assert read_token(None, "IEZ_T", "site", "--t") == SITE
 
 
+def test_upload_schema_carries_the_writers_facts():
+    """The client sends a request's writers' facts and the API hands them on; out of bounds
+    (negative, over 4 PiB, an alignment not a power of two, not an integer) they are refused."""
+    from pydantic import ValidationError
+
+    from iez.controller.api import FileRequest
+    from iez.controller.api_client import request_json
+
+    q = Request("/fs/ssf", 64 * MiB, 4, comm_size=1024, api="mpiio", writers=1024, transfer_size=MiB,
+                write_align=64 * 1024)
+    assert FileRequest.model_validate(request_json(q)).request("") == q
+    assert FileRequest.model_validate({"path": "/fs/old", "write_bytes": 1}).request("").writers == 0  # unknown
+    for bad in ({"writers": -1}, {"writers": 1 << 31}, {"transfer_size": -4096}, {"transfer_size": 1 << 60},
+                {"write_align": 3 * 4096}, {"write_align": 1 << 60}, {"write_align": "4096"}, {"writers": 2.5}):
+        with pytest.raises(ValidationError):
+            FileRequest.model_validate({"path": "/fs/x", "write_bytes": 1, **bad})
+
+
 # -- the whole control plane as real processes -------------------------------------------------------
 
 def test_requests_in_plan_out(stack):

@@ -60,6 +60,11 @@ class FileRequest(_Strict):
     api: Literal[tuple(API_LEVEL)] = "posix"  # type: ignore[valid-type]
     pool: str = Field("", max_length=LOV_MAXPOOLNAME)
     observed: str | None = Field(None, description="layout the file got (plan grammar), traces only")
+    # the writers' facts the automatic layout reads; 0 = not known
+    writers: StrictInt = Field(0, ge=0, lt=1 << 31, description="processes that wrote the file")
+    transfer_size: StrictInt = Field(0, ge=0, le=MAX_WRITE_BYTES, description="bytes of the writers' typical write")
+    write_align: StrictInt = Field(0, ge=0, le=MAX_WRITE_BYTES,
+                                   description="the largest power of two dividing every write's offset and size")
 
     @field_validator("path")
     @classmethod
@@ -89,6 +94,13 @@ class FileRequest(_Strict):
             raise ValueError(f"a pool name is at most {LOV_MAXPOOLNAME} bytes of letters, digits, '_', '.', '-'")
         return v
 
+    @field_validator("write_align")
+    @classmethod
+    def _power_of_two(cls, v: int) -> int:
+        if v & (v - 1):
+            raise ValueError("must be 0 or a power of two")
+        return v
+
     @field_validator("observed")
     @classmethod
     def _layout(cls, v: str | None) -> str | None:
@@ -100,7 +112,8 @@ class FileRequest(_Strict):
         return Request(path=self.path, write_bytes=int(self.write_bytes), stripe_count=self.stripe_count,
                        rank=self.rank, app=app, create_time=self.create_time, comm_size=self.comm_size,
                        api=self.api, pool=self.pool,
-                       observed=None if self.observed is None else parse_layout(self.observed))
+                       observed=None if self.observed is None else parse_layout(self.observed),
+                       writers=self.writers, transfer_size=self.transfer_size, write_align=self.write_align)
 
 
 def _checked(fn: Callable, *args: Any) -> Any:
