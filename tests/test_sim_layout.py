@@ -29,10 +29,11 @@ def test_hierarchical_layout_cuts_the_file_into_components_on_disjoint_subsets()
     assert (a.start, a.end, a.layout.osts) == (0, GIB, (10, 11))
     assert (b.start, b.end, b.layout.osts) == (GIB, LUSTRE_EOF, (12, 13))
     assert bytes_per_ost(lay, 2 * GIB) == {10: GIB // 2, 11: GIB // 2, 12: GIB // 2, 13: GIB // 2}
-    # More subfiles than subsets: subsets are reused in turn; extents stay whole stripes.
+    # More subfiles than subsets: subsets are reused in turn; extents end on the multiples of the
+    # stripe width (2 MiB) nearest to the equal cuts (3.3 and 6.7 MiB), as iez.layout.hierarchical cuts.
     lay = hierarchical((0, 1, 2, 3, 4), 10 * MIB + 1, subfiles=3, subset_size=2, stripe_size=MIB)
     assert [c.layout.osts for c in lay.components] == [(0, 1), (2, 3), (0, 1)]
-    assert [c.start for c in lay.components] == [0, 4 * MIB, 8 * MIB]
+    assert [c.start for c in lay.components] == [0, 4 * MIB, 6 * MIB]
     with pytest.raises(ConfigError, match="subset size 6 exceeds the 5 listed OSTs"):
         hierarchical((0, 1, 2, 3, 4), GIB, subfiles=2, subset_size=6, stripe_size=MIB)
 
@@ -122,4 +123,4 @@ def test_seed001_split_writing_is_what_frees_the_locks(tmp_path):
     runs = {v.label: simulate(v, tmp_path / v.label.replace(" ", "_")) for v in variants(doc, base)}
     bw = {k: r.results.jobs[0].write_bw for k, r in runs.items()}
     assert bw["subset 2"] > 3 * bw["flat"]
-    assert bw["flat"] <= bw["no split, subset 2"] < 0.5 * bw["subset 2"]
+    assert bw["no split, subset 2"] == pytest.approx(bw["flat"], rel=0.1)

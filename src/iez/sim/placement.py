@@ -15,7 +15,8 @@ from collections.abc import Sequence
 from iez.alloc.policy import AllocOptions
 from iez.alloc.registry import get_policy, names
 from iez.cluster import Cluster, Snapshot
-from iez.errors import ConfigError
+from iez.errors import AllocationError, ConfigError
+from iez.layout.hierarchical import Grouping, composite, extents
 from iez.layout.layout import LUSTRE_EOF, Component, FileLayout, Layout
 from iez.request import Request
 from iez.sim.scenario import JobEntry
@@ -23,25 +24,26 @@ from iez.sim.workload import Workload
 
 
 def hierarchical(osts: Sequence[int], size: int, subfiles: int, subset_size: int, stripe_size: int) -> FileLayout:
-    """Seed 001's hierarchical striping as a PFL layout (docs/references.md#s001-hierarchical):
-    the file cut into `subfiles` equal extents (whole stripes; the last runs to EOF), extent k
-    striped over OST subset k mod (len(osts) // subset_size), subset j being
-    osts[j * subset_size:(j + 1) * subset_size], as the paper's (M, 2, 2*i). Subsets are
-    disjoint; extents share a subset only when there are more extents than subsets."""
+    """Seed 001's hierarchical striping as a PFL layout (docs/references.md#s001-hierarchical),
+    its subsets given rather than chosen: `subfiles` components cut as `iez.layout.hierarchical`
+    cuts them (whole stripe rounds, the last to EOF), component k striped over OST subset
+    k mod (len(osts) // subset_size), subset j being osts[j * subset_size:(j + 1) * subset_size],
+    as the paper's (M, 2, 2*i). Subsets are disjoint; components share a subset only when there
+    are more components than subsets, which Lustre allows and the paper avoids."""
     if subset_size > len(osts):
         raise ConfigError(f"subset size {subset_size} exceeds the {len(osts)} listed OSTs")
-    if subfiles < 1 or size < 1:
-        raise ConfigError("a hierarchical layout needs a file of at least one byte and one subfile")
-    unit = -(-size // subfiles)
-    unit = -(-unit // stripe_size) * stripe_size
-    n = -(-size // unit)
-    subsets = len(osts) // subset_size
-    comps = []
-    for k in range(n):
-        j = k % subsets
-        lay = Layout(stripe_size=stripe_size, osts=tuple(osts[j * subset_size:(j + 1) * subset_size]))
-        comps.append(Component(k * unit, (k + 1) * unit if k < n - 1 else LUSTRE_EOF, lay, id=k + 1))
-    return FileLayout(components=tuple(comps))
+    if subfiles < 1:
+        raise ConfigError("a hierarchical layout needs at least one subfile")
+    if subfiles == 1:
+        return FileLayout(components=(Component(0, LUSTRE_EOF, Layout(stripe_size=stripe_size,
+                                                                      osts=tuple(osts[:subset_size]))),))
+    try:
+        spans = extents(size, Grouping(subfiles, subset_size), stripe_size)
+    except AllocationError as e:
+        raise ConfigError(str(e)) from None
+    n = len(osts) // subset_size
+    return composite(spans, stripe_size, [osts[(k % n) * subset_size:(k % n + 1) * subset_size]
+                                          for k in range(len(spans))])
 
 
 def _writers(wl: Workload, path: str) -> set[int]:
