@@ -28,7 +28,7 @@ from iez.tokens import client_token
 from iez.access.token_client import AccessClient
 from iez.access.protocol import AccessError
 from iez.access.server import Spawned, spawn
-from iez.cli.access import fetch_status
+from iez.access.token_client import fetch_status
 from iez.tokens import new_token
 from iez.zmqauth import curve_client
 from plugins.access_controllers import events, wait_until

@@ -13,7 +13,7 @@ import pytest
 
 from conftest import BUILD, need_tool
 from iez.access.server import Spawned
-from iez.cli.access import fetch_status
+from iez.access.token_client import fetch_status
 from plugins.access_controllers import events as read_events, holds, wait_until
 
 HEARTBEAT = ("--heartbeat", "0.25s")

@@ -26,7 +26,7 @@ from zmq.utils import z85
 
 from conftest import fuzz_settings
 from iez.access.token_client import AccessClient
-from iez.cli.access import fetch_status
+from iez.access.token_client import fetch_status
 from iez.collect.message import TOPIC, decode
 from iez.tokens import new_token
 from iez.controller.local import free_port
