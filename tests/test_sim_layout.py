@@ -124,3 +124,16 @@ def test_seed001_split_writing_is_what_frees_the_locks(tmp_path):
     bw = {k: r.results.jobs[0].write_bw for k, r in runs.items()}
     assert bw["subset 2"] > 3 * bw["flat"]
     assert bw["no split, subset 2"] == pytest.approx(bw["flat"], rel=0.1)
+
+
+def test_seed001_fig7_bt_io_is_slower_hierarchically_at_40_dumps(tmp_path):
+    """docs/references.md#s001-fig7: with 23 subfiles of 2 OSTs, each of BT-IO's 40 dumps falls on
+    one or two components, so hierarchical striping takes longer than flat; `dumps` sets the count."""
+    doc, base = load_scenario(ROOT / "scenarios" / "seed001-fig7.toml")
+    doc["sweep"] = {"job.ranks": [16]}
+    runs = {v.values["variant"]: simulate(v, tmp_path / v.label) for v in variants(doc, base)}
+    assert runs["hierarchical"].results.makespan > 5 * runs["flat"].results.makespan
+    assert len(runs["flat"].description["jobs"][0]["phases"]) == 40
+    doc["sweep"] = {"job.dumps": [8]}
+    (v, _) = variants(doc, base)
+    assert len(workloads(v.scenario)[0].phases) == 8

@@ -208,8 +208,8 @@ def test_every_reproduction_scenario_parses():
         doc, base = load_scenario(p)
         if "job" in doc:  # cluster files sit beside the scenarios
             runs += len(variants(doc, base))
-    # seed004_fig4, seed004-iocop, seed000-fig10, seed001-fig3, seed001-fig6, -fig8, -subset at least
-    assert runs >= 4 + 4 + 9 + 7 + 8 + 4 + 6
+    # seed004_fig4, seed004-iocop, seed000-fig10, seed001-fig3, seed001-fig6, -fig7, -fig8, -subset at least
+    assert runs >= 4 + 4 + 9 + 7 + 8 + 8 + 4 + 6
 
 
 def test_seed004_fig4_phase_shifting(tmp_path):

@@ -20,7 +20,7 @@ from typing import Any
 from iez.cluster import DEFAULT_NIC_BW, Cluster, load_cluster, make_cluster
 from iez.errors import ConfigError
 from iez.sim.kinds import kind_of
-from iez.sim.workload import Pattern
+from iez.sim.workload import BT_DUMPS, Pattern
 from iez.units import parse_duration, parse_size
 
 GRANULARITIES = ("none", "job", "phase", "call")
@@ -308,7 +308,7 @@ def _int(v: Any, what: str, lo: int) -> int:
 
 
 _JOB_KEYS = {"name", "kind", "ranks", "ranks_per_node", "nodes", "mode", "block", "transfer", "segments",
-             "stripe_count", "stripe_size", "write", "read", "particles", "class", "tile", "element",
+             "stripe_count", "stripe_size", "write", "read", "particles", "class", "dumps", "tile", "element",
              "collective", "bursts", "compute", "compute_after", "placement", "osts", "submit", "windows",
              "path", "layout", "subset_size", "subfiles"}
 LAYOUTS = ("keep", "auto", "hierarchical")
@@ -347,6 +347,7 @@ def _job(t: dict[str, Any], k: int, base: Path) -> JobEntry:
         write=bool(t.get("write", True)), read=bool(t.get("read", False)),
         particles=_int(t.get("particles", 0), f"{w}.particles", 0),
         bt_class=str(t.get("class", "B")),
+        dumps=_int(t.get("dumps", BT_DUMPS), f"{w}.dumps", 1),
         tile=(_int(tile[0], f"{w}.tile", 1), _int(tile[1], f"{w}.tile", 1)),
         element=parse_size(t.get("element", 64), f"{w}.element"),
         collective=bool(t.get("collective", True)),

@@ -87,6 +87,7 @@ class Pattern:
     read: bool = False
     particles: int = 0  # HACC-I/O particles per rank
     bt_class: str = "B"
+    dumps: int = BT_DUMPS  # BT-IO solution dumps (seed 001's modified BT-IO writes 8: docs/references.md#s001-fig7)
     tile: tuple[int, int] = (2048, 1536)  # MPI-Tile-IO elements per tile (x, y)
     element: int = 64  # MPI-Tile-IO bytes per element
     collective: bool = True  # MPI-IO collective buffering (one aggregator per node)
@@ -200,14 +201,16 @@ def _aggregated(p: Pattern, start: int, size: int, path: str) -> list[Extent]:
 
 
 def bt_io(p: Pattern) -> tuple[list[FileSpec], list[Phase]]:
-    """NAS BT-IO: 40 collective dumps of the class's grid, `compute` seconds apart (its own bursts)."""
+    """NAS BT-IO: `dumps` (40) collective dumps of the class's grid, `compute` seconds apart (its own bursts)."""
     if p.bt_class not in BT_CLASS_POINTS:
         raise ConfigError(f"job {p.name}: BT-IO class {p.bt_class!r} is not one of {', '.join(BT_CLASS_POINTS)}")
     dump = BT_CLASS_POINTS[p.bt_class] ** 3 * BT_BYTES_PER_POINT
     path = f"{p.prefix}/{p.name}/btio.out"
-    files = [FileSpec(path, dump * BT_DUMPS, p.stripe_count, p.stripe_size)]
+    if p.dumps < 1:
+        raise ConfigError(f"job {p.name}: BT-IO needs dumps >= 1")
+    files = [FileSpec(path, dump * p.dumps, p.stripe_count, p.stripe_size)]
     phases: list[Phase] = []
-    for k in range(BT_DUMPS):
+    for k in range(p.dumps):
         if p.compute > 0:
             phases.append(Phase("compute", f"bt compute {k + 1}", seconds=p.compute))
         ext = tuple(_aggregated(p, k * dump, dump, path))
