@@ -145,3 +145,48 @@ def test_writers_field_wins_over_comm_size():
 def test_unknown_layout_mode_is_one_line_error():
     with pytest.raises(ConfigError, match="layout mode"):
         AllocOptions(layout="wide")
+
+
+# -- the site's choice: the cluster file and `iez allocate --layout` ------------------------------
+
+def test_cluster_file_layout_key():
+    from iez.cluster import dump_cluster, parse_cluster
+
+    text = '[defaults]\nlayout = "keep"\n[[oss]]\nname = "oss0"\nosts = [0]\n'
+    c = parse_cluster(text)
+    assert c.layout == "keep" and parse_cluster(dump_cluster(c)) == c
+    assert parse_cluster(text.replace('layout = "keep"\n', "")).layout == ""
+    with pytest.raises(ConfigError, match=r"defaults\.layout: expected one of 'auto', 'keep', got 'wide'"):
+        parse_cluster(text.replace('"keep"', '"wide"'))
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+def test_iez_allocate_takes_the_sites_layout_unless_told(iez_cmd, subenv, db_url, tmp_path):
+    """A Darshan log's shared file (asked 24 stripes) on a 32-OST cluster whose file says
+    layout = "auto": spread over all 32 with a note; `--layout keep` keeps the 24."""
+    import subprocess
+
+    from darshan.log_utils import get_log_path
+
+    from iez import plan as planfile
+
+    subenv.pop("IEZ_DB", None)
+    subenv["HOME"] = str(tmp_path / "home")
+
+    def iez(*args: str) -> str:
+        p = subprocess.run([*iez_cmd, *args, "--db", db_url], capture_output=True, text=True, env=subenv,
+                           cwd=tmp_path, timeout=300)
+        assert p.returncode == 0, p.stderr
+        return p.stdout
+
+    toml = tmp_path / "site.toml"
+    toml.write_text('fsname = "scratch"\n[defaults]\nlayout = "auto"\n[ost_defaults]\nsize = "2TiB"\n'
+                    + "".join(f'[[oss]]\nname = "oss{s}"\nosts = {list(range(s * 8, s * 8 + 8))}\n' for s in range(4)))
+    iez("trace", "import", str(get_log_path("sample.darshan")), "--app", "vpic")
+    iez("predict", "vpic")
+    out = iez("allocate", "vpic", "--cluster", str(toml), "-o", "auto.plan", "--no-gate")
+    (fl,) = planfile.load(tmp_path / "auto.plan").entries.values()
+    assert fl.plain.stripe_count == 32 and "iez changed 1 of 1 layouts" in out and "auto: 32 x" in out
+    out = iez("allocate", "vpic", "--cluster", str(toml), "--layout", "keep", "-o", "keep.plan", "--no-gate")
+    (fl,) = planfile.load(tmp_path / "keep.plan").entries.values()
+    assert fl.plain.stripe_count == 24 and "iez changed" not in out

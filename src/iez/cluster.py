@@ -64,6 +64,7 @@ FSNAME = re.compile(r"[A-Za-z0-9_-]{1,8}")  # mkfs.lustre --fsname; it is part o
 POOL_NAME = re.compile(r"[A-Za-z0-9_.-]{1,%d}" % LOV_MAXPOOLNAME)  # the plan file's pool characters
 NID = re.compile(r"[A-Za-z0-9.@:,_\[\]-]{0,256}")  # 10.0.0.1@o2ib, 0@lo, [::1]@tcp, lists
 MAX_OST_INDEX = 0xFFFE  # 0xFFFF is "any OST" in a lov_user_md (layout.validate_plain)
+SITE_LAYOUTS = ("auto", "keep")  # [defaults] layout: the site's choice (docs/layouts.md)
 MIN_OST_SIZE = 1 << 20  # below 1 MiB kbytes and the OSP's MiB watermarks round to nothing
 
 # Every table and key a cluster file may hold ("oss" and "ost" are arrays of tables; [pools]
@@ -71,7 +72,7 @@ MIN_OST_SIZE = 1 << 20  # below 1 MiB kbytes and the OSP's MiB watermarks round 
 SCHEMA: dict[str, tuple[str, ...]] = {
     "": ("fsname", "mds", "defaults", "lod", "oss", "ost_defaults", "ost", "pools", "sim"),
     "mds": ("name", "nid", "create_rate"),
-    "defaults": ("stripe_count", "stripe_size"),
+    "defaults": ("stripe_count", "stripe_size", "layout"),
     "lod": ("qos_threshold_rr", "qos_prio_free"),
     "oss": ("name", "osts", "nid", "nic_bw"),
     "ost_defaults": ("size", "read_bw", "write_bw"),
@@ -132,6 +133,8 @@ class Cluster:
     default_stripe_size: int = 1 << 20
     qos_threshold_rr: int = 17  # percent, lod.*.qos_threshold_rr
     qos_prio_free: int = 90  # percent, lod.*.qos_prio_free (2.15+ default)
+    # The site's layout mode, "auto" or "keep" (docs/layouts.md); "" = not set, iez's default.
+    layout: str = ""
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -325,6 +328,7 @@ def cluster_from_doc(doc: dict[str, Any]) -> Cluster:
         default_stripe_size=stripe_size,
         qos_threshold_rr=_int(lod.get("qos_threshold_rr", 17), "lod.qos_threshold_rr", 0, 100),
         qos_prio_free=_int(lod.get("qos_prio_free", 90), "lod.qos_prio_free", 0, 100),
+        layout=_choice(d.get("layout", ""), "defaults.layout", SITE_LAYOUTS),
         raw=doc,
     )
 
@@ -387,6 +391,12 @@ def _text(v: Any, where: str, pattern: re.Pattern[str], rule: str) -> str:
     return v
 
 
+def _choice(v: Any, where: str, choices: tuple[str, ...]) -> str:
+    if v != "" and v not in choices:
+        raise ConfigError(f"{where}: expected one of {', '.join(map(repr, choices))}, got {shown(v)}")
+    return str(v)
+
+
 def _state(v: Any, where: str) -> str:
     if v not in OST_STATES:
         raise ConfigError(f"{where}: expected one of {', '.join(OST_STATES)}, got {shown(v)}")
@@ -433,7 +443,8 @@ def dump_cluster(c: Cluster) -> str:
         osts.append(ost)
     doc: dict[str, Any] = {
         "fsname": c.fsname, "mds": mds,
-        "defaults": {"stripe_count": c.default_stripe_count, "stripe_size": c.default_stripe_size},
+        "defaults": {"stripe_count": c.default_stripe_count, "stripe_size": c.default_stripe_size,
+                     **({"layout": c.layout} if c.layout else {})},
         "lod": {"qos_threshold_rr": c.qos_threshold_rr, "qos_prio_free": c.qos_prio_free},
         "oss": osses, "ost": osts}
     if c.pools:

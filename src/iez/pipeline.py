@@ -226,7 +226,7 @@ class Allocation:
 
 def allocate(db: Database, app: str, run: int | None, policies: Sequence[str], state: Callable[[], ClusterState],
              options: AllocOptions, *, reservation_ttl: float, progress: Callable[[str, int, int], None] | None = None,
-             commit: Callable[[Txn, Allocation], None] | None = None) -> Allocation:
+             commit: Callable[[Txn, Allocation], None] | None = None, site_layout: bool = False) -> Allocation:
     """Place run `run` of `app` (None: its newest prediction) with each policy and store the
     placements with the snapshot they were made on, in one transaction.
 
@@ -235,7 +235,8 @@ def allocate(db: Database, app: str, run: int | None, policies: Sequence[str], s
     read, so a caller may wait in it (the host gate) or refuse (no fresh statistics). OSTs its
     snapshot leaves out (stale) take no stripe and reserve nothing. `commit(tx, allocation)` runs in the
     storing transaction, before it commits: a plan to write, a check to make. `progress(policy,
-    run, files)` hears each policy start.
+    run, files)` hears each policy start. `site_layout`: the layout mode is the cluster file's
+    ([defaults] layout) when it sets one, not `options.layout` (docs/layouts.md "Modes").
     """
     from iez.alloc.policy import job_bytes
 
@@ -250,7 +251,8 @@ def allocate(db: Database, app: str, run: int | None, policies: Sequence[str], s
     cluster, snap = now.cluster, now.snapshot
     excluded = frozenset(i for i in cluster.ost_indices() if i not in snap.osts)
     reserved = {i: b for i, b in job_bytes(pending).items() if i in snap.osts}
-    options = replace(options, reserved=reserved, exclude=options.exclude | excluded)
+    options = replace(options, reserved=reserved, exclude=options.exclude | excluded,
+                      layout=cluster.layout if site_layout and cluster.layout else options.layout)
     t0 = time.perf_counter()
     results: dict[str, list[Placement]] = {}
     for name, policy in chosen.items():

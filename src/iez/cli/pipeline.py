@@ -19,6 +19,7 @@ from rich.console import Console
 from rich.table import Table
 
 from iez import pipeline
+from iez.alloc.policy import LAYOUTS
 from iez.alloc.registry import DEFAULT_POLICY, display_rank
 from iez.cli.trace_import import db_option, open_db
 from iez.errors import IezError
@@ -74,6 +75,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "capacity balance only (default 0.5; docs/allocation.md)")
     p.add_argument("--stripe-method", choices=("method2", "method1", "fixed"),
                    help="stripe size by seed 000 Method II (default) or I, or the file system default")
+    p.add_argument("--layout", choices=LAYOUTS,
+                   help="stripe counts and sizes: auto (iez's cost model), keep (the asked ones), hierarchical "
+                        "(auto and PFL components per writer group); default: the cluster file's [defaults] "
+                        "layout (docs/layouts.md)")
     p.add_argument("-o", "--output", metavar="PLAN", help="also write the plan file (one policy only)")
     reservation_ttl_option(p)
     gate = p.add_argument_group("controller-host gate (seed 000 §III-B2)")
@@ -136,6 +141,9 @@ def models_table(models: dict[str, Any]) -> Table:
 # -- allocate --------------------------------------------------------------------------------
 
 
+NOTES_SHOWN = 5  # changed layouts printed per policy by `iez allocate` (iez report lists them all)
+
+
 def cmd_allocate(args: argparse.Namespace) -> int:
     from iez.alloc.gate import GateLimits
     from iez.collect.host import wait_open
@@ -146,7 +154,7 @@ def cmd_allocate(args: argparse.Namespace) -> int:
         raise IezError(f"--policy {args.policy!r}: give one or more distinct policy names")
     if args.output and len(names) > 1:
         raise IezError("-o writes one plan: give a single --policy with it")
-    given = {"capacity_weight": args.capacity_weight, "stripe_method": args.stripe_method}
+    given = {"capacity_weight": args.capacity_weight, "stripe_method": args.stripe_method, "layout": args.layout}
     options = AllocOptions(**{k: v for k, v in given.items() if v is not None})
     limits = {"max_cpu": args.max_cpu, "max_mem": args.max_mem}
     gate = GateLimits(**{k: v for k, v in limits.items() if v is not None})
@@ -167,11 +175,18 @@ def cmd_allocate(args: argparse.Namespace) -> int:
     with open_db(args) as db, status:
         done = pipeline.allocate(
             db, args.app, args.run, names, state, options, reservation_ttl=reservation_ttl(args), commit=plan,
+            site_layout=args.layout is None,
             progress=lambda name, run, n: status.update(f"allocating {n} files of {args.app} run {run} with {name}"))
     rows = [policy_balance(n, done.cluster, done.snapshot, done.placements[n])
             for n in sorted(done.placements, key=display_rank)]
     Console().print(balance_table(f"{args.app} run {done.run}: placed {len(done.requests)} files", rows))
     print(COST_NOTE)
+    for name in sorted(done.placements, key=display_rank):
+        changed = [p for p in done.placements[name] if p.note]
+        if changed:
+            print(f"{name}: iez changed {len(changed)} of {len(done.placements[name])} layouts:")
+            for p in changed[:NOTES_SHOWN]:
+                print(f"  {p.path}: {p.note}")
     if args.output:
         print(f"plan written to {args.output}")
     return 0
