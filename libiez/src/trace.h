@@ -70,7 +70,9 @@ void iez_trace_wrote(struct iez_ofd *o, int fd, uint64_t n, int64_t off, uint64_
 void iez_trace_read(struct iez_ofd *o, int fd, uint64_t n, int64_t off, uint64_t t0);
 void iez_trace_seeked(struct iez_ofd *o, uint64_t pos);
 
-static inline void iez_wrote(int fd, ssize_t n, int64_t off, uint64_t t0)
+/* always inlined into each write wrapper, as it was before the write facts made it long
+ * enough for the compiler to call it instead */
+__attribute__((always_inline)) static inline void iez_wrote(int fd, ssize_t n, int64_t off, uint64_t t0)
 {
     if (IEZ_LIKELY(!iez_tracing) || n <= 0)
         return;
