@@ -42,14 +42,15 @@ def test_a_thousand_writers_spread_a_terabyte_over_every_usable_ost_and_no_more(
 
 def test_one_writer_gets_as_many_osts_as_its_link_can_keep_busy():
     ch = auto.choose(auto.FileShape(64 * GIB, 1), TESTBED)
-    assert ch.stripe_count == auto.reach(1, TESTBED) == 4  # 1.25 GB/s over 400 MB/s OSTs
+    assert ch.stripe_count == 4  # 1.25 GB/s over 400 MB/s OSTs
 
 
 def test_file_per_process_files_stay_narrow_when_the_run_fills_the_servers():
-    ch = auto.choose(auto.FileShape(GIB, 1, job_bytes=1000 * GIB), TESTBED)
-    assert ch.stripe_count == 1 and "run" in ch.reason
-    # A few such files share the pool: each its byte share of the OSTs.
-    assert auto.choose(auto.FileShape(GIB, 1, job_bytes=4 * GIB), TESTBED).stripe_count == 4
+    # 1,000 files of 1 GiB on 15 OSTs: the run, not the file, is the bottleneck; a few objects each.
+    assert auto.choose(auto.FileShape(GIB, 1, job_bytes=1000 * GIB), TESTBED).stripe_count <= 3
+    # Eight files of 2 GiB (seed 000's IOR FPP): the OSSs bound the run whatever the count; of the
+    # equally fast counts, every file on every OST leaves no OST busier than another.
+    assert auto.choose(auto.FileShape(2 * GIB, 1, job_bytes=16 * GIB), TESTBED).stripe_count == 15
 
 
 def test_the_count_aligns_with_the_writers_when_that_is_no_slower():
@@ -62,14 +63,15 @@ def test_the_count_aligns_with_the_writers_when_that_is_no_slower():
     assert auto.choose(auto.FileShape(16 * GIB, 14), TESTBED).stripe_count == 15
 
 
-def test_the_chosen_count_is_never_slower_than_any_other_by_the_model_beyond_its_object_cost():
+def test_no_count_within_the_bounds_is_faster_by_the_model():
     rng = np.random.default_rng(1)
-    for _ in range(200):
-        shape = auto.FileShape(int(rng.integers(1, 1 << 42)), int(rng.integers(1, 2048)))
+    for _ in range(300):
+        shape = auto.FileShape(int(rng.integers(1, 1 << 42)), int(rng.integers(1, 2048)),
+                               job_bytes=int(rng.integers(0, 1 << 44)))
         ch = auto.choose(shape, TESTBED)
-        t = auto.write_time(shape, TESTBED, np.arange(1, TESTBED.n + 1))
-        flows = auto.bottlenecks(shape, TESTBED, np.arange(1, TESTBED.n + 1)).max(axis=0)
-        assert flows[ch.stripe_count - 1] <= t.min() * (1 + 1e-9)
+        cap = min(TESTBED.n, max(1, shape.write_bytes // auto.MIN_STRIPE_BYTES))
+        t = auto.write_time(shape, TESTBED, np.arange(1, cap + 1))
+        assert 1 <= ch.stripe_count <= cap and t[ch.stripe_count - 1] <= t.min() * (1 + 1e-9)
 
 
 def test_unknown_size_gets_the_manuals_pfl_template():

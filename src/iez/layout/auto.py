@@ -1,43 +1,38 @@
 """The automatic layout: a file's stripe count and stripe size chosen by a cost model.
 
 The model (docs/layouts.md, "The cost model"). A file of W bytes written by n writers, striped
-over c of the N usable OSTs of its pool, takes
+over c of the N usable OSTs of its pool, in a run that writes F = W_job / W times its bytes, takes
 
-    T(c) = max( W / (c b_c),  W ⌈c/S⌉ / (c B),  W / (n β),  W_job / B_job )  +  c t_obj
+    T(c) = max( ⌈F c / N⌉ (W / c / b_c + t_obj),  ⌈F c / S⌉ W / (c B),  W / (n β) + ⌈c / n⌉ t_obj,  W_job / β_job )
 
-- W / (c b_c): its OSTs. Each holds W/c bytes (one round of equal stripes, Method II,
-  docs/references.md#s000-method2); b_c is the c-th fastest usable OST's write bandwidth, what
-  other jobs' load leaves this job (the allocator's view of the live statistics).
-- W ⌈c/S⌉ / (c B): its OSSs. Stripes go round the S OSSs that serve usable OSTs, as Lustre's
-  round-robin deals them (docs/references.md#l-alloc-rr-array), so the busiest OSS carries ⌈c/S⌉
-  of the c stripes; B is the slowest OSS's network bandwidth left for the job.
-- W / (n β): its writers. A writer moves at most β, one client link; the cluster model gives
-  links only for the OSSs (`nic_bw`), and the clients are taken to be on the same network (the
-  simulator's default client link is the same figure).
-- W_job / B_job: the job. The files of one run are written together, so no file finishes before
-  the run's bytes W_job drain through the servers (B_job: the sum of the OST and of the OSS
-  bandwidths, whichever is smaller, and the job's clients when known). This is what keeps a
-  file-per-process job's files on one stripe each: more stripes would not make the run faster.
-- c t_obj: the objects. Each object costs the writers one RPC of their own at least (the first
-  and last RPC of a writer's range in it are partial, and it is one more extent lock and one
-  more OSC to talk to: the per-OST client cost of docs/references.md#s001-fig3), so
-  t_obj = R / b̄, one RPC of R bytes at the median OST's rate, with R = 1 MiB
-  (docs/references.md#l-rpc-size).
+- The busiest OST. The run's F c stripes of W/c bytes (one round of equal stripes, Method II,
+  docs/references.md#s000-method2) go round the N usable OSTs, so the busiest holds ⌈F c / N⌉ of
+  them, each costing its bytes at b_c (the c-th fastest usable OST's write bandwidth, what other
+  jobs' load leaves this job) plus t_obj, the cost of one object. t_obj = R / b̄: each object
+  costs at least one RPC of its own (the first and last RPC of a writer's range in it are partial,
+  and it is one more extent lock), R = 1 MiB (docs/references.md#l-rpc-size), b̄ the median OST.
+  This term is what keeps a file-per-process run's files narrow (many objects per OST for no
+  gain) and what spreads a lone shared file (⌈c / N⌉ = 1: every stripe more takes bytes off it).
+- The busiest OSS: stripes go round the S OSSs that serve usable OSTs, as Lustre's round-robin
+  deals them (docs/references.md#l-alloc-rr-array); B is the slowest OSS's network bandwidth left
+  for the job.
+- The writers: each moves at most β, one client link, and talks to ⌈c / n⌉ objects, paying t_obj
+  for each (the per-OST client cost seed 001 measured, docs/references.md#s001-fig3). The cluster
+  model gives links only for the OSSs (`nic_bw`); the clients are taken to be on the same network
+  (β: the median OSS link; the simulator's default client link is the same figure).
+- The job's clients, when known (`client_bw`): the run's bytes through them.
 
 The count is then, in this order:
 
-1. c_time, the smallest count minimising T: as fast as the model says the file can be written.
-2. Balance: a file should reach its byte share of the pool, c_bal = ⌈N W / W_job⌉ (a run's
-   files together then touch every usable OST, and a lone shared file is spread over all of
-   them: the job's OSTCost, docs/references.md#s000-eq7). The count is max(c_time, c_bal),
-3. bounded by what is worth an object: every object holds at least R_min = 1 MiB ("a file
-   smaller than 1 MB, does not need to be striped", docs/references.md#s001-hierarchical), the
-   writers can keep at most n ⌈β / b̄⌉ OSTs busy (more stripes than that add objects, not
-   bandwidth: docs/references.md#s001-fig3), N, and LOV_MAX_STRIPE_COUNT
-   (docs/references.md#l-abi-limits).
-4. Writers: with n > 1, a count one stripe fewer that divides n or that n divides replaces it
-   if its servers' time is no longer: each object is then written by whole writers' blocks, so
-   no two writers share an object, where that costs at most one OST of spread.
+1. The fastest: the count minimising T; among equally fast counts (a bottleneck that does not
+   depend on c, such as the OSSs' links), the one whose busiest OST finishes first, which is the
+   widest spread: the job's OSTCost (docs/references.md#s000-eq7) is then the best its stripes allow.
+2. Bounded by what is worth an object: every object holds at least R_min = 1 MiB ("a file
+   smaller than 1 MB, does not need to be striped", docs/references.md#s001-hierarchical); and
+   by N and LOV_MAX_STRIPE_COUNT (docs/references.md#l-abi-limits), the counts tried.
+3. Writers: with n > 1, a count one stripe fewer that divides n or that n divides replaces it
+   if its time is no longer: each object is then written by whole writers' blocks, so no two
+   writers share an object, where that costs nothing.
 
 The stripe size is the allocator's (Method II by default: one round of equal stripes) rounded up
 to a multiple of the writes' unit: the largest power of two dividing every write (`write_align`,
@@ -66,7 +61,9 @@ RPC_SIZE = 1 << 20  # osc max_pages_per_rpc: 256 pages of 4 KiB (docs/references
 MIN_STRIPE_BYTES = 1 << 20  # "a file smaller than 1 MB, does not need to be striped" (references: s001-hierarchical)
 # The Lustre manual's PFL example: (extent end, stripe count), -1 = every OST (references: l-manual-pfl).
 PFL_TEMPLATE: tuple[tuple[int, int], ...] = ((4 << 20, 1), (64 << 20, 4), (LUSTRE_EOF, -1))
-JOB_TERM = 3  # the row of `bottlenecks` that is the whole run's
+OST_TERM = 0  # the row of `bottlenecks` that is the busiest OST's
+TERMS = ("its OSTs", "its OSSs", "its writers", "the job's clients")
+EPS = 1e-9  # relative: counts this close in time are equally fast
 # The largest power of two a stripe size may be (sizes stay below 4 GiB).
 MAX_UNIT = STRIPE_SIZE_LIMIT >> 1
 
@@ -110,30 +107,28 @@ class Choice:
 
 def write_time(shape: FileShape, servers: Servers, counts: np.ndarray) -> np.ndarray:
     """T(c) of the module docstring (seconds), for each count in `counts`."""
-    return bottlenecks(shape, servers, counts).max(axis=0) + np.asarray(counts, dtype=float) * object_cost(servers)
+    return bottlenecks(shape, servers, counts).max(axis=0)
 
 
 def bottlenecks(shape: FileShape, servers: Servers, counts: np.ndarray) -> np.ndarray:
-    """The four terms of T(c) without the objects' cost, one row each: OSTs, OSSs, writers, job."""
-    w = float(shape.write_bytes)
+    """The four terms of T(c), one row each: the busiest OST, the busiest OSS, the writers, the clients."""
+    w = float(max(shape.write_bytes, 1))
     k = np.asarray(counts, dtype=np.int64)
     c = k.astype(float)
     b = np.sort(np.asarray(servers.ost_bw, dtype=float))[::-1]
     oss = np.asarray(servers.oss_bw, dtype=float)
-    t_writers = w / (max(1, shape.writers) * servers.writer_bw)
-    t_job = max(shape.job_bytes, shape.write_bytes) / min(b.sum(), oss.sum(), servers.job_bw)
-    return np.stack([w / (c * b[k - 1]), w * np.ceil(c / len(oss)) / (c * oss.min()),
-                     np.full_like(c, t_writers), np.full_like(c, t_job)])
+    f = max(shape.job_bytes, shape.write_bytes) / w  # F: the run's bytes in files like this one
+    t_obj = object_cost(servers)
+    t_ost = np.ceil(f * c / len(b) - EPS) * (w / (c * b[k - 1]) + t_obj)
+    t_oss = np.ceil(f * c / len(oss) - EPS) * w / (c * oss.min())
+    t_writers = w / (max(1, shape.writers) * servers.writer_bw) + np.ceil(c / max(1, shape.writers)) * t_obj
+    t_clients = f * w / servers.job_bw
+    return np.stack([t_ost, t_oss, t_writers, np.full_like(c, t_clients)])
 
 
 def object_cost(servers: Servers) -> float:
     """t_obj: one RPC at the median usable OST's rate (seconds)."""
     return RPC_SIZE / float(np.median(servers.ost_bw))
-
-
-def reach(writers: int, servers: Servers) -> int:
-    """How many OSTs the writers can keep busy: each, its link over one median OST's rate."""
-    return max(1, writers) * max(1, math.ceil(servers.writer_bw / float(np.median(servers.ost_bw))))
 
 
 def stripe_unit(transfer_size: int = 0, write_align: int = 0) -> int:
@@ -163,22 +158,16 @@ def choose(shape: FileShape, servers: Servers) -> Choice:
                       f"then all {n_osts} usable OSTs (Lustre manual template)")
     w = shape.write_bytes
     counts = np.arange(1, n_osts + 1)
-    t = write_time(shape, servers, counts)
-    c_time = int(counts[int(np.argmin(t))])
-    job = max(shape.job_bytes, w)
-    c_bal = min(n_osts, -(-n_osts * w // job))
-    bound, why_bound = min((max(1, w // MIN_STRIPE_BYTES), f"each object holds at least {format_size(MIN_STRIPE_BYTES)}"),
-                           (reach(writers, servers), f"{_writers(writers)} can keep at most that many OSTs busy"),
-                           (n_osts, f"{n_osts} usable OSTs"))
-    if c_bal > c_time:
-        count, why = c_bal, (f"its share of the {n_osts} usable OSTs for balance" if job > w
-                             else f"spread over the {n_osts} usable OSTs for balance")
-    elif job > w and int(np.argmax(bottlenecks(shape, servers, np.array([c_time]))[:, 0])) == JOB_TERM:
-        count, why = c_time, f"the run's {format_size(job)} bound its time, more stripes would not help"
-    else:
-        count, why = c_time, f"fastest by the cost model ({_seconds(float(t[c_time - 1]))})"
-    if count > bound:
-        count, why = bound, why_bound
+    rows = bottlenecks(shape, servers, counts)
+    t = rows.max(axis=0)
+    fastest = np.flatnonzero(t <= t.min() * (1 + EPS))
+    # Among equally fast counts, the one whose busiest OST finishes first: the best spread (eq. 7).
+    c_time = int(counts[fastest[int(np.argmin(rows[OST_TERM, fastest]))]])
+    binding = int(np.argmax(rows[:, c_time - 1]))
+    why = f"fastest by the cost model ({_seconds(float(t[c_time - 1]))}, bound by {TERMS[binding]})"
+    count, cap = c_time, max(1, w // MIN_STRIPE_BYTES)
+    if count > cap:
+        count, why = cap, f"each object holds at least {format_size(MIN_STRIPE_BYTES)}"
     if writers > 1 and count > 1:
         flow = bottlenecks(shape, servers, np.array([count, count - 1])).max(axis=0)
         for c, f in ((count, flow[0]), (count - 1, flow[1])):
