@@ -192,3 +192,21 @@ def test_iez_allocate_takes_the_sites_layout_unless_told(iez_cmd, subenv, db_url
     out = iez("allocate", "vpic", "--cluster", str(toml), "--layout", "keep", "-o", "keep.plan", "--no-gate")
     (fl,) = planfile.load(tmp_path / "keep.plan").entries.values()
     assert fl.plain.stripe_count == 24 and "iez changed" not in out
+
+
+def test_controller_layout_mode_and_per_application_keep(tmp_path):
+    """`iez controller --layout MODE --layout-keep APP`: the mode for every application (else the
+    cluster file's), and the asked layouts kept for the applications named."""
+    from dataclasses import replace
+
+    from iez.controller.service import Controller, Settings
+
+    def controller(cluster, **kw) -> Controller:
+        return Controller(Settings(cluster=cluster, db_url=f"sqlite:///{tmp_path / 'iez.db'}", gate=None, **kw))
+
+    site = replace(make_cluster(), layout="auto")
+    c = controller(site, layout_keep=frozenset({"legacy"}))
+    assert c.options_for("ior").layout == "auto" and c.options_for("legacy").layout == "keep"
+    assert c.options_for("ior", 0.2).capacity_weight == 0.2
+    assert controller(site, layout="keep").options_for("ior").layout == "keep"
+    assert controller(make_cluster()).options_for("ior").layout == AllocOptions().layout

@@ -36,6 +36,7 @@ from iez.metrics import ost_cost
 from iez.request import Request
 
 if TYPE_CHECKING:
+    from iez.alloc.policy import AllocOptions
     from iez.db import Txn
 
 log = logging.getLogger("iez.controller")
@@ -65,6 +66,10 @@ class Settings:
     db_url: str | None = None
     policy: str = DEFAULT_POLICY
     capacity_weight: float | None = None
+    # The layout mode (docs/layouts.md "Modes"): None = the cluster file's [defaults] layout, else
+    # iez's default; the applications of `layout_keep` keep their asked layouts whatever the mode.
+    layout: str | None = None
+    layout_keep: frozenset[str] = frozenset()
     stale_after: float = 0.0  # seconds; 0 = three of each collector's intervals
     gate: GateLimits | None = GateLimits()  # None: allocate however busy the host is
     gate_proc: str = "/proc"  # where the gate reads loadavg and meminfo
@@ -90,8 +95,9 @@ class Controller:
         self.settings = settings
         self.cluster = settings.cluster
         self.policy = get_policy(settings.policy)  # unknown names fail at start
-        w = settings.capacity_weight
-        self.options = AllocOptions() if w is None else AllocOptions(capacity_weight=w)
+        options = AllocOptions() if settings.capacity_weight is None else AllocOptions(capacity_weight=settings.capacity_weight)
+        layout = settings.layout or self.cluster.layout
+        self.options = replace(options, layout=layout) if layout else options
         self.db = Database(settings.db_url)
         self.view = GlobalView(self.cluster, settings.stale_after, settings.max_clock_skew)
         self.lock = threading.Lock()  # the view and the counters
@@ -342,11 +348,17 @@ class Controller:
         log.info("released %s runs %s", app, released)
         return {"app": app, "released": released}
 
+    def options_for(self, app: str, capacity_weight: float | None = None) -> AllocOptions:
+        """How `app` is allocated: the controller's options, its capacity weight if given, and its
+        asked layouts kept if the site says so (`layout_keep`)."""
+        options = self.options if capacity_weight is None else replace(self.options, capacity_weight=capacity_weight)
+        return replace(options, layout="keep") if app in self.settings.layout_keep else options
+
     def allocate(self, app: str, run: int, policy_name: str | None = None,
                  capacity_weight: float | None = None) -> dict[str, Any]:
         """Place run `run` of `app` on the global view and store the placements as its plan."""
         name = policy_name or self.settings.policy
-        options = self.options if capacity_weight is None else replace(self.options, capacity_weight=capacity_weight)
+        options = self.options_for(app, capacity_weight)
 
         stale: frozenset[int] = frozenset()
 
