@@ -22,6 +22,7 @@
 #include "log.h"
 #include "open.h"
 #include "pmpi.h"
+#include "split.h"
 #include "trace.h"
 
 /* ---- placement over a communicator ------------------------------------------------------- */
@@ -266,8 +267,11 @@ static int open_file(MPI_Comm comm, const char *filename, int amode, MPI_Info in
         iez_pmpi.PMPI_Comm_rank(comm, &mc.rank);
         iez_pmpi.PMPI_Comm_size(comm, &mc.size);
     }
+    /* split writing: a hierarchical file's aggregators one per component (split.c) */
+    MPI_Info used = creating ? iez_split_info(comm, &mc, abs, len, info) : info;
     /* libiez's create was the exclusive one (every rank knows: same amode everywhere) */
-    int rc = iez_pmpi.PMPI_File_open(comm, filename, mc.created ? amode & ~MPI_MODE_EXCL : amode, info, fh);
+    int rc = iez_pmpi.PMPI_File_open(comm, filename, mc.created ? amode & ~MPI_MODE_EXCL : amode, used, fh);
+    iez_split_done(used, info);
     if (iez_enter()) {
         int saved = errno;
         int placed = mc.pl.outcome == IEZ_PLACE_CREATED;

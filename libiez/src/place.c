@@ -33,6 +33,14 @@ static void load_plan(void)
     __atomic_store_n(&plan_ready, 1, __ATOMIC_RELEASE);
 }
 
+const char *iez_place_planned(const char *abs, size_t len, size_t *speclen)
+{
+    if (!iez_owner() || !iez_cfg.plan[0])
+        return NULL;
+    pthread_once(&plan_once, load_plan);
+    return plan ? iez_plan_find(plan, abs, len, speclen) : NULL;
+}
+
 void iez_place(int dirfd, const char *path, const char *abs, size_t len, mode_t mode, int use_plan,
                struct iez_placement *out)
 {

@@ -45,5 +45,8 @@ static inline int iez_place_known(const struct iez_placement *pl)
 /* Placement does no tracing: its caller records the outcome (open.c). */
 void iez_place(int dirfd, const char *path, const char *abs, size_t len, mode_t mode, int use_plan,
                struct iez_placement *out);
+/* The plan's layout text for abs (not NUL-terminated), or NULL: no plan, not in it, or not the
+ * process that owns the plan (a vfork child). */
+const char *iez_place_planned(const char *abs, size_t len, size_t *speclen);
 
 #endif

@@ -1,0 +1,186 @@
+/* Split writing on composite layouts (references: s001-hierarchical). Seed 001 gave each group
+ * of writers its own subfile; here the plan gives it its own component, and these hints give
+ * each component its own collective-buffering aggregator. ROMIO's common two-phase code cuts the
+ * collective access range into cb_nodes equal file domains, their ends moved to the nearest
+ * multiple of striping_unit (references: romio-file-domains): with one domain per component and
+ * the stripe size as the unit, an IOR-like write of the planned bytes puts each aggregator in
+ * exactly one component, on that component's OSTs only. The hints are the same on every rank,
+ * as ROMIO requires (references: romio-hints): rank 0, which created the file, decides them. */
+#include "split.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "dynsym.h"
+#include "log.h"
+#include "plan.h"
+#include "state.h"
+
+static const char *const keys[IEZ_SPLIT_VALUES] = {"cb_nodes", "striping_factor", "striping_unit", "cb_buffer_size"};
+
+/* ROMIO's default collective buffer (ADIOI_CB_BUFFER_SIZE_DFLT, references: romio-hints). */
+#define CB_BUFFER_DEFAULT (16ll << 20)
+
+int iez_split_values(const struct iez_layout *lay, int nprocs, long long v[IEZ_SPLIT_VALUES])
+{
+    memset(v, 0, IEZ_SPLIT_VALUES * sizeof *v);
+    if (!lay->composite || lay->ncomp < 2 || nprocs < 2)
+        return -1;
+    const struct iez_stripe *first = &lay->comp[0].s;
+    for (uint32_t i = 0; i < lay->ncomp; i++) {
+        const struct iez_stripe *s = &lay->comp[i].s;
+        if (!s->nosts || s->count <= 0 || s->count != first->count || s->size == 0 || s->size != first->size)
+            return -1;
+    }
+    /* ROMIO allows no more aggregators than ranks: with fewer ranks than components, each
+     * domain is a run of whole components (a divisor of their number), never a part of two */
+    long long groups = lay->ncomp;
+    while (groups > nprocs || lay->ncomp % groups)
+        groups--;
+    if (groups < 2 || first->size > INT_MAX)
+        return -1;
+    long long k = first->count, size = (long long)first->size;
+    /* the buffer: whole rounds of a component's stripes (else whole stripes), about ROMIO's
+     * default, so each two-phase round writes whole stripes of one component */
+    long long unit = k * size <= CB_BUFFER_DEFAULT ? k * size : size;
+    long long cb = CB_BUFFER_DEFAULT / unit * unit;
+    v[IEZ_SPLIT_CB_NODES] = groups;
+    v[IEZ_SPLIT_STRIPING_FACTOR] = k;
+    v[IEZ_SPLIT_STRIPING_UNIT] = size;
+    v[IEZ_SPLIT_CB_BUFFER_SIZE] = cb > unit ? cb : unit;
+    return 0;
+}
+
+/* MPI_Info's functions and MPI_Comm_split_type, from the library that holds PMPI_File_open (as
+ * loaded for this process). */
+static struct {
+    int (*split_type)(MPI_Comm, int, int, MPI_Info, MPI_Comm *);
+    int (*create)(MPI_Info *);
+    int (*dup)(MPI_Info, MPI_Info *);
+    int (*set)(MPI_Info, const char *, const char *);
+    int (*valuelen)(MPI_Info, const char *, int *, int *);
+} info_fn;
+static pthread_once_t info_once = PTHREAD_ONCE_INIT;
+
+static void resolve_info(void)
+{
+    const void *mpi = (const void *)iez_pmpi.PMPI_File_open;
+    *(void **)&info_fn.split_type = iez_dynsym_beside("PMPI_Comm_split_type", mpi);
+    *(void **)&info_fn.create = iez_dynsym_beside("PMPI_Info_create", mpi);
+    *(void **)&info_fn.dup = iez_dynsym_beside("PMPI_Info_dup", mpi);
+    *(void **)&info_fn.set = iez_dynsym_beside("PMPI_Info_set", mpi);
+    *(void **)&info_fn.valuelen = iez_dynsym_beside("PMPI_Info_get_valuelen", mpi);
+}
+
+/* Whether the application gave key a value (those are never overridden). */
+static int user_has(MPI_Info user, const char *key)
+{
+    int len = 0, flag = 0;
+    return user != MPI_INFO_NULL && info_fn.valuelen(user, key, &len, &flag) == MPI_SUCCESS && flag;
+}
+
+static int add(MPI_Info user, MPI_Info out, const char *key, const char *value)
+{
+    return user_has(user, key) || info_fn.set(out, key, value) == MPI_SUCCESS ? 0 : -1;
+}
+
+int iez_split_hints(const long long v[IEZ_SPLIT_VALUES], int nodes, MPI_Info user, MPI_Info *out)
+{
+    pthread_once(&info_once, resolve_info);
+    *out = user;
+    if (!info_fn.create || !info_fn.dup || !info_fn.set || !info_fn.valuelen)
+        return -1;
+    MPI_Info info = MPI_INFO_NULL;
+    if ((user == MPI_INFO_NULL ? info_fn.create(&info) : info_fn.dup(user, &info)) != MPI_SUCCESS)
+        return -1;
+    int rc = 0;
+    char value[24];
+    for (int i = 0; i < IEZ_SPLIT_VALUES && !rc; i++) {
+        snprintf(value, sizeof value, "%lld", v[i]);
+        if (v[i] > 0)
+            rc = add(user, info, keys[i], value);
+    }
+    /* ROMIO's default cb_config_list, "*:1", takes one aggregator per host (a job on fewer hosts
+     * than components would get fewer aggregators): as many per host as the components need,
+     * unless the application chose the aggregators' number (references: romio-hints) */
+    if (!rc && v[IEZ_SPLIT_CB_NODES] > 0 && nodes > 0 && !user_has(user, keys[IEZ_SPLIT_CB_NODES])) {
+        snprintf(value, sizeof value, "*:%lld", (v[IEZ_SPLIT_CB_NODES] + nodes - 1) / nodes);
+        rc = add(user, info, "cb_config_list", value);
+    }
+    /* two-phase even where ROMIO would judge the accesses not interleaved: only it aligns the
+     * domains; and, under ROMIO's Lustre driver, one aggregator per OST (its default, set
+     * against a hints file that raises it; references: romio-lustre-aggregators) */
+    if (!rc)
+        rc = add(user, info, "romio_cb_write", "enable");
+    if (!rc)
+        rc = add(user, info, "romio_lustre_co_ratio", "1");
+    if (rc) {
+        iez_pmpi.PMPI_Info_free(&info);
+        return -1;
+    }
+    *out = info;
+    return 0;
+}
+
+/* Rank 0: the hints of the file it has just created from the plan, or none. */
+static void planned_values(const struct iez_mpi_create *mc, const char *abs, int len, long long v[IEZ_SPLIT_VALUES])
+{
+    memset(v, 0, IEZ_SPLIT_VALUES * sizeof *v);
+    size_t speclen = 0;
+    const char *spec;
+    if (!mc->created || mc->pl.plan != IEZ_PLAN_HIT || len < 0 ||
+        !(spec = iez_place_planned(abs, (size_t)len, &speclen)))
+        return;
+    struct iez_layout lay = {0};
+    char err[256];
+    if (iez_layout_parse(spec, speclen, &lay, err, sizeof err) == 0)
+        iez_split_values(&lay, mc->size, v);
+    iez_layout_free(&lay);
+}
+
+MPI_Info iez_split_info(MPI_Comm comm, const struct iez_mpi_create *mc, const char *abs, int len, MPI_Info user)
+{
+    /* the same terms on every rank of comm (its size, the environment): all enter or none */
+    if (mc->size < 2 || !iez_cfg.place || !iez_cfg.plan[0])
+        return user;
+    long long v[IEZ_SPLIT_VALUES] = {0};
+    if (mc->rank == 0 && iez_enter()) {
+        int saved = errno;
+        planned_values(mc, abs, len, v);
+        errno = saved;
+        iez_leave();
+    }
+    if (iez_pmpi.PMPI_Bcast(v, IEZ_SPLIT_VALUES, MPI_LONG_LONG, 0, comm) != MPI_SUCCESS || v[0] <= 0)
+        return user;
+    /* the hosts: one leader each in comm */
+    pthread_once(&info_once, resolve_info);
+    MPI_Comm host;
+    int counts[2] = {0, 1}; /* {leaders, failures} */
+    if (info_fn.split_type && info_fn.split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host) == MPI_SUCCESS) {
+        int r = 1;
+        counts[1] = iez_pmpi.PMPI_Comm_rank(host, &r) != MPI_SUCCESS;
+        counts[0] = r == 0;
+        iez_pmpi.PMPI_Comm_free(&host);
+    }
+    if (iez_pmpi.PMPI_Allreduce(MPI_IN_PLACE, counts, 2, MPI_INT, MPI_SUM, comm) != MPI_SUCCESS || counts[1])
+        return user;
+    MPI_Info info;
+    int ok = iez_split_hints(v, counts[0], user, &info) == 0;
+    /* hints on some ranks only would fail the open (ROMIO checks they agree): all or none */
+    if (iez_pmpi.PMPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, comm) != MPI_SUCCESS || !ok) {
+        iez_split_done(info, user);
+        iez_log_once(IEZ_LOG_CONFIG, "split writing: cannot add ROMIO hints to an MPI_Info: the file is opened "
+                     "with the application's own");
+        return user;
+    }
+    return info;
+}
+
+void iez_split_done(MPI_Info used, MPI_Info user)
+{
+    if (used != user)
+        iez_pmpi.PMPI_Info_free(&used);
+}

@@ -1,0 +1,205 @@
+"""Split writing under libiez-mpi (docs/references.md#s001-hierarchical; docs/libiez.md, "Split
+writing"): a shared file the plan lays out hierarchically is opened with ROMIO hints that give
+each PFL component its own collective-buffering aggregator. Real MPI programs under MPICH's
+mpiexec on an emulated cluster: the hints MPI_File_get_info reports, the user's hints kept, no
+hints for other files or when they cannot be built, and a collective iez-bench run whose data are
+byte-identical to a run without iez, whose layout is the plan's, and whose aggregators (seen in
+the I/O event log, IEZ_IOLOG) each write inside one component only, from one create."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import BUILD, need_tool
+from iez.cluster import make_cluster
+from iez.emulated.mds_client import running_cluster
+from iez.layout import lum
+from iez.layout.layout import LUSTRE_EOF
+from iez.plan import parse_layout
+from iez.profile.ioevents import read_event_dir
+from iez.trace.shard import read_trace
+
+LIBDIR = BUILD / "libiez"
+MPILIB, HINTS = LIBDIR / "libiez-mpi.so", LIBDIR / "iez-test-split-hints"
+BENCH = BUILD / "bench_app" / "iez-bench"
+MiB = 1 << 20
+RANKS, BLOCK = 4, 4 * MiB
+# four writers of 4 MiB on 8 OSTs: one component per writer, two OSTs each (docs/layouts.md)
+HIERARCHICAL = ";".join(f"{g * BLOCK}-{(g + 1) * BLOCK if g < 3 else 'EOF'}/S=2097152,c=2,o={g}:{g + 4}"
+                        for g in range(4))
+
+
+@pytest.fixture(scope="module")
+def emu(tmp_path_factory):
+    for p in (MPILIB, HINTS, BENCH):
+        if not p.exists():
+            pytest.fail(f"{p} is missing: install MPICH (apt-get install mpich libmpich-dev) and build "
+                        "(cmake -S . -B build && cmake --build build)")
+    with running_cluster(tmp_path_factory.mktemp("split") / "emu", make_cluster(4, 4), seed=7) as cd:
+        yield cd
+
+
+class Job:
+    """One test's directory on the cluster, its plan, libiez log, traces and I/O event logs."""
+
+    def __init__(self, emu, tmp: Path, name: str):
+        self.root, self.tmp = emu.root, tmp
+        self.dir = emu.fs / name
+        self.dir.mkdir()
+
+    def path(self, name: str) -> Path:
+        return self.dir / name
+
+    def plan(self, entries: dict[str, str]) -> None:
+        (self.tmp / "plan").write_text("#iez-plan 1\n#app=split\n" +
+                                       "".join(f"{self.path(n)}\t{s}\n" for n, s in entries.items()))
+
+    def env(self, iez: bool = True, **extra: str) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("IEZ_")}
+        if iez:
+            env.update(LD_PRELOAD=str(MPILIB), IEZ_EMULATED=str(self.root), IEZ_MODE="trace,place", IEZ_APP="split",
+                       IEZ_LOG=str(self.tmp / "libiez.log"), IEZ_TRACE_DIR=str(self.tmp / "traces"),
+                       IEZ_IOLOG=str(self.tmp / "iolog"), IEZ_PLAN=str(self.tmp / "plan"))
+        env.update(extra)
+        return env
+
+    def mpi(self, n: int, argv: list, iez: bool = True, **extra: str) -> str:
+        args = [need_tool("mpiexec", "apt-get install mpich"), "-n", str(n), *map(str, argv)]
+        r = subprocess.run(args, capture_output=True, text=True, timeout=180, env=self.env(iez, **extra), cwd=self.dir)
+        assert r.returncode == 0, f"{args}: {r.returncode}\n{r.stdout}\n{r.stderr}"
+        return r.stdout
+
+    def hints(self, name: str, *user: str, n: int = RANKS, iez: bool = True, write: int = 0,
+              **extra: str) -> dict[str, str]:
+        """The hints MPI keeps for `name` opened by n ranks with the user's hints KEY=VALUE (each
+        rank writing `write` bytes collectively after its predecessors')."""
+        argv = [HINTS, *(a for h in user for a in ("--hint", h)), "--bytes", write, self.path(name)]
+        out = self.mpi(n, argv, iez, **extra)
+        return dict(line.split("=", 1) for line in out.splitlines())
+
+    def log(self) -> str:
+        p = self.tmp / "libiez.log"
+        return p.read_text() if p.exists() else ""
+
+
+@pytest.fixture
+def job(emu, tmp_path, request):
+    return Job(emu, tmp_path, tmp_path.name)
+
+
+def test_a_hierarchical_file_is_opened_with_one_aggregator_per_component(job):
+    job.plan({"h": HIERARCHICAL})
+    got = job.hints("h")
+    # 4 components of 2 stripes of 2 MiB: four aggregators (ROMIO lists them), all four on this
+    # one host, domains aligned to the stripe, two-phase forced, 16 MiB: four rounds of 2 stripes
+    assert (got["cb_nodes"], got["romio_aggregator_list"].split()) == ("4", ["0", "1", "2", "3"])
+    assert (got["striping_unit"], got["romio_cb_write"], got["cb_config_list"]) == ("2097152", "enable", "*:4")
+    assert got["cb_buffer_size"] == str(16 * MiB)
+    assert "UFS" in got["romio_filesystem_type"]  # the generic driver: no striping_factor, no romio_lustre_*
+    assert lum.decode(os.getxattr(job.path("h"), "user.lustre.lov")).components[3].end == LUSTRE_EOF
+    # fewer ranks than components: each aggregator takes two whole components
+    job.path("h").unlink()
+    got = job.hints("h", n=2)
+    assert (got["cb_nodes"], got["cb_config_list"], got["striping_unit"]) == ("2", "*:2", "2097152")
+
+
+def test_other_files_get_none_of_the_hints(job):
+    job.plan({"plain": "c=4,S=1048576", "pfl": "0-4194304/S=1048576,c=1;4194304-EOF/S=1048576,c=4"})
+    alone = job.hints("alone", iez=False)  # MPI without libiez
+    assert alone["cb_nodes"] == "1" and "striping_unit" not in alone
+    for name in ("plain", "pfl", "unplanned"):
+        assert job.hints(name) == alone, name
+    assert parse_layout("c=4,S=1048576").plain.stripe_count == 4
+    # a hierarchical file opened by one rank (MPI_COMM_WORLD of 1) is not shared: no hints
+    job.plan({"h": HIERARCHICAL})
+    assert job.hints("h", n=1) == job.hints("alone1", n=1, iez=False)
+
+
+def test_the_applications_hints_win(job):
+    job.plan({"h": HIERARCHICAL})
+    got = job.hints("h", "cb_nodes=2", "cb_config_list=*:2", "romio_cb_write=disable", "cb_buffer_size=1048576")
+    assert (got["cb_nodes"], got["cb_config_list"], got["romio_cb_write"], got["cb_buffer_size"]) == \
+        ("2", "*:2", "disable", "1048576")
+    assert got["striping_unit"] == "2097152"  # only added where the application said nothing
+    # its own cb_nodes alone: iez does not widen the host's aggregators behind its back either
+    job.path("h").unlink()
+    got = job.hints("h", "cb_nodes=3")
+    assert (got["cb_config_list"], got["cb_nodes"]) == ("*:1", "1")
+
+
+@pytest.mark.parametrize("spec", [
+    # the components' stripe sizes differ: not one hierarchical layout
+    "0-4194304/S=2097152,c=2,o=0:4;4194304-EOF/S=1048576,c=2,o=1:5",
+    # 7 components, 4 ranks: no whole number of components per aggregator
+    ";".join(f"{g * 2 * MiB}-{(g + 1) * 2 * MiB if g < 6 else 'EOF'}/S=1048576,c=2,o={g}:{g + 8}" for g in range(7)),
+    # no OST lists: a PFL template, not subsets
+    "0-8388608/S=2097152,c=2;8388608-EOF/S=2097152,c=2",
+])
+def test_no_hints_when_they_cannot_be_built(job, spec):
+    parse_layout(spec)  # a valid plan entry all the same
+    job.plan({"f": spec})
+    assert job.hints("f") == job.hints("alone", iez=False)
+    assert "split writing" not in job.log()
+
+
+def test_a_rejected_plan_adds_no_hints(job):
+    (job.tmp / "plan").write_text(f"#iez-plan 1\n{job.path('h')}\t{HIERARCHICAL};garbage\n")
+    assert job.hints("h") == job.hints("alone", iez=False)
+    assert "plan rejected" in job.log()
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def writers(job: Job, path: Path) -> dict[int, list[tuple[int, int]]]:
+    """The (offset, end) of each process's writes to path, from the I/O event log."""
+    events, skipped = read_event_dir(job.tmp / "iolog")
+    assert not skipped
+    out: dict[int, list[tuple[int, int]]] = {}
+    for e in events:
+        if e.op == "write" and e.path == str(path) and e.length:
+            out.setdefault(e.pid, []).append((e.offset, e.offset + e.length))
+    return out
+
+
+def test_collective_iez_bench_writes_each_component_from_one_aggregator(job, tmp_path):
+    job.plan({"ior": HIERARCHICAL})
+    bench = [BENCH, "-a", "MPIIO", "-c", "-b", "4m", "-t", "1m", "-s", "1", "-k", "-w", "-o"]
+    job.mpi(RANKS, [*bench, job.path("ior")])
+    job.mpi(RANKS, [*bench, tmp_path / "ref"], iez=False)  # the same run without iez, off the cluster
+    f = job.path("ior")
+    assert f.stat().st_size == RANKS * BLOCK and digest(f) == digest(tmp_path / "ref")
+    got = lum.decode(os.getxattr(f, "user.lustre.lov"))
+    assert [(c.start, c.end, c.layout.osts) for c in got.components] == \
+        [(c.start, c.end, c.layout.osts) for c in parse_layout(HIERARCHICAL).components]
+    # four aggregators, each writing its component's 4 MiB and nothing else
+    by_pid = writers(job, f)
+    assert len(by_pid) == RANKS
+    spans = sorted((min(a for a, _ in w), max(b for _, b in w), sum(b - a for a, b in w)) for w in by_pid.values())
+    assert spans == [(g * BLOCK, (g + 1) * BLOCK, BLOCK) for g in range(RANKS)]
+    # one create: rank 0's, with the plan's layout; the other ranks only open the file
+    recs = [r for r in read_trace(job.tmp / "traces").records if r.path == str(f)]
+    assert {r.rank for r in recs} == set(range(RANKS))
+    assert [(r.rank, r.api) for r in recs if r.created] == [(0, "mpiio")]
+
+
+def test_without_the_hints_one_aggregator_writes_every_component(job):
+    """What the hints change. ROMIO writes IOR's contiguous blocks without two-phase unless told
+    to; told to (romio_cb_write=enable, the application's hint) but without iez's hints, its one
+    aggregator per host writes all four components. With them, each component has its own."""
+    job.plan({"with": HIERARCHICAL, "without": HIERARCHICAL})
+    job.hints("with", write=BLOCK)
+    job.hints("without", n=1)  # rank 0 alone creates it with the plan's layout: no hints apply
+    assert len(lum.decode(os.getxattr(job.path("without"), "user.lustre.lov")).components) == 4
+    got = job.hints("without", "romio_cb_write=enable", write=BLOCK)
+    assert (got["cb_nodes"], got["striping_unit"] if "striping_unit" in got else None) == ("1", None)
+    (only,) = writers(job, job.path("without")).values()
+    assert (min(a for a, _ in only), max(b for _, b in only)) == (0, RANKS * BLOCK)
+    spans = sorted((min(a for a, _ in w), max(b for _, b in w)) for w in writers(job, job.path("with")).values())
+    assert spans == [(g * BLOCK, (g + 1) * BLOCK) for g in range(RANKS)]
