@@ -132,6 +132,17 @@ def test_the_applications_hints_win(job):
     assert (got["cb_config_list"], got["cb_nodes"]) == ("*:1", "1")
 
 
+def test_a_romio_hints_file_wins_too(job):
+    # ROMIO takes hints added to the MPI_Info over its ROMIO_HINTS file's: iez leaves the file's keys alone
+    job.plan({"h": HIERARCHICAL})
+    hints = job.tmp / "romio-hints"
+    hints.write_text("cb_nodes 2\n  romio_cb_write disable\n")
+    got = job.hints("h", ROMIO_HINTS=str(hints))
+    # the file's cb_nodes under ROMIO's one aggregator per host, as an application's own (above)
+    assert (got["cb_nodes"], got["cb_config_list"], got["romio_cb_write"]) == ("1", "*:1", "disable")
+    assert got["striping_unit"] == "2097152"  # keys the file does not set are still added
+
+
 @pytest.mark.parametrize("spec", [
     # the components' stripe sizes differ: not one hierarchical layout
     "0-4194304/S=2097152,c=2,o=0:4;4194304-EOF/S=1048576,c=2,o=1:5",

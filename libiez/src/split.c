@@ -12,12 +12,14 @@
 #include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "dynsym.h"
 #include "log.h"
 #include "plan.h"
 #include "state.h"
+#include "sysio.h"
 
 static const char *const keys[IEZ_SPLIT_VALUES] = {"cb_nodes", "striping_factor", "striping_unit", "cb_buffer_size"};
 
@@ -75,10 +77,41 @@ static void resolve_info(void)
     *(void **)&info_fn.valuelen = iez_dynsym_beside("PMPI_Info_get_valuelen", mpi);
 }
 
-/* Whether the application gave key a value (those are never overridden). */
+/* The keys of the user's or site's ROMIO_HINTS file ("key value" lines), read once: ROMIO takes
+ * hints added to an MPI_Info over the file's, so a key the file sets is left to the file. */
+static char *file_keys;
+static size_t file_keys_len;
+static pthread_once_t file_once = PTHREAD_ONCE_INIT;
+
+static void read_hints_file(void)
+{
+    const char *path = getenv("ROMIO_HINTS");
+    if (path && *path && iez_read_file(path, 64 << 10, &file_keys, &file_keys_len) != 0)
+        file_keys = NULL, file_keys_len = 0; /* unreadable: ROMIO ignores it too */
+}
+
+static int hints_file_has(const char *key)
+{
+    pthread_once(&file_once, read_hints_file);
+    size_t n = strlen(key);
+    for (size_t at = 0; at < file_keys_len;) {
+        const char *line = file_keys + at, *end = memchr(line, '\n', file_keys_len - at);
+        size_t len = end ? (size_t)(end - line) : file_keys_len - at;
+        while (len && (*line == ' ' || *line == '\t'))
+            line++, len--;
+        if (len > n && !memcmp(line, key, n) && (line[n] == ' ' || line[n] == '\t'))
+            return 1;
+        at = end ? (size_t)(end - file_keys) + 1 : file_keys_len;
+    }
+    return 0;
+}
+
+/* Whether the application (or its ROMIO_HINTS file) gave key a value: those are never overridden. */
 static int user_has(MPI_Info user, const char *key)
 {
     int len = 0, flag = 0;
+    if (hints_file_has(key))
+        return 1;
     return user != MPI_INFO_NULL && info_fn.valuelen(user, key, &len, &flag) == MPI_SUCCESS && flag;
 }
 
@@ -111,8 +144,9 @@ int iez_split_hints(const long long v[IEZ_SPLIT_VALUES], int nodes, MPI_Info use
         rc = add(user, info, "cb_config_list", value);
     }
     /* two-phase even where ROMIO would judge the accesses not interleaved: only it aligns the
-     * domains; and, under ROMIO's Lustre driver, one aggregator per OST (its default, set
-     * against a hints file that raises it; references: romio-lustre-aggregators) */
+     * domains; and, under ROMIO's Lustre driver, one aggregator per OST (its default, stated so
+     * that a value an MPI implementation ships differently does not apply; a ROMIO_HINTS file
+     * that sets it still wins; references: romio-lustre-aggregators) */
     if (!rc)
         rc = add(user, info, "romio_cb_write", "enable");
     if (!rc)
