@@ -10,7 +10,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Sequence
 
 from iez.alloc.registry import DEFAULT_POLICY
 from iez.cluster import Cluster
@@ -60,10 +60,14 @@ class Stack:
 
 
 @contextmanager
-def control_plane(workdir: Path, cluster: Cluster, seed: int | None = None, policy: str = DEFAULT_POLICY) -> Iterator[Stack]:
-    """Start the emulated cluster, its collectors and the controller; stop them all on exit."""
+def control_plane(workdir: Path, cluster: Cluster, seed: int | None = None, policy: str = DEFAULT_POLICY,
+                  layout: str | None = None, layout_keep: Sequence[str] = ()) -> Iterator[Stack]:
+    """Start the emulated cluster, its collectors and the controller; stop them all on exit.
+    `layout` is the controller's layout mode (else the cluster's), `layout_keep` the
+    applications that keep their asked layouts whatever the mode (docs/layouts.md "Modes")."""
     with running_cluster(workdir / "cluster", cluster, seed=seed) as cd, \
             LocalControlPlane(cd, workdir / "plane", interval=COLLECT_INTERVAL) as plane:
         plane.start_collectors()
-        plane.start_controller("--no-gate", "--policy", policy)
+        modes = (["--layout", layout] if layout else []) + [a for app in layout_keep for a in ("--layout-keep", app)]
+        plane.start_controller("--no-gate", "--policy", policy, *modes)
         yield Stack(cd, cluster, plane)
