@@ -22,14 +22,13 @@ import pytest
 from conftest import BUILD, need_tool
 from iez.backend.emulated import EmulatedBackend
 from iez.cluster import make_cluster
-from iez.demo.experiment import AppJob, plan_counts, remove_files, replan, run_jobs
+from iez.demo.experiment import AppJob, plan_counts, remove_files, replan, rpc_bound, run_jobs
 from iez.demo.simulate import seed000_hardware, simulate_rates
 from iez.demo.stack import Stack, control_plane
 from iez.emulated.usage import file_ost_bytes
-from iez.layout.auto import RPC_SIZE
 from iez.layout.layout import FileLayout, Layout
 from iez.lustre.getstripe import parse_getstripe
-from iez.metrics import balance_report, integer_bound
+from iez.metrics import balance_report
 from iez.plan import loads as load_plan
 from iez.workload.bench import HaccJob, IorJob, command
 
@@ -168,7 +167,7 @@ def test_shared_files_spread_by_the_plan(tmp_path, iez_cmd, subenv, mode):
             # spread: within 10% of the best any layout of whole RPCs can do for these bytes
             size = os.path.getsize(path)
             cost = balance_report(stack.cluster, file_ost_bytes(size, got)).job.ost_cost
-            bound = integer_bound(round(size / RPC_SIZE), len(stack.cluster.osts))
+            bound = rpc_bound(size, len(stack.cluster.osts))
             assert cost <= 1.1 * bound, (j.app, cost, bound, got)
             assert balance_report(stack.cluster, file_ost_bytes(size, traced[j.app])).job.ost_cost == len(CLUSTER.osts)
             # and written faster than on its one OST

@@ -10,7 +10,7 @@ from iez.alloc.registry import DEFAULT_POLICY
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("demo", help="the main job: seed 000's evaluation on an emulated cluster, default vs iez")
+    p = sub.add_parser("demo", help="the main job: seed 000's evaluation and a shared file's automatic layout on an emulated cluster, default vs iez")
     p.add_argument("-o", "--out", default="demo-out", help="where the report and PNGs go (default demo-out)")
     p.add_argument("--scale", type=int, default=32, help="divide OST capacity and file sizes by this (default 32)")
     p.add_argument("--seed", type=int, default=1, help="seed of the emulated MDS's allocator (default 1)")

@@ -14,6 +14,12 @@ After each run the per-OST usage is read back from the OSSs' parameter trees wit
 real OSS is read with, and the layouts the files got are simulated on the testbed's hardware.
 Every scenario runs on the paper's empty testbed and on the same testbed drifted out of balance.
 
+Seed 000's scenarios keep the stripe counts the paper gave them (the controller's
+`--layout-keep`): iez chooses their OSTs and stripe sizes only. One more scenario shows what the
+layout itself does (docs/layouts.md): IOR's shared file in a directory whose default layout is
+one stripe, as real jobs' shared files have it, so Lustre leaves it on one OST (job OSTCost 15 on
+15 OSTs, the worst there is); the controller places its next run with the automatic layout.
+
 Data is scaled down (OST capacity and every file by `scale`) so the whole demo runs in minutes;
 utilizations and OSTCost are ratios, so the scaling leaves them comparable with the paper's.
 """
@@ -33,13 +39,14 @@ from typing import Callable, Sequence
 
 from iez.alloc.policy import AllocOptions
 from iez.alloc.registry import DEFAULT_POLICY, get_policy
-from iez.alloc.scenarios import Scenario, paper_scenarios, uneven_fill
+from iez.alloc.scenarios import Scenario, ior, paper_scenarios, uneven_fill
 from iez.backend.emulated import EmulatedBackend
 from iez.cluster import Cluster, make_cluster
 from iez.demo.simulate import SimRates, seed000_hardware, simulate_rates
 from iez.demo.stack import Stack, control_plane
 from iez.emulated.mds_client import MdsClient
 from iez.errors import AllocationError, IezError
+from iez.layout.auto import RPC_SIZE
 from iez.layout.layout import FileLayout, Layout
 from iez.lustre.params import ParamTree
 from iez.lustre.targets import target_space
@@ -48,6 +55,7 @@ from iez.request import Request
 from iez.workload.bench import HACC_HEADER, HACC_RECORD, HaccJob, IorJob, command
 
 LUSTRE_DEFAULT_STRIPE = 1 << 20  # the testbed's default stripe size (Lustre <= 2.15)
+MiB = 1 << 20
 MIN_STRIPE = 65536
 PLAN_WAIT = 120.0  # s, for the controller to predict and place a run
 
@@ -65,6 +73,17 @@ class DemoOptions:
 # The two clusters every scenario runs on: the paper's empty testbed, and the same testbed
 # after it has drifted out of balance (each OST already 10-40% full with other users' data).
 STATES = ("empty", "drifted")
+KEEP = "keep"  # the layout mode of seed 000's scenarios: the paper's stripe counts
+
+
+def demo_scenarios() -> list[tuple[Scenario, str]]:
+    """Every scenario with the layout mode the controller places it with (docs/layouts.md).
+    The shared file of the last is 4 GiB: the job of seed 000's Fig. 12
+    (docs/references.md#s000-figs12-13) made small enough that the traced run's one OST holds it
+    at any scale, on the drifted cluster too (32x: 128 MiB, OSTs of 320 MiB)."""
+    shared = Scenario("IOR SSF 16 procs 4 GiB c=1, layout auto", tuple(ior(16, 256 * MiB, 1, "ssf")), None,
+                      "Fig. 12, on the default 1 stripe")
+    return [(s, KEEP) for s in paper_scenarios()] + [(shared, "auto")]
 
 
 @dataclass(frozen=True)
@@ -106,6 +125,7 @@ class Outcome:
     bytes: int  # written per run, after scaling
     bound: float | None  # best OSTCost equal stripes can reach, when stripes are equal
     runs: dict[str, Run] = field(default_factory=dict)  # "default", "iez"
+    layout: str = KEEP  # the layout mode iez placed it with
     skipped: str = ""  # why the scenario did not run on this cluster (it does not fit)
 
 
@@ -161,6 +181,18 @@ def equal_stripes_bound(reqs: Sequence[Request], n_osts: int) -> float | None:
     return integer_bound(sum(r.stripe_count for r in reqs), n_osts)
 
 
+def rpc_bound(write_bytes: int, n_osts: int) -> float:
+    """The best OSTCost any layout can give `write_bytes` when its stripes are whole 1 MiB RPCs,
+    the smallest stripe the automatic layout makes (docs/layouts.md): the integer bound of that
+    many equal stripes on `n_osts` OSTs."""
+    return integer_bound(max(1, round(write_bytes / RPC_SIZE)), n_osts)
+
+
+def app_name(state: str, sc: Scenario, app: str) -> str:
+    """The application's name at the controller: one per cluster and scenario."""
+    return f"{state}-{slug(sc.name)}-{app}"
+
+
 def measured_usage(stack: Stack) -> dict[int, int]:
     """Bytes used per OST as the OSSs report them (kbytestotal - kbytesfree), read with the
     parsers a real OSS is read with."""
@@ -208,10 +240,10 @@ def remove_files(jobs: Sequence[AppJob]) -> None:
             Path(p).unlink(missing_ok=True)
 
 
-def fits(reqs: Sequence[Request], cluster: Cluster, backend: EmulatedBackend, policy: str) -> str:
+def fits(reqs: Sequence[Request], cluster: Cluster, backend: EmulatedBackend, policy: str, layout: str) -> str:
     """'' if the policy can place the job on the cluster as it is now, else why not."""
     try:
-        get_policy(policy).place(reqs, cluster, backend.stats(), AllocOptions())
+        get_policy(policy).place(reqs, cluster, backend.stats(), AllocOptions(layout=layout))
     except AllocationError as e:
         return f"does not fit: {e}"
     return ""
@@ -254,7 +286,8 @@ def simulate(run: Run, cluster: Cluster, reqs: Sequence[Request], opts: DemoOpti
 
 def run_demo(opts: DemoOptions, progress=None) -> tuple[dict[str, Cluster], list[Outcome]]:
     """Run every selected scenario under the default allocator and under iez, on each cluster."""
-    scenarios = [s for s in paper_scenarios() if not opts.only or any(o.lower() in s.name.lower() for o in opts.only)]
+    scenarios = [(s, mode) for s, mode in demo_scenarios()
+                 if not opts.only or any(o.lower() in s.name.lower() for o in opts.only)]
     if not scenarios:
         raise IezError(f"no scenario matches {', '.join(opts.only)}")
     opts.out.mkdir(parents=True, exist_ok=True)
@@ -271,23 +304,28 @@ def run_demo(opts: DemoOptions, progress=None) -> tuple[dict[str, Cluster], list
         if work.exists():
             shutil.rmtree(work)
         step(f"{state} cluster: starting the MDS, collectors and controller")
-        with control_plane(work, cluster, seed=opts.seed, policy=opts.policy) as stack:
-            outcomes += [_run_scenario(state, stack, sc, opts, step) for sc in scenarios]
+        keep = [app_name(state, sc, r.app) for sc, mode in scenarios if mode == KEEP for r in sc.requests]
+        with control_plane(work, cluster, seed=opts.seed, policy=opts.policy, layout="auto",
+                           layout_keep=sorted(set(keep))) as stack:
+            outcomes += [_run_scenario(state, stack, sc, mode, opts, step) for sc, mode in scenarios]
     return models, outcomes
 
 
-def _run_scenario(state: str, stack: Stack, sc: Scenario, opts: DemoOptions, step: Callable[..., None]) -> Outcome:
+def _run_scenario(state: str, stack: Stack, sc: Scenario, layout: str, opts: DemoOptions,
+                  step: Callable[..., None]) -> Outcome:
     jobs = jobs_for(sc, opts.scale, stack.cd.fs)
     reqs = [r for j in jobs for r in j.requests()]
     cluster, backend = stack.cluster, EmulatedBackend(stack.cd.root)
-    oc = Outcome(state, sc, len(reqs), sum(r.stripe_count for r in reqs), sum(r.write_bytes for r in reqs),
-                 equal_stripes_bound(reqs, len(cluster.osts)))
-    oc.skipped = fits(reqs, cluster, backend, opts.policy)
+    written = sum(r.write_bytes for r in reqs)
+    # with the paper's stripe counts kept, equal stripes bound the job; with iez's layout, its bytes
+    bound = equal_stripes_bound(reqs, len(cluster.osts)) if layout == KEEP else rpc_bound(written, len(cluster.osts))
+    oc = Outcome(state, sc, len(reqs), sum(r.stripe_count for r in reqs), written, bound, layout=layout)
+    oc.skipped = fits(reqs, cluster, backend, opts.policy, layout)
     if oc.skipped:
         step(f"{state} cluster, {sc.name}: skipped", 2)
         return oc
-    names = {j.app: f"{state}-{slug(sc.name)}-{j.app}" for j in jobs}
-    for j in jobs:  # the paper's stripe count, asked for the Lustre way: a directory default
+    names = {j.app: app_name(state, sc, j.app) for j in jobs}
+    for j in jobs:  # the scenario's stripe count, asked for the Lustre way: a directory default
         j.directory.mkdir(parents=True, exist_ok=True)
         backend.set_default(j.directory, Layout(stripe_count=j.stripe_count))
     for which in ("default", "iez"):
