@@ -22,10 +22,10 @@ import pytest
 from conftest import BUILD, need_tool
 from iez.backend.emulated import EmulatedBackend
 from iez.cluster import make_cluster
-from iez.demo.experiment import AppJob, plan_counts, remove_files, replan, rpc_bound, run_jobs
+from iez.demo.experiment import AppJob, measured_usage, plan_counts, remove_files, replan, rpc_bound, run_jobs
 from iez.demo.simulate import seed000_hardware, simulate_rates
 from iez.demo.stack import Stack, control_plane
-from iez.emulated.usage import file_ost_bytes
+from iez.emulated.usage import file_ost_bytes, ost_bytes
 from iez.layout.layout import FileLayout, Layout
 from iez.lustre.getstripe import parse_getstripe
 from iez.metrics import balance_report
@@ -147,8 +147,13 @@ def test_shared_files_spread_by_the_plan(tmp_path, iez_cmd, subenv, mode):
                 reply = c.fetch_plan(names[j.app], wait=60)
                 assert reply.status == "ready", reply
                 plans[j.app] = load_plan(reply.text).entries
+        before = measured_usage(stack)
         run_jobs(stack, jobs, names)  # run 2: placed by libiez from the plan
         assert plan_counts(stack, list(names.values())) == (len(jobs), 0)
+        # what the OSSs report (their parameter trees) is what the layouts put on each OST
+        after = measured_usage(stack)
+        placed = ost_bytes((os.path.getsize(file_of(j)), backend.get_layout(file_of(j))) for j in jobs)
+        assert {i: after[i] - before[i] for i in after if after[i] != before[i]} == {i: n for i, n in placed.items() if n}
 
         for j in jobs:
             path = file_of(j)
