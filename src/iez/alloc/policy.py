@@ -371,7 +371,7 @@ def _auto_one(shape: auto.FileShape, servers: auto.Servers, options: AllocOption
     s = stripe_size(shape.write_bytes, c, options.stripe_method, fixed)
     # A fixed size is the user's; with one stripe the size places nothing, so it stays the allocator's.
     if options.stripe_method != "fixed" and c > 1:
-        s = auto.fit_size(s, choice.unit)
+        s = auto.round_size(shape.write_bytes, c, s, choice.unit)
     return c, s, (), choice.reason
 
 

@@ -34,10 +34,11 @@ The count is then, in this order:
    if its time is no longer: each object is then written by whole writers' blocks, so no two
    writers share an object, where that costs nothing.
 
-The stripe size is the allocator's (Method II by default: one round of equal stripes) rounded up
-to a multiple of the writes' unit: the largest power of two dividing every write (`write_align`,
-else the transfer size's), and at least the 1 MiB RPC, so no aligned write straddles two OSTs and
-every full stripe is whole RPCs; within Lustre's limits (a multiple of 64 KiB below 4 GiB,
+The stripe size is the allocator's (Method II by default: one round of equal stripes) made a
+multiple of the writes' unit: the largest power of two dividing every write (`write_align`, else
+the transfer size's), and at least the 1 MiB RPC, so no aligned write straddles two OSTs and
+every full stripe is whole RPCs; rounded up, or down where that fills the objects more evenly
+(`round_size`); within Lustre's limits (a multiple of 64 KiB below 4 GiB,
 docs/references.md#l-abi-limits).
 
 A file whose size is not known (0 bytes) gets the progressive file layout of the Lustre manual's
@@ -144,6 +145,26 @@ def fit_size(size: int, unit: int) -> int:
     out = -(-max(size, 1) // unit) * unit
     limit = (STRIPE_SIZE_LIMIT - 1) // unit * unit
     return min(out, limit)
+
+
+def busiest_object(write_bytes: int, count: int, size: int) -> int:
+    """Bytes on the fullest of `count` objects when `write_bytes` are striped `size` at a time
+    (RAID-0: whole rounds, then the rest from the first object on)."""
+    rounds, rest = divmod(write_bytes, size * count)
+    return rounds * size + min(size, rest)
+
+
+def round_size(write_bytes: int, count: int, size: int, unit: int) -> int:
+    """The allocator's stripe size `size` as a multiple of `unit`: rounded up, unless rounding
+    down fills the objects more evenly. Rounded up, a file a little over whole rounds of the unit
+    leaves whole objects empty (60 MiB + 2 KiB on 15 stripes: 5 MiB stripes fill 12); rounded
+    down, the small rest wraps onto the first object (4 MiB stripes: 15 of 4 MiB, one 2 KiB more)."""
+    up = fit_size(size, unit)
+    down = up - max(LOV_MIN_STRIPE_SIZE, unit)
+    if down < max(LOV_MIN_STRIPE_SIZE, unit) or busiest_object(write_bytes, count, down) >= \
+            busiest_object(write_bytes, count, up):
+        return up
+    return down
 
 
 def choose(shape: FileShape, servers: Servers) -> Choice:
