@@ -291,12 +291,13 @@ def test_a_version_1_database_is_brought_to_the_current_version(db):
         for table in ("traced_requests", "predicted_requests"):
             for column in ("writers", "transfer_size", "write_align"):
                 tx.conn.execute(text(f"ALTER TABLE {table} DROP COLUMN {column}"))
+        tx.conn.execute(text("ALTER TABLE placements DROP COLUMN note"))
         tx.conn.execute(schema_version.update().values(version=1))
         assert current_version(tx.conn) == 1
     t0 = time.time()
     with db.begin() as tx:
         assert migrate(tx.conn, INTERACTION) == 1
-        assert current_version(tx.conn) == SCHEMA_VERSION == 4
+        assert current_version(tx.conn) == SCHEMA_VERSION == 5
         assert {"released_at", "planned_at"} <= {c["name"] for c in inspect(tx.conn).get_columns("runs")}
         ((number, requests),) = tx.traced_runs("a")
         assert number == 1 and len(requests) == 2
@@ -314,10 +315,11 @@ def test_a_version_3_database_gains_the_writers_facts(db):
         for table in ("traced_requests", "predicted_requests"):  # as version 3 made them
             for column in ("writers", "transfer_size", "write_align"):
                 tx.conn.execute(text(f"ALTER TABLE {table} DROP COLUMN {column}"))
+        tx.conn.execute(text("ALTER TABLE placements DROP COLUMN note"))
         tx.conn.execute(schema_version.update().values(version=3))
         assert current_version(tx.conn) == 3
     with db.begin() as tx:
-        assert migrate(tx.conn, INTERACTION) == 3 and current_version(tx.conn) == SCHEMA_VERSION == 4
+        assert migrate(tx.conn, INTERACTION) == 3 and current_version(tx.conn) == SCHEMA_VERSION == 5
         ((_, old),) = tx.traced_runs("a")
         assert {(q.writers, q.transfer_size, q.write_align) for q in old} == {(0, 0, 0)}
         facts = dict(writers=1024, transfer_size=1 << 20, write_align=1 << 16)
@@ -327,6 +329,31 @@ def test_a_version_3_database_gains_the_writers_facts(db):
         assert [r for _, r in tx.traced_runs("a")][1] == [replace(q, **facts, app="a", run="2") for q in hacc(2)]
         assert {(q.writers, q.transfer_size, q.write_align) for q in tx.prediction("a", 3).requests} == {
             (1024, 1 << 20, 1 << 16)}
+
+
+def test_a_version_4_database_gains_the_placements_notes(db):
+    """Placements stored before the notes read as kept ("" ); new ones keep why iez changed their
+    layout, in the placement sets and in the other applications' pending placements alike."""
+    from iez.db.schema import schema_version
+
+    placed = table2_placements()
+    with db.begin() as tx:
+        tx.add_trace("a", hacc(2))
+        sid = tx.add_snapshot(make_cluster(), Snapshot.from_cluster(make_cluster()), "default")
+        tx.set_placements("a", 2, "balanced", placed, sid, {})
+        tx.conn.execute(text("ALTER TABLE placements DROP COLUMN note"))  # as version 4 made it
+        tx.conn.execute(schema_version.update().values(version=4))
+    with db.begin() as tx:
+        assert migrate(tx.conn, INTERACTION) == 4 and current_version(tx.conn) == SCHEMA_VERSION == 5
+        [old] = tx.placement_sets("a", 2)
+        assert [p.note for p in old.placements] == ["", ""]
+        noted = [replace(placed[0], note="auto: 15 x 64 MiB instead of 8 x 96 MiB: fastest"), placed[1]]
+        tx.set_placements("a", 2, "balanced", noted, sid, {})
+        tx.mark_planned("a", 2, "balanced")
+    with db.begin() as tx:
+        [s] = tx.placement_sets("a", 2)
+        assert [p.note for p in s.placements] == [noted[0].note, ""]
+        assert sorted(p.note for p in tx.pending_placements("b")) == ["", noted[0].note]
 
 
 def test_bad_urls_and_files_are_one_line_errors(tmp_path):

@@ -321,7 +321,7 @@ class Txn:
             rows.append({"run_id": rid, "policy": policy, "snapshot_id": snapshot_id, "created_at": now,
                          "path": p.path, "stripe_size": head.stripe_size, "stripe_count": head.stripe_count,
                          "rank": ranks.get(p.path, 0), "ost_list": " ".join(str(i) for i in head.osts),
-                         "layout": format_layout(p.layout), "write_bytes": p.write_bytes})
+                         "layout": format_layout(p.layout), "write_bytes": p.write_bytes, "note": p.note})
         if rows:
             self.conn.execute(placements.insert(), rows)
 
@@ -342,7 +342,7 @@ class Txn:
         for r in rows:
             s = sets.setdefault(r.policy, PlacementSet(number, r.policy, r.snapshot_id, [], {}))
             s.placements.append(Placement(path=r.path, layout=parse_layout(r.layout), write_bytes=r.write_bytes,
-                                          app=app, run=str(number), policy=r.policy))
+                                          app=app, run=str(number), policy=r.policy, note=r.note))
             s.ranks[r.path] = r.rank
         if not sets:
             raise DatabaseError(f"no placements for run {number} of {app!r} "
@@ -383,7 +383,7 @@ class Txn:
         if ttl > 0:
             q = q.where(runs.c.planned_at >= time.time() - ttl)
         return [Placement(path=r.path, layout=parse_layout(r.layout), write_bytes=r.write_bytes,
-                          app=r.name, run=str(r.number), policy=r.policy)
+                          app=r.name, run=str(r.number), policy=r.policy, note=r.note)
                 for r in self.conn.execute(q)]
 
 

@@ -60,12 +60,18 @@ def _write_facts(conn: Connection) -> None:
         conn.execute(text(f"ALTER TABLE {table} ADD COLUMN write_align BIGINT NOT NULL DEFAULT 0"))
 
 
+def _placement_notes(conn: Connection) -> None:
+    # placements made before the step: iez kept every asked layout then
+    conn.execute(text("ALTER TABLE placements ADD COLUMN note TEXT NOT NULL DEFAULT ''"))
+
+
 # Version 1 is the baseline: no step leads to it. Steps for versions 2, 3, ... go here, in order.
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(2, "runs.released_at: a planned run an admin released reserves no space", _released_at),
     Migration(3, "runs.planned_at: a plan older than the reservation TTL reserves no space", _planned_at),
     Migration(4, "requests' writers, transfer_size, write_align: the writers' facts the automatic layout reads",
               _write_facts),
+    Migration(5, "placements.note: why iez changed a file's asked layout (the automatic layout)", _placement_notes),
 )
 
 INTERACTION = Schema("the interaction database", metadata, schema_version, SCHEMA_VERSION, MIGRATIONS)

@@ -28,7 +28,7 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 metadata = MetaData()
 
@@ -140,6 +140,7 @@ placements = Table(
     Column("ost_list", Text, nullable=False),  # space separated, stripe order (first component)
     Column("layout", Text, nullable=False),  # the whole layout (PFL too), plan grammar
     Column("write_bytes", BigInteger, nullable=False, default=0),
+    Column("note", Text, nullable=False, default=""),  # why iez changed the asked layout ("" = it did not)
     UniqueConstraint("run_id", "policy", "path", name="uq_placement"),
 )
 
