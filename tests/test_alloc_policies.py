@@ -43,6 +43,10 @@ fast = [0, 1, 4, 5, 8, 9]
 
 
 def place(policy, reqs, cluster=TESTBED, snap=None, **opts):
+    # These tests are about where each policy puts the stripes a request asks for (the paper's
+    # algorithms place a given count), so the asked layout is kept unless a test says otherwise;
+    # the automatic layout has its own tests (test_layout_auto.py).
+    opts.setdefault("layout", "keep")
     snap = snap or Snapshot.from_cluster(cluster)
     return get_policy(policy).place(reqs, cluster, snap, AllocOptions(**opts))
 

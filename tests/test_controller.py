@@ -16,12 +16,14 @@ from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.parser import text_string_to_metric_families
 
 from iez.alloc.gate import HostLoad
+from iez.alloc.policy import AllocOptions
 from iez.cluster import make_cluster
 from iez.collect.message import OstReading, StatsMessage
 from iez.tokens import Tokens, read_token
 from iez.controller.api_client import ControllerError
 from iez.controller.exposition import Exposition, Histogram, add_known
 from iez.controller.view import GlobalView
+from iez.db import Database
 from iez.errors import ConfigError
 from iez.plan import loads
 from iez.request import Request
@@ -166,13 +168,19 @@ def test_requests_in_plan_out(stack):
     assert plan.meta["app"] == "ior" and plan.meta["run"] == "1" and plan.meta["policy"] == "balanced"
     assert sorted(plan.entries) == sorted(q.path for q in reqs)
     per_ost: dict[int, int] = {}
+    # The requests ask for 4 stripes; the controller's default layout mode is auto (docs/layouts.md):
+    # it spreads the run's eight files wider, the same for all, and stores why with each placement.
+    [count] = {len(fl.osts()) for fl in plan.entries.values()}
+    assert count > 4
     for fl in plan.entries.values():
         osts = fl.osts()
-        assert len(osts) == 4 == len(set(osts))
-        assert fl.plain.stripe_size == 16 * MiB  # Method II: 64 MiB over 4 stripes
+        assert len(osts) == count == len(set(osts)) and count * fl.plain.stripe_size >= 64 * MiB
         for i in osts:
             per_ost[i] = per_ost.get(i, 0) + 1
-    assert max(per_ost.values()) - min(per_ost.get(i, 0) for i in range(15)) <= 1  # 32 stripes on 15 OSTs
+    assert max(per_ost.values()) - min(per_ost.get(i, 0) for i in range(15)) <= 1  # 8 x count stripes on 15 OSTs
+    with Database(stack.db) as db, db.begin() as tx:
+        [stored] = tx.placement_sets("ior", 1)
+    assert all(p.note.startswith(f"auto: {count} x ") and "instead of 4 x 16.0M" in p.note for p in stored.placements)
     assert c.fetch_plan("ior", run=1).text == got.text
     assert c.fetch_plan("nobody").status == "none"
     assert c.fetch_plan("ior", run=7).status == "none"
@@ -212,10 +220,12 @@ def test_two_applications_from_two_clients_are_placed_together(stack):
     from iez.cluster import Snapshot
 
     stack.start_collectors()
-    stack.start_controller()
+    # One stripe a file, as asked, so that ten files on ten OSTs shows the global view at work.
+    stack.start_controller("--no-gate", "--layout", "keep")
     apps = {a: requests_for(a, stack.emu, 5, 100 * MiB, 1) for a in ("hacc", "ior")}
     # Without the global view each application alone would take the same five emptiest OSTs.
-    alone = {a: {i for p in get_policy("balanced").place(r, stack.cluster, Snapshot.from_cluster(stack.cluster))
+    alone = {a: {i for p in get_policy("balanced").place(r, stack.cluster, Snapshot.from_cluster(stack.cluster),
+                                                         AllocOptions(layout="keep"))
                  for i in p.layout.osts()} for a, r in apps.items()}
     assert alone["hacc"] & alone["ior"]
 
@@ -247,6 +257,9 @@ def test_admin_replaces_a_run_and_the_site_token_may_not(stack):
         site.allocate("vpic", 1, policy="rr")
     got = admin.allocate("vpic", 1, policy="rr")
     assert got["policy"] == "rr" and got["files"] == 3
+    # the answer says how many layouts iez changed from the asked ones (auto, the default) and why
+    assert got["layouts_changed"] == len(got["notes"]) == 3
+    assert all(n.startswith("auto: ") and "instead of 2 x 16.0M" in n for n in got["notes"].values())
     assert loads(site.fetch_plan("vpic").text).meta["policy"] == "rr"
     with pytest.raises(ControllerError, match="404"):
         admin.allocate("vpic", 5)

@@ -165,7 +165,8 @@ def test_cluster_file_layout_key():
 @pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
 def test_iez_allocate_takes_the_sites_layout_unless_told(iez_cmd, subenv, db_url, tmp_path):
     """A Darshan log's shared file (asked 24 stripes) on a 32-OST cluster whose file says
-    layout = "auto": spread over all 32 with a note; `--layout keep` keeps the 24."""
+    layout = "keep": kept at 24; `--layout auto` spreads it over all 32, and the table of changed
+    layouts says what was asked, what was chosen and why."""
     import subprocess
 
     from darshan.log_utils import get_log_path
@@ -182,16 +183,17 @@ def test_iez_allocate_takes_the_sites_layout_unless_told(iez_cmd, subenv, db_url
         return p.stdout
 
     toml = tmp_path / "site.toml"
-    toml.write_text('fsname = "scratch"\n[defaults]\nlayout = "auto"\n[ost_defaults]\nsize = "2TiB"\n'
+    toml.write_text('fsname = "scratch"\n[defaults]\nlayout = "keep"\n[ost_defaults]\nsize = "2TiB"\n'
                     + "".join(f'[[oss]]\nname = "oss{s}"\nosts = {list(range(s * 8, s * 8 + 8))}\n' for s in range(4)))
     iez("trace", "import", str(get_log_path("sample.darshan")), "--app", "vpic")
     iez("predict", "vpic")
-    out = iez("allocate", "vpic", "--cluster", str(toml), "-o", "auto.plan", "--no-gate")
+    out = iez("allocate", "vpic", "--cluster", str(toml), "--layout", "auto", "-o", "auto.plan", "--no-gate")
     (fl,) = planfile.load(tmp_path / "auto.plan").entries.values()
-    assert fl.plain.stripe_count == 32 and "iez changed 1 of 1 layouts" in out and "auto: 32 x" in out
-    out = iez("allocate", "vpic", "--cluster", str(toml), "--layout", "keep", "-o", "keep.plan", "--no-gate")
+    assert fl.plain.stripe_count == 32
+    assert "1 of 1" in out and "24 stripes" in out and "32 x 3.9G" in out and "auto: 32 x" in out
+    out = iez("allocate", "vpic", "--cluster", str(toml), "-o", "keep.plan", "--no-gate")  # the site keeps
     (fl,) = planfile.load(tmp_path / "keep.plan").entries.values()
-    assert fl.plain.stripe_count == 24 and "iez changed" not in out
+    assert fl.plain.stripe_count == 24 and "0 of 1" in out and "auto:" not in out
 
 
 def test_controller_layout_mode_and_per_application_keep(tmp_path):

@@ -218,7 +218,7 @@ def test_balanced_cuts_the_users_count_when_the_layout_is_kept_otherwise():
     from iez.alloc.policy import tables
 
     reqs = job()[:2]
-    _, table = tables(reqs, CLUSTER, Snapshot.from_cluster(CLUSTER), AllocOptions())
+    _, table = tables(reqs, CLUSTER, Snapshot.from_cluster(CLUSTER), AllocOptions(layout="keep"))  # the asked count
     cuts = hierarchical_cuts(reqs, table, CLUSTER, AllocOptions(layout="hierarchical"))
     assert cuts[1] is None and cuts[0] is not None and cuts[0].grouping == Grouping(4, 2)
     assert cuts[0].stripe_size == 32 * MiB and cuts[0].spans[3] == (192 * MiB, LUSTRE_EOF)

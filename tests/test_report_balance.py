@@ -39,3 +39,27 @@ def test_policy_balance_rows_and_json():
     other = dataclasses.replace(row, policy="rr", cluster=make_cluster(1, 4, ost_size=1 << 30, fsname="other"))
     with pytest.raises(IezError, match="run 3 of ior was placed on different clusters"):
         check_one_cluster("ior", 3, [row, other])
+
+
+def test_changed_layouts_say_what_was_asked_chosen_and_why():
+    from iez.layout.layout import LUSTRE_EOF, Component
+    from iez.report.balance import changed_rows, layout_summary
+
+    cluster = make_cluster(2, 2, ost_size=1 << 30)
+    snap = Snapshot.from_cluster(cluster)
+    pfl = FileLayout(components=(Component(0, 4 * MIB, Layout(MIB, 1, osts=(0,))),
+                                 Component(4 * MIB, LUSTRE_EOF, Layout(MIB, 4, osts=(1, 2, 3, 0)))))
+    placed = [Placement("/wide", FileLayout(Layout(4 * MIB, 4, osts=(0, 1, 2, 3))), 64 * MIB, note="auto: why"),
+              Placement("/kept", FileLayout(Layout(MIB, 1, osts=(1,))), MIB),
+              Placement("/grows", pfl, 0, note="size not known")]
+    row = policy_balance("balanced", cluster, snap, placed, {"/wide": 1, "/kept": 1})
+    assert [(c.path, c.asked, c.chosen, c.why) for c in row.changed] == [
+        ("/wide", "1 stripe", "4 x 4.0M", "auto: why"), ("/grows", "-", "PFL 1 / 4", "size not known")]
+    assert layout_summary(pfl) == "PFL 1 / 4" and dict(report_rows([row]))["layouts iez changed"] == ["2 of 3"]
+    assert changed_rows([row]) == [["balanced", "/wide", "1 stripe", "4 x 4.0M", "auto: why"],
+                                   ["balanced", "/grows", "-", "PFL 1 / 4", "size not known"]]
+    assert changed_rows([row], 1)[1] == ["balanced", "... and 1 more", "", "", ""]
+    assert report_json("ior", 3, [row])["policies"]["balanced"]["changed"][0] == {
+        "path": "/wide", "asked": "1 stripe", "chosen": "4 x 4.0M", "why": "auto: why"}
+    kept = policy_balance("rr", cluster, snap, placed[1:2])
+    assert kept.changed == () and changed_rows([kept]) == []

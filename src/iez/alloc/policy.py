@@ -76,7 +76,7 @@ class AllocOptions:
     # Whose stripe count and size a file gets: "keep" the request's (the user's or the file
     # system's default), "auto" iez's choice for its bytes and writers, "hierarchical" auto plus
     # one PFL component per group of writers on disjoint OSTs (docs/layouts.md).
-    layout: str = "keep"
+    layout: str = "auto"
     cpu_weight: float = 0.5  # Algorithm 2's ossLoad = cpu_weight*cpu + mem_weight*mem
     mem_weight: float = 0.5
     lustre_version: str = "2.16"  # the LOD release the rr / qos baselines behave as

@@ -23,7 +23,8 @@ from iez.alloc.policy import LAYOUTS
 from iez.alloc.registry import DEFAULT_POLICY, display_rank
 from iez.cli.trace_import import db_option, open_db
 from iez.errors import IezError
-from iez.report.balance import COST_NOTE, PolicyBalance, check_one_cluster, policy_balance, report_rows
+from iez.report.balance import (CHANGED_COLUMNS, COST_NOTE, PolicyBalance, changed_rows, check_one_cluster,
+                                policy_balance, report_rows)
 from iez.units import format_size, parse_duration
 
 if TYPE_CHECKING:
@@ -78,7 +79,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--layout", choices=LAYOUTS,
                    help="stripe counts and sizes: auto (iez's cost model), keep (the asked ones), hierarchical "
                         "(auto and PFL components per writer group); default: the cluster file's [defaults] "
-                        "layout (docs/layouts.md)")
+                        "layout, else auto (docs/layouts.md)")
     p.add_argument("-o", "--output", metavar="PLAN", help="also write the plan file (one policy only)")
     reservation_ttl_option(p)
     gate = p.add_argument_group("controller-host gate (seed 000 §III-B2)")
@@ -141,7 +142,10 @@ def models_table(models: dict[str, Any]) -> Table:
 # -- allocate --------------------------------------------------------------------------------
 
 
-NOTES_SHOWN = 5  # changed layouts printed per policy by `iez allocate` (iez report lists them all)
+# Changed layouts printed per policy: `iez allocate` shows a few, `iez report` more, its page and
+# report.json all of them.
+NOTES_SHOWN = 5
+REPORT_NOTES_SHOWN = 20
 
 
 def cmd_allocate(args: argparse.Namespace) -> int:
@@ -177,16 +181,12 @@ def cmd_allocate(args: argparse.Namespace) -> int:
             db, args.app, args.run, names, state, options, reservation_ttl=reservation_ttl(args), commit=plan,
             site_layout=args.layout is None,
             progress=lambda name, run, n: status.update(f"allocating {n} files of {args.app} run {run} with {name}"))
-    rows = [policy_balance(n, done.cluster, done.snapshot, done.placements[n])
+    asked = {q.path: q.stripe_count for q in done.requests}
+    rows = [policy_balance(n, done.cluster, done.snapshot, done.placements[n], asked)
             for n in sorted(done.placements, key=display_rank)]
     Console().print(balance_table(f"{args.app} run {done.run}: placed {len(done.requests)} files", rows))
     print(COST_NOTE)
-    for name in sorted(done.placements, key=display_rank):
-        changed = [p for p in done.placements[name] if p.note]
-        if changed:
-            print(f"{name}: iez changed {len(changed)} of {len(done.placements[name])} layouts:")
-            for p in changed[:NOTES_SHOWN]:
-                print(f"  {p.path}: {p.note}")
+    print_changed(rows, NOTES_SHOWN)
     if args.output:
         print(f"plan written to {args.output}")
     return 0
@@ -217,17 +217,36 @@ def balance_table(title: str, rows: Sequence[PolicyBalance]) -> Table:
     return table
 
 
+def print_changed(rows: Sequence[PolicyBalance], limit: int) -> None:
+    """The layouts iez changed from the asked ones, and why (docs/layouts.md)."""
+    if not any(r.changed for r in rows):
+        return
+    table = Table(title="layouts iez changed", title_justify="left")
+    for col in CHANGED_COLUMNS:
+        table.add_column(col, overflow="fold")
+    for row in changed_rows(rows, limit):
+        table.add_row(*row)
+    Console().print(table)
+
+
 def cmd_report(args: argparse.Namespace) -> int:
+    from iez.db import DatabaseError
+
     with open_db(args) as db, db.begin() as tx:
         sets = tx.placement_sets(args.app, args.run)
         snaps = {s.snapshot_id: tx.snapshot(s.snapshot_id) for s in sets}
+        try:
+            asked = {q.path: q.stripe_count for q in tx.prediction(args.app, sets[0].run).requests}
+        except DatabaseError:  # placements stored without a prediction: the asked counts are not known
+            asked = {}
     rows = []
     for s in sorted(sets, key=lambda s: display_rank(s.policy)):
         cluster, snap = snaps[s.snapshot_id]
-        rows.append(policy_balance(s.policy, cluster, snap, s.placements))
+        rows.append(policy_balance(s.policy, cluster, snap, s.placements, asked))
     check_one_cluster(args.app, sets[0].run, rows)
     Console().print(balance_table(f"{args.app} run {sets[0].run}", rows))
     print(COST_NOTE)
+    print_changed(rows, REPORT_NOTES_SHOWN)
     if args.output:
         from iez.report.balance_page import write_report
 

@@ -42,6 +42,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("iez.controller")
 
 RETRY = 2.0  # seconds between looks at held-back work (gate shut, no fresh statistics)
+# The changed layouts' notes an admin allocation answers with (a run may have thousands; the
+# interaction database keeps them all, and `iez report` lists them).
+NOTES_SHOWN = 5
 
 
 class Invalid(IezError):
@@ -391,8 +394,10 @@ class Controller:
         with self.lock:
             self.latency.setdefault(name, Histogram()).observe(done.seconds)
         log.info("placed %s run %d with %s: %d files in %.3f s", app, run, name, len(done.requests), done.seconds)
+        changed = [p for p in done.placements[name] if p.note]
         return {"app": app, "run": run, "policy": name, "files": len(done.requests), "seconds": done.seconds,
-                "excluded_osts": sorted(done.excluded), "reserved_osts": sorted(done.reserved)}
+                "excluded_osts": sorted(done.excluded), "reserved_osts": sorted(done.reserved),
+                "layouts_changed": len(changed), "notes": {p.path: p.note for p in changed[:NOTES_SHOWN]}}
 
     # -- metrics -------------------------------------------------------------------------------
 

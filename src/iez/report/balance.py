@@ -1,20 +1,32 @@
 """The policy comparison `iez report` and `iez allocate` show: per policy, how balanced the
-OSTs and OSSs are after its placements (docs/references.md#s000-eq7), as plain data and as
-(metric, value per policy) rows for a table."""
+OSTs and OSSs are after its placements (docs/references.md#s000-eq7), and the layouts it changed
+from the asked ones with why (docs/layouts.md), as plain data and as (metric, value per policy)
+rows for a table."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from iez.cluster import Cluster, Snapshot, states_ok
 from iez.errors import IezError
+from iez.layout.layout import FileLayout
 from iez.metrics import BalanceReport, balance_report, integer_bound
 from iez.request import Placement
 from iez.units import format_size
 
 # Printed under the table: user-facing text, so it names the paper rather than a link.
 COST_NOTE = "OSTCost = max / mean OST utilization (seed 000 eq. 7); 1.000 is perfect balance."
+
+
+@dataclass(frozen=True)
+class ChangedLayout:
+    """A file whose layout iez changed from the asked one (a placement with a note)."""
+
+    path: str
+    asked: str  # the request's stripe count, "-" when the request is not at hand
+    chosen: str  # the placed layout: "C x SIZE", or "PFL" and each component's count
+    why: str  # the placement's note
 
 
 @dataclass(frozen=True)
@@ -26,6 +38,7 @@ class PolicyBalance:
     bound: float  # best job OSTCost k equal stripes can reach on the usable OSTs
     files: int
     stripes: int
+    changed: tuple[ChangedLayout, ...] = ()  # in placement order
 
 
 def cluster_used(cluster: Cluster, snap: Snapshot) -> Cluster:
@@ -35,7 +48,30 @@ def cluster_used(cluster: Cluster, snap: Snapshot) -> Cluster:
     return cluster.with_used(used)
 
 
-def policy_balance(policy: str, cluster: Cluster, snap: Snapshot, placed: Sequence[Placement]) -> PolicyBalance:
+def layout_summary(fl: FileLayout) -> str:
+    """A layout in a few characters: "4 x 1 MiB", or "PFL 1 / 4 / 15" (each component's count)."""
+    if fl.is_composite:
+        return "PFL " + " / ".join(str(c.layout.stripe_count) for c in fl.parts())
+    lay = fl.parts()[0].layout
+    return f"{lay.stripe_count} x {format_size(lay.stripe_size)}"
+
+
+def asked_summary(stripe_count: int) -> str:
+    """A request's stripe count as lfs setstripe -c reads it (-1: every OST, 0: the default)."""
+    return {-1: "all OSTs", 0: "the default", 1: "1 stripe"}.get(stripe_count, f"{stripe_count} stripes")
+
+
+def changed_layouts(placed: Sequence[Placement], asked: Mapping[str, int]) -> tuple[ChangedLayout, ...]:
+    """The placements whose layout iez changed, with the stripe count their request asked for
+    (`asked`: path -> count; a path it lacks shows "-")."""
+    return tuple(ChangedLayout(p.path, asked_summary(asked[p.path]) if p.path in asked else "-",
+                               layout_summary(p.layout), p.note) for p in placed if p.note)
+
+
+def policy_balance(policy: str, cluster: Cluster, snap: Snapshot, placed: Sequence[Placement],
+                   asked: Mapping[str, int] | None = None) -> PolicyBalance:
+    """One policy's row; `asked` (path -> the request's stripe count) fills the changed layouts'
+    asked column."""
     from iez.alloc.policy import job_bytes
 
     base = cluster_used(cluster, snap)
@@ -43,7 +79,7 @@ def policy_balance(policy: str, cluster: Cluster, snap: Snapshot, placed: Sequen
     stripes = sum(len(p.layout.parts()[0].layout.osts) for p in placed)
     usable = len(states_ok(cluster.ost_indices(), snap))
     return PolicyBalance(policy, base, job, balance_report(base, job), integer_bound(stripes, usable),
-                         len(placed), stripes)
+                         len(placed), stripes, changed_layouts(placed, asked or {}))
 
 
 def check_one_cluster(app: str, run: int, rows: Sequence[PolicyBalance]) -> None:
@@ -70,7 +106,23 @@ def report_rows(rows: Sequence[PolicyBalance]) -> list[tuple[str, list[str]]]:
         ("OSTCost, total usage", [f"{r.balance.total.ost_cost:.3f}" for r in rows]),
         ("OSS cost, total usage", [f"{r.balance.total.oss_cost:.3f}" for r in rows]),
         ("max OST utilization, total", [_pct(max(r.balance.total.ost_util.values())) for r in rows]),
+        ("layouts iez changed", [f"{len(r.changed)} of {r.files}" for r in rows]),
     ]
+
+
+CHANGED_COLUMNS = ("policy", "path", "asked", "chosen", "why")
+
+
+def changed_rows(rows: Sequence[PolicyBalance], limit: int | None = None) -> list[list[str]]:
+    """The layouts each policy changed, as CHANGED_COLUMNS rows: the first `limit` per policy
+    (None: all), then a row saying how many more there are."""
+    out = []
+    for r in rows:
+        shown = r.changed if limit is None else r.changed[:limit]
+        out += [[r.policy, c.path, c.asked, c.chosen, c.why] for c in shown]
+        if len(shown) < len(r.changed):
+            out.append([r.policy, f"... and {len(r.changed) - len(shown)} more", "", "", ""])
+    return out
 
 
 def report_json(app: str, run: int, rows: Sequence[PolicyBalance]) -> dict[str, Any]:
@@ -81,5 +133,6 @@ def report_json(app: str, run: int, rows: Sequence[PolicyBalance]) -> dict[str, 
                            "ost_util": r.balance.job.ost_util, "oss_util": r.balance.job.oss_util},
                    "total": {"ost_cost": r.balance.total.ost_cost, "oss_cost": r.balance.total.oss_cost,
                              "ost_util": r.balance.total.ost_util, "oss_util": r.balance.total.oss_util},
-                   "job_bytes": r.job_bytes}
+                   "job_bytes": r.job_bytes,
+                   "changed": [{"path": c.path, "asked": c.asked, "chosen": c.chosen, "why": c.why} for c in r.changed]}
         for r in rows}}

@@ -7,9 +7,11 @@ import json
 from pathlib import Path
 from typing import Sequence
 
-from iez.report.balance import PolicyBalance, report_json, report_rows
+from iez.report.balance import CHANGED_COLUMNS, PolicyBalance, changed_rows, report_json, report_rows
 from iez.report.charts import Series, utilization_chart
 from iez.report.html import Page
+
+CHANGED_SHOWN = 500  # changed layouts listed per policy on the page; report.json has them all
 
 
 def write_report(outdir: Path, app: str, run: int, rows: Sequence[PolicyBalance]) -> list[Path]:
@@ -37,4 +39,9 @@ def write_report(outdir: Path, app: str, run: int, rows: Sequence[PolicyBalance]
             .table(["", *(r.policy for r in rows)], [[m, *vals] for m, vals in report_rows(rows)])
             .heading("Per OST").image(ost_png, "per-OST utilization")
             .heading("Per OSS").image(oss_png, "per-OSS utilization"))
+    if any(r.changed for r in rows):
+        page = (page.heading("Layouts iez changed")
+                .para("Files whose stripe count or size iez chose instead of the one asked for (the user's "
+                      "lfs setstripe or the file system's default), and why (docs/layouts.md).")
+                .table(list(CHANGED_COLUMNS), changed_rows(rows, CHANGED_SHOWN)))
     return [ost_png, oss_png, outdir / "report.json", page.write(outdir / "index.html")]
