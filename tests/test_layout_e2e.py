@@ -35,10 +35,6 @@ from iez.workload.bench import HaccJob, IorJob, command
 MiB = 1 << 20
 RANKS = 5  # 15 OSTs: hierarchical cuts 5 writers' file into 5 components of 3 OSTs, all 15 used
 BLOCK = 12 * MiB  # per rank: 60 MiB a file, 4 MiB on each of the 15 OSTs when spread evenly
-# HDF5 puts 2 KiB of metadata ahead of its data. At 12 MiB a rank the file would be a hair over a
-# whole round of 4 MiB stripes, which `auto` today rounds up to 5 MiB stripes (3 OSTs left empty,
-# OSTCost 1.25 against a bound of 1.0); 11.5 MiB keeps this test on the path, not on that rounding.
-H5_BLOCK = 23 * MiB // 2
 HACC_HEADER = 1 << 20
 HACC_PARTICLES = BLOCK // 38  # HACC-IO's 38 bytes a particle, about BLOCK a rank
 CLUSTER = seed000_hardware(make_cluster(ost_size=1 << 30))  # the allocator plans for the simulated hardware
@@ -56,7 +52,7 @@ def jobs_in(root: Path) -> list[AppJob]:
                            header=HACC_HEADER, read=False, api="MPIIO")),
             AppJob("hdf5", root / "hdf5", 1,
                    IorJob(test_file=str(root / "hdf5" / "testFile"), api="HDF5", collective=True,
-                          **dict(ior, block=H5_BLOCK, transfer=MiB // 2)))]
+                          **dict(ior, transfer=MiB // 2)))]  # HDF5's 2 KiB of metadata make the file a hair over whole rounds
 
 
 def moved(j: AppJob, root: Path) -> AppJob:
