@@ -419,6 +419,49 @@ def test_libiez_trace_to_plan_and_the_placed_run_back(iez, iez_cmd, subenv, db_u
 
 
 @sqlite_only
+def test_trace_show_says_whether_iez_changed_the_planned_layouts(iez, iez_cmd, subenv, db_url, tmp_path):
+    """A run placed from a plan with the automatic layout: `iez trace show --app` tells, file by
+    file, that iez changed the asked layout and why, from the database, before and after the
+    trace is imported; the writers' facts are shown with every record."""
+    emu = tmp_path / "emu"
+    subprocess.run([*iez_cmd, "emulate", "init", str(emu)], check=True, env=subenv, capture_output=True)
+    subprocess.run([*iez_cmd, "emulate", "up", str(emu)], check=True, env=subenv, capture_output=True)
+    try:
+        iez("trace", "import", str(libiez_run(subenv, tmp_path, emu, "job1", "trace")), "--app", "hacc")
+        iez("predict", "hacc")
+        iez("allocate", "hacc", "--emulated", str(emu), "-o", "hacc.plan", *NO_GATE)
+        for f in (emu / "fs").iterdir():
+            f.unlink()
+        run2 = libiez_run(subenv, tmp_path, emu, "job2", "trace,place", tmp_path / "hacc.plan")
+    finally:
+        subprocess.run([*iez_cmd, "emulate", "down", str(emu)], env=subenv, capture_output=True)
+    with Database(db_url) as db, db.begin() as tx:
+        [placed] = tx.placement_sets("hacc", 2)
+    notes = {p.path: p.note for p in placed.placements}
+    assert len(notes) == 4 and all(n.startswith("auto: ") and "instead of 1 x 3.0M" in n for n in notes.values())
+
+    def show(*args: str) -> list[str]:
+        return [line.strip() for line in iez("trace", "show", str(run2), *args).stdout.splitlines()]
+
+    plain = show()
+    assert plain[-1].startswith("whether iez changed a planned layout, and why, is in the interaction database")
+    # the writers' facts: one writer of 1 MiB writes at 1 MiB offsets each
+    rows = [line.split() for line in plain if "FPP1-Part" in line]
+    assert len(rows) == 4 and all(r[8:11] == ["1", "1.0M", "1.0M"] for r in rows), plain
+    for args in ((), ("--run", "2")):
+        lines = show("--app", "hacc", *args)
+        assert sum(line.endswith("hit, iez changed it") for line in lines) == 4
+        assert "plan of hacc run 2 (balanced): iez changed 4 of the layouts this trace placed" in lines
+        assert sorted(line for line in lines if ": auto: " in line) == sorted(f"{p}: {n}" for p, n in notes.items())
+    iez("trace", "import", str(run2), "--app", "hacc")
+    doc = json.loads(iez("trace", "show", str(run2), "--json", "--app", "hacc").stdout)  # run 2 by its label, job2
+    assert doc["plan"] == {"app": "hacc", "run": 2, "policy": "balanced", "notes": notes}
+    assert {(r["writers"], r["transfer_size"], r["write_align"]) for r in doc["records"]} == {(1, 1 << 20, 1 << 20)}
+    err = one_line_error(iez("trace", "show", str(run2), "--app", "hacc", "--run", "1", ok=False))
+    assert "hacc has no planned run 1 in the database" in err
+
+
+@sqlite_only
 @pytest.mark.parametrize("bad, msg", [
     ("[ost_defaults]\nwrite_bw = nan\n", "ost_defaults.write_bw: expected a finite number > 0, got nan"),
     ("[[ost]]\nindex = 1\nread_bw = -1e9\n", "ost[0].read_bw: expected a finite number > 0, got -1000000000.0"),
