@@ -46,7 +46,7 @@ def main() -> None:
         cluster = make_cluster(ost_size=1 << 40)
         with running_cluster(root / "emu", cluster, seed=1) as cd, LocalControlPlane(cd, root / "cp") as cp:
             cp.start_collectors()
-            cp.start_controller()
+            cp.start_controller("--no-gate", "--layout", "keep")  # the printed stripe count 4 is the files' own
             client = cp.client()
             policy = get_policy("balanced")
             snap = Snapshot.from_cluster(cluster, time.time())
@@ -58,7 +58,7 @@ def main() -> None:
                     app = f"b{n}x{k}"
                     reqs = job(cd.root, app, n)
                     t0 = time.perf_counter()
-                    policy.place(reqs, cluster, snap, AllocOptions())
+                    policy.place(reqs, cluster, snap, AllocOptions(layout="keep"))
                     direct.append(time.perf_counter() - t0)
                     before = allocation_seconds(cp.url, cp.site)
                     body = {"requests": [request_json(q) for q in reqs]}

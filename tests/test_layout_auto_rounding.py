@@ -41,3 +41,13 @@ def test_a_small_tail_does_not_empty_whole_stripes():
     assert (p.layout.plain.stripe_count, p.layout.plain.stripe_size) == (15, 4 * MiB)
     cost = balance_report(c, file_ost_bytes(size, p.layout)).job.ost_cost
     assert cost <= 1.1 * integer_bound(round(size / MiB), 15), (cost, p.layout, p.note)
+
+
+def test_no_object_is_left_empty_by_rounding_up():
+    # 8 files of 64 MiB on the 15-OST testbed: the model's 9 stripes, rounded up to 8 MiB, fill only 8
+    c = make_cluster(ost_size=1 << 30)
+    reqs = [Request(path=f"/x/f{i}", write_bytes=64 * MiB, writers=1, transfer_size=MiB, write_align=MiB, app="a")
+            for i in range(8)]
+    for p in get_policy("balanced").place(reqs, c, Snapshot.from_cluster(c), AllocOptions(layout="auto")):
+        per_ost = file_ost_bytes(64 * MiB, p.layout)
+        assert len(p.layout.plain.osts) == len(per_ost) and min(per_ost.values()) > 0, (p.layout, p.note)
