@@ -393,10 +393,7 @@ def test_libiez_trace_to_plan_and_the_placed_run_back(iez, iez_cmd, subenv, db_u
         assert p.stderr.startswith(f"iez: warning: {shard}: "), p.stderr
         assert traced(db_url, "hacc") == [(1, 4)]
         iez("predict", "hacc")
-        # The layout is kept: prediction accuracy compares stripe counts, and a placed file is
-        # traced with the count its plan gave it (trace/ingest.py), so a run placed with the
-        # automatic layout's counts would read as mispredicted.
-        iez("allocate", "hacc", "--emulated", str(emu), "--layout", "keep", "-o", "hacc.plan", *NO_GATE)
+        iez("allocate", "hacc", "--emulated", str(emu), "-o", "hacc.plan", *NO_GATE)
         plan = planfile.load(tmp_path / "hacc.plan")
         names = {str(emu / "fs" / f"FPP1-Part{r:08d}-of-00000004.data") for r in range(4)}
         assert set(plan.entries) == names and plan.entries == placements_of(db_url, "hacc", 2, "balanced")
@@ -453,7 +450,12 @@ def test_trace_show_says_whether_iez_changed_the_planned_layouts(iez, iez_cmd, s
         assert sum(line.endswith("hit, iez changed it") for line in lines) == 4
         assert "plan of hacc run 2 (balanced): iez changed 4 of the layouts this trace placed" in lines
         assert sorted(line for line in lines if ": auto: " in line) == sorted(f"{p}: {n}" for p, n in notes.items())
-    iez("trace", "import", str(run2), "--app", "hacc")
+    # placed wider than they asked, the files still count as foreseen: their asked count is kept
+    p = iez("trace", "import", str(run2), "--app", "hacc")
+    assert "run 2: prediction accuracy 100.0% (4 files predicted, 4 created)" in p.stdout
+    with Database(db_url) as db, db.begin() as tx:
+        [_, (_, actual)] = tx.traced_runs("hacc")
+    assert {q.stripe_count for q in actual} == {1} and {q.observed.plain.stripe_count for q in actual} != {1}
     doc = json.loads(iez("trace", "show", str(run2), "--json", "--app", "hacc").stdout)  # run 2 by its label, job2
     assert doc["plan"] == {"app": "hacc", "run": 2, "policy": "balanced", "notes": notes}
     assert {(r["writers"], r["transfer_size"], r["write_align"]) for r in doc["records"]} == {(1, 1 << 20, 1 << 20)}

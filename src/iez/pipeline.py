@@ -101,12 +101,26 @@ def prediction_notes(app: str, number: int, got: Ingested, predicted: Prediction
     return notes
 
 
+def asked_counts(tx: Txn, app: str, run: int | None, requests: list[Request]) -> list[Request]:
+    """The requests with the stripe count each job asks for. A file created from the plan was
+    traced with the count iez gave it; the count it asks for is the one its prediction carried
+    (from the runs before iez placed it), so that prediction accuracy, the next prediction and a
+    later `keep` see what the job asks, not what iez chose."""
+    if not any(q.placed for q in requests) or app not in tx.apps():
+        return requests
+    predicted = tx.find_prediction(app, tx.next_traced_run(app) if run is None else run)
+    asked = {q.path: q.stripe_count for q in predicted.requests} if predicted else {}
+    return [replace(q, stripe_count=asked[q.path]) if q.placed and q.path in asked else q for q in requests]
+
+
 def store_trace(tx: Txn, app: str, got: Ingested, run: int | None = None, *, label: str = "", source: str = "",
                 source_path: str = "", nprocs: int = 0, meta: dict[str, Any] | None = None) -> tuple[int, list[str]]:
     """Store one traced run of `app` (`run`, e.g. the predicted one it followed, else the next
     number) and say how well it was foreseen; returns its number and the notes."""
     meta = meta or {}
-    number = tx.add_trace(app, got.requests, run, label=label, source=source, source_path=source_path,
+    requests = asked_counts(tx, app, run, got.requests)
+    got = replace(got, requests=requests)
+    number = tx.add_trace(app, requests, run, label=label, source=source, source_path=source_path,
                           nprocs=nprocs, plan_hits=got.plan_hits, plan_misses=got.plan_misses, meta=meta)
     return number, prediction_notes(app, number, got, tx.find_prediction(app, number),
                                     meta.get("plan_rejected", False))

@@ -30,6 +30,9 @@ class Request:
     writers: int = 0  # ranks (processes) that wrote to it
     transfer_size: int = 0  # bytes of the writers' typical write call
     write_align: int = 0  # the largest power of two dividing every write's offset and size
+    # Traced as created from a plan: its observed layout and stripe count are iez's, not the
+    # ones the job asks for (pipeline.store_trace gives it back the asked count).
+    placed: bool = field(default=False, compare=False)
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import CONTENT_TYPE_LATEST
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, field_validator, model_validator
 from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -65,6 +65,7 @@ class FileRequest(_Strict):
     transfer_size: StrictInt = Field(0, ge=0, le=MAX_WRITE_BYTES, description="bytes of the writers' typical write")
     write_align: StrictInt = Field(0, ge=0, le=MAX_WRITE_BYTES,
                                    description="the largest power of two dividing every write's offset and size")
+    placed: StrictBool = Field(False, description="created from the plan (traces only): its stripe count is iez's")
 
     @field_validator("path")
     @classmethod
@@ -113,7 +114,8 @@ class FileRequest(_Strict):
                        rank=self.rank, app=app, create_time=self.create_time, comm_size=self.comm_size,
                        api=self.api, pool=self.pool,
                        observed=None if self.observed is None else parse_layout(self.observed),
-                       writers=self.writers, transfer_size=self.transfer_size, write_align=self.write_align)
+                       writers=self.writers, transfer_size=self.transfer_size, write_align=self.write_align,
+                       placed=self.placed)
 
 
 def _checked(fn: Callable, *args: Any) -> Any:

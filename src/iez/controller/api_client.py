@@ -55,7 +55,7 @@ def request_json(q: Request, observed: bool = False) -> dict[str, Any]:
     d: dict[str, Any] = {"path": q.path, "write_bytes": q.write_bytes, "stripe_count": q.stripe_count,
                          "rank": q.rank, "comm_size": q.comm_size, "create_time": q.create_time,
                          "api": q.api, "pool": q.pool, "writers": q.writers, "transfer_size": q.transfer_size,
-                         "write_align": q.write_align}
+                         "write_align": q.write_align, "placed": q.placed}
     if observed and q.observed is not None:
         d["observed"] = format_layout(q.observed)
     return d

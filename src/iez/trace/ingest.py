@@ -29,7 +29,7 @@ Pure: takes records, returns requests; no I/O.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Iterable
 
 from iez.errors import IezError, LayoutError
@@ -149,12 +149,13 @@ def ingest(records: Iterable[FileRecord], app: str = "", run: str = "") -> Inges
             out.not_created += 1
             continue
         req = _file_request(path, recs, t0, app, run)
-        out.requests.append(req)
         hits = [r.plan_hit for r in recs if r.created and r.plan_hit is not None]
         if hits:
             if any(hits):
                 out.plan_hits += 1
+                req = replace(req, placed=True)
             else:
                 out.plan_misses += 1
+        out.requests.append(req)
     out.requests.sort(key=lambda q: (q.create_time, q.rank, q.path))
     return out
