@@ -4,6 +4,7 @@ it is safe in servers and threads."""
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -70,7 +71,7 @@ def utilization_chart(path: Path, title: str, labels: list[str], series: dict[st
         top = max((100 * v for s in series.values() for v in getattr(s, which)), default=0)
         ax.set_ylim(0, top * 1.25 or 1)  # headroom so the legend sits above the bars
         ax.legend(ncols=min(k, 4), loc="upper right", fontsize="small")
-    axes[0].set_title(title)
+    axes[0].set_title(wrapped(fig, title))
     if bars:
         axes[1].set_xticks(xs, labels, rotation=90 if n > 20 else 0, fontsize="small")
         axes[1].set_xlabel(xlabel)
@@ -78,6 +79,11 @@ def utilization_chart(path: Path, title: str, labels: list[str], series: dict[st
         axes[1].set_xlabel(f"{noun} of each policy, sorted from most to least utilized ({n} in all)")
     axes[1].set_xlim(-0.6, n - 0.4)
     fig.savefig(path, dpi=110)
+
+
+def wrapped(fig, title: str) -> str:
+    """A title broken into lines that fit the figure's width (a long one ran off the page)."""
+    return textwrap.fill(title, int(fig.get_figwidth() * 11))
 
 
 def grouped_bars(path: Path, title: str, labels: list[str], series: dict[str, list[float]], ylabel: str,
@@ -101,7 +107,7 @@ def grouped_bars(path: Path, title: str, labels: list[str], series: dict[str, li
         ax.axhline(baseline, color="grey", linewidth=0.8, linestyle="--")
     ax.set_xticks(range(n), labels, rotation=30, ha="right", fontsize="small")
     ax.set_ylabel(ylabel)
-    ax.set_title(title)
+    ax.set_title(wrapped(fig, title))
     ax.grid(axis="y", alpha=0.35)
     ax.set_axisbelow(True)
     ax.legend(fontsize="small", ncols=2)
