@@ -31,6 +31,14 @@ def fixtures() -> Path:
     return need_fixtures()
 
 
+def need_built(*paths: Path) -> None:
+    """Fail loudly (never skip) when a program or library of the C build is missing."""
+    for p in paths:
+        if not Path(p).exists():
+            pytest.fail(f"{p} is missing: build the C components (apt-get install mpich libmpich-dev for the MPI "
+                         "parts; cmake -S . -B build && cmake --build build; make test does both)")
+
+
 def need_tool(name: str, hint: str) -> str:
     """Fail loudly (never skip) when a required program is missing."""
     path = shutil.which(name)

@@ -21,7 +21,7 @@ import zmq
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conftest import BUILD, fuzz_settings
+from conftest import BUILD, need_built, fuzz_settings
 from iez.access import protocol as P
 from iez.access.auth import Signer, Verifier, mac
 from iez.tokens import client_token
@@ -288,9 +288,7 @@ def test_clients_without_the_token_are_refused_and_register_nothing(controllers,
 
 
 def test_libiez_signs_with_a_token_file_and_refuses_a_planted_one(controllers, site_token, tmp_path):
-    for p in (LIB, JOB):
-        if not p.exists():
-            pytest.fail(f"{p} is missing: build the C components (cmake -S . -B build && cmake --build build)")
+    need_built(LIB, JOB)
     c = controllers("--heartbeat", "0.25s")
     tok = tmp_path / "site.token"
     tok.write_text(site_token + "\n")

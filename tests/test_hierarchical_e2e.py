@@ -15,9 +15,8 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-import pytest
 
-from conftest import BUILD, need_tool
+from conftest import BUILD, need_built, need_tool
 from iez.cluster import make_cluster
 from iez.emulated.mds_client import running_cluster
 from iez.emulated.usage import UsageScanner
@@ -37,8 +36,7 @@ CLUSTER = make_cluster(4, 4)  # OSTs 0-3 on oss0, 4-7 on oss1, 8-11 on oss2, 12-
 
 
 def need(path: Path) -> str:
-    if not path.exists():
-        pytest.fail(f"{path} is missing: build it (cmake -S . -B build && cmake --build build)")
+    need_built(path)
     return str(path)
 
 

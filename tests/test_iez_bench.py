@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import BUILD
+from conftest import BUILD, need_built
 from iez.errors import ConfigError
 from iez.trace.shard import read_shards
 from iez.workload import bench as wb
@@ -29,8 +29,7 @@ VAR_TYPES = [np.float32] * 7 + [np.int64, np.uint16]
 
 def exe() -> str:
     path = BUILD / "bench_app" / "iez-bench"
-    if not path.exists():
-        pytest.fail(f"{path} is missing: build it (cmake -S . -B build && cmake --build build)")
+    need_built(path)
     return str(path)
 
 
@@ -392,8 +391,7 @@ def test_ranks_die_with_a_killed_launcher(tmp_path):
 @pytest.mark.parametrize("fpp", [True, False])
 def test_libiez_records_each_rank(tmp_path, fpp):
     lib = BUILD / "libiez" / "libiez.so"
-    if not lib.exists():
-        pytest.fail(f"{lib} is missing: build libiez (cmake -S . -B build && cmake --build build)")
+    need_built(lib)
     traces = tmp_path / "traces"
     traces.mkdir()
     data = tmp_path / "data"

@@ -9,9 +9,8 @@ import subprocess
 import time
 from pathlib import Path
 
-import pytest
 
-from conftest import BUILD, need_tool
+from conftest import BUILD, need_built, need_tool
 from iez.access.server import Spawned
 from iez.access.token_client import fetch_status
 from plugins.access_controllers import events as read_events, holds, wait_until
@@ -24,10 +23,6 @@ JOB = BUILD / "libiez" / "iez-test-iocop"
 MPIJOB = BUILD / "libiez" / "iez-test-iocop-mpi"
 
 
-def built(*paths: Path) -> None:
-    for p in paths:
-        if not p.exists():
-            pytest.fail(f"{p} is missing: build the C components (cmake -S . -B build && cmake --build build)")
 
 
 def job_env(c: Spawned | None, mode: str, appid: str, lib: Path = LIB, **extra: str) -> dict[str, str]:
@@ -49,7 +44,7 @@ def finish(p: subprocess.Popen, timeout: float = 60) -> tuple[str, str]:
 
 
 def test_phase_api_two_jobs_take_turns_under_exclusive(controllers, tmp_path):
-    built(LIB, JOB)
+    need_built(LIB, JOB)
     c = controllers("--policy", "exclusive", *HEARTBEAT)
     jobs = [subprocess.Popen([JOB, "phase", "3", "150"], env=job_env(c, "phase", f"{i}:ckpt"), text=True,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE) for i in (1, 2)]
@@ -72,7 +67,7 @@ def test_phase_api_two_jobs_take_turns_under_exclusive(controllers, tmp_path):
 
 
 def test_other_modes_leave_the_explicit_api_alone(controllers, tmp_path):
-    built(LIB, JOB)
+    need_built(LIB, JOB)
     c = controllers("--policy", "exclusive", *HEARTBEAT)
     out, _ = finish(subprocess.Popen([JOB, "phase", "2", "10"], env=job_env(c, "off", "1:ckpt"), text=True,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE))
@@ -82,7 +77,7 @@ def test_other_modes_leave_the_explicit_api_alone(controllers, tmp_path):
 
 
 def test_controller_down_the_job_proceeds_within_the_bounded_wait(tmp_path):
-    built(LIB, JOB)
+    need_built(LIB, JOB)
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -99,7 +94,7 @@ def test_controller_down_the_job_proceeds_within_the_bounded_wait(tmp_path):
 
 
 def test_bad_mode_is_one_line_and_the_job_runs(tmp_path):
-    built(LIB, JOB)
+    need_built(LIB, JOB)
     out, err = finish(subprocess.Popen([JOB, "phase", "1", "1"], env=job_env(None, "sometimes", "1:x"), text=True,
                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE))
     assert [v for e, _, v, _ in lines(out) if e == "begin"] == [0]
@@ -107,7 +102,7 @@ def test_bad_mode_is_one_line_and_the_job_runs(tmp_path):
 
 
 def test_file_mode_holds_from_first_open_to_last_close_on_the_emulated_cluster(controllers, tmp_path):
-    built(LIB, JOB)
+    need_built(LIB, JOB)
     c = controllers("--policy", "exclusive", *HEARTBEAT)
     emu = tmp_path / "emu"
     (emu / "fs").mkdir(parents=True)
@@ -127,7 +122,7 @@ def test_file_mode_holds_from_first_open_to_last_close_on_the_emulated_cluster(c
 
 
 def test_coarse_posix_process_holds_from_first_open_to_exit(controllers, tmp_path):
-    built(LIB, JOB)
+    need_built(LIB, JOB)
     c = controllers("--policy", "exclusive", *HEARTBEAT)
     emu = tmp_path / "emu"
     (emu / "fs").mkdir(parents=True)
@@ -140,7 +135,7 @@ def test_coarse_posix_process_holds_from_first_open_to_exit(controllers, tmp_pat
 
 
 def test_a_job_holding_through_a_controller_restart_keeps_its_token_and_the_queue(controllers, tmp_path):
-    built(LIB, JOB)
+    need_built(LIB, JOB)
     c = controllers("--policy", "exclusive", *HEARTBEAT)
     holder = subprocess.Popen([JOB, "phase", "1", "2500"], env=job_env(c, "phase", "1:ckpt"), text=True,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -166,7 +161,7 @@ def test_a_job_holding_through_a_controller_restart_keeps_its_token_and_the_queu
 
 
 def test_a_revoked_token_is_logged_and_the_job_runs_on(controllers, tmp_path):
-    built(LIB, JOB)
+    need_built(LIB, JOB)
     c = controllers("--policy", "exclusive", *HEARTBEAT, "--max-hold", "0.5s")
     out, err = finish(subprocess.Popen([JOB, "phase", "2", "1200"], env=job_env(c, "phase", "1:long"), text=True,
                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE))
@@ -181,7 +176,7 @@ def mpiexec() -> str:
 
 
 def test_coarse_under_mpiexec_one_grant_per_job(controllers, tmp_path):
-    built(MPILIB, MPIJOB)
+    need_built(MPILIB, MPIJOB)
     c = controllers("--policy", "exclusive", *HEARTBEAT)
     jobs = []
     for i in (1, 2):
@@ -203,7 +198,7 @@ def test_coarse_under_mpiexec_one_grant_per_job(controllers, tmp_path):
 
 
 def test_fine_under_mpiexec_one_grant_per_write_at_call(controllers, tmp_path):
-    built(MPILIB, MPIJOB)
+    need_built(MPILIB, MPIJOB)
     c = controllers("--policy", "exclusive", *HEARTBEAT)
     out, err = finish(subprocess.Popen([mpiexec(), "-n", "2", MPIJOB, "fine", str(tmp_path / "f"), "4"],
                                        env=job_env(c, "fine", "1:fine", lib=MPILIB), text=True,
@@ -214,7 +209,7 @@ def test_fine_under_mpiexec_one_grant_per_write_at_call(controllers, tmp_path):
 
 
 def test_file_mode_under_mpiexec_holds_from_each_world_open_to_its_close(controllers, tmp_path):
-    built(MPILIB, MPIJOB)
+    need_built(MPILIB, MPIJOB)
     c = controllers("--policy", "exclusive", *HEARTBEAT)
     jobs = [subprocess.Popen([mpiexec(), "-n", "2", MPIJOB, "mpifiles", str(tmp_path / f"j{i}"), "2", "300", "300"],
                              env=job_env(c, "file", f"{i}:files", lib=MPILIB), text=True, stdout=subprocess.PIPE,

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BUILD, need_tool
+from conftest import BUILD, need_built, need_tool
 from iez.backend.emulated import EmulatedBackend
 from iez.cluster import make_cluster
 from iez.demo.experiment import AppJob, measured_usage, plan_counts, remove_files, replan, rpc_bound, run_jobs
@@ -108,9 +108,7 @@ def write_seconds(stack: Stack, j: AppJob, layout: FileLayout, workdir: Path) ->
 @pytest.mark.parametrize("mode", ["auto", "hierarchical"])
 def test_shared_files_spread_by_the_plan(tmp_path, iez_cmd, subenv, mode):
     need_tool("mpiexec", "apt-get install mpich")
-    for lib in ("libiez.so", "libiez-mpi.so"):
-        if not (BUILD / "libiez" / lib).exists():
-            pytest.fail(f"{lib} is missing: build it (cmake -S . -B build && cmake --build build)")
+    need_built(BUILD / "libiez" / "libiez.so", BUILD / "libiez" / "libiez-mpi.so")
     base_env = {k: v for k, v in subenv.items() if not k.startswith("IEZ_") and k != "LD_PRELOAD"}
     with control_plane(tmp_path / "plane", CLUSTER, seed=3, layout=mode) as stack:
         jobs = jobs_in(stack.cd.fs)

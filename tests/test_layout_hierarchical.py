@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from conftest import BUILD
+from conftest import BUILD, need_built
 from iez.alloc.policy import AllocOptions, job_bytes, makespan
 from iez.alloc.registry import get_policy
 from iez.cluster import Snapshot, make_cluster
@@ -154,8 +154,7 @@ def test_lov_comp_md_v1_bytes_match_the_abi_in_python_and_c():
     assert len(want) == 32 + 4 * 48 + 4 * (48 + 2 * 24) == 608
     assert lum.encode(fl) == want and lum.decode(want) == fl
     probe = BUILD / "libiez" / "iez-probe"
-    if not probe.exists():
-        pytest.fail(f"{probe} is missing: build libiez (cmake -S . -B build && cmake --build build)")
+    need_built(probe)
     out = subprocess.run([str(probe), "layout", format_layout(fl)], capture_output=True, text=True, timeout=60)
     layout, hexbytes = out.stdout.strip().split("\t")
     assert layout == format_layout(fl) and bytes.fromhex(hexbytes) == want

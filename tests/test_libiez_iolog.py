@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BUILD, need_tool
+from conftest import BUILD, need_built, need_tool
 from iez.cluster import make_cluster
 from iez.emulated.mds_client import running_cluster
 from iez.profile import analysis
@@ -28,10 +28,7 @@ MPIIO = BUILD / "libiez" / "iez-test-mpiio"
 
 @pytest.fixture(scope="module")
 def emu(tmp_path_factory):
-    for p in (LIB, MPILIB, MPIIO):
-        if not p.exists():
-            pytest.fail(f"{p} is missing: build libiez with MPICH installed (apt-get install mpich libmpich-dev; "
-                        "cmake -S . -B build && cmake --build build)")
+    need_built(LIB, MPILIB, MPIIO)
     with running_cluster(tmp_path_factory.mktemp("iolog") / "emu", make_cluster(), seed=11) as cd:
         yield cd
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BUILD, need_tool
+from conftest import BUILD, need_built, need_tool
 from iez.cluster import make_cluster
 from iez.emulated.mds_client import running_cluster
 from iez.layout import lum
@@ -36,10 +36,7 @@ HIERARCHICAL = ";".join(f"{g * BLOCK}-{(g + 1) * BLOCK if g < 3 else 'EOF'}/S=20
 
 @pytest.fixture(scope="module")
 def emu(tmp_path_factory):
-    for p in (MPILIB, HINTS, BENCH):
-        if not p.exists():
-            pytest.fail(f"{p} is missing: install MPICH (apt-get install mpich libmpich-dev) and build "
-                        "(cmake -S . -B build && cmake --build build)")
+    need_built(MPILIB, HINTS, BENCH)
     with running_cluster(tmp_path_factory.mktemp("split") / "emu", make_cluster(4, 4), seed=7) as cd:
         yield cd
 

@@ -13,6 +13,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from iez.report.charts import wrapped  # noqa: E402
 from iez.sim.results import Results, TargetResult  # noqa: E402
 from iez.sim.scenario import Figure  # noqa: E402
 
@@ -127,7 +128,7 @@ def study_figure(fig_spec: Figure, runs: list["Run"], path: Path, footer: Sequen
         if len(series) > 1:
             ax.legend(title=fig_spec.series, fontsize="small")
     if fig_spec.title:
-        fig.suptitle(textwrap.fill(fig_spec.title, int(width_in * 11)))
+        fig.suptitle(wrapped(fig, fig_spec.title))
     if footer:
         fig.supxlabel("\n".join(textwrap.fill(line, int(width_in * 13)) for line in footer), fontsize="small")
     fig.savefig(path, dpi=100)
