@@ -34,6 +34,11 @@ class Request:
     # ones the job asks for (pipeline.store_trace gives it back the asked count).
     placed: bool = field(default=False, compare=False)
 
+    @property
+    def writer_count(self) -> int:
+        """The writers the layout is made for: the traced ones, else the communicator's ranks."""
+        return self.writers or self.comm_size
+
 
 @dataclass(frozen=True)
 class Placement:

@@ -162,7 +162,7 @@ def hierarchical_cuts(requests: Sequence[Request], table: RequestTable, cluster:
     fixed = options.stripe_size or cluster.default_stripe_size
     out: list[Cut | None] = []
     for r, w, c in zip(requests, table.write_bytes.tolist(), table.count.tolist()):
-        writers = r.writers or r.comm_size
+        writers = r.writer_count
         out.append(cut(w, writers, c, partial(stripe_size, w, method=options.stripe_method, fixed=fixed))
                    if writers >= 2 else None)
     return out
@@ -191,7 +191,7 @@ def hierarchical(placements: list[Placement], cuts: Sequence[Cut | None], reques
             if c is None:
                 continue
             p, k = placements[i], c.grouping.subset
-            if p.layout.is_composite:  # the automatic layout's PFL for a file that grows: kept
+            if p.layout.is_composite:  # the automatic layout's PFL for a file of unknown size: kept
                 continue
             order = list(p.layout.osts())
             if spread:
@@ -199,7 +199,7 @@ def hierarchical(placements: list[Placement], cuts: Sequence[Cut | None], reques
             fl = composite(c.spans, c.stripe_size, [order[g * k:(g + 1) * k] for g in range(c.grouping.groups)],
                            requests[i].pool)
             validate(fl, indices)
-            ranks = (requests[i].writers or requests[i].comm_size) // c.grouping.groups
+            ranks = requests[i].writer_count // c.grouping.groups
             why = (f"hierarchical: {c.grouping.groups} components of {k} OSTs, one per "
                    f"{'writer' if ranks == 1 else f'group of {ranks} writers'}")
             out[i] = replace(p, layout=fl, note=f"{p.note}; {why}" if p.note else why)

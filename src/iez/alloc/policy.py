@@ -340,7 +340,7 @@ def auto_layouts(requests: Sequence[Request], w: np.ndarray, count: np.ndarray, 
     notes: list[str] = []
     cache: dict[tuple[int, ...], tuple[int, int, tuple[tuple[int, int], ...], str]] = {}
     for i, r in enumerate(requests):
-        shape = auto.FileShape(int(w[i]), r.writers or r.comm_size, r.transfer_size, r.write_align, job[(r.app, r.run)])
+        shape = auto.FileShape(int(w[i]), r.writer_count, r.transfer_size, r.write_align, job[(r.app, r.run)])
         key = (shape.write_bytes, shape.writers, shape.transfer_size, shape.write_align, shape.job_bytes, int(pool[i]))
         got = cache.get(key)
         if got is None:
