@@ -30,6 +30,17 @@ class Request:
     writers: int = 0  # ranks (processes) that wrote to it
     transfer_size: int = 0  # bytes of the writers' typical write call
     write_align: int = 0  # the largest power of two dividing every write's offset and size
+    # Per writer: contiguous extents each wrote (1 = one block per writer, the case hierarchical
+    # striping is for; >1 = segmented or variable by variable; 0 = not known).
+    writer_segments: int = 0
+    # Reads of the file in the run (a read-only file has write_bytes 0): bytes and the readers'
+    # typical read call (0 = not known). For read plans and the audit.
+    read_bytes: int = 0
+    read_size: int = 0
+    # The name the run renamed it to ("" = it kept its name): rsync-style temporaries.
+    final_path: str = field(default="", compare=False)
+    # Its bytes rose over the traced runs: the layout widens ahead of growth (docs/layouts.md).
+    grows: bool = field(default=False, compare=False)
     # Traced as created from a plan: its observed layout and stripe count are iez's, not the
     # ones the job asks for (pipeline.store_trace gives it back the asked count).
     placed: bool = field(default=False, compare=False)
