@@ -37,6 +37,8 @@ class Request:
     # typical read call (0 = not known). For read plans and the audit.
     read_bytes: int = 0
     read_size: int = 0
+    # The host that created it (a name field of its plan entry can stand for it: docs/plan-format.md).
+    host: str = field(default="", compare=False)
     # The name the run renamed it to ("" = it kept its name): rsync-style temporaries.
     final_path: str = field(default="", compare=False)
     # Its bytes rose over the traced runs: the layout widens ahead of growth (docs/layouts.md).
