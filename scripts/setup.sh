@@ -12,6 +12,7 @@ APT_PACKAGES=(
   mpich libmpich-dev                 # MPI-IO interception and MPI tests
   libhdf5-dev libhdf5-mpich-dev hdf5-tools  # HDF5 interception (serial and parallel)
   fio attr                           # real programs under LD_PRELOAD; getfattr for debugging
+  rsync sqlite3                      # real programs whose files the plan must place (tests/test_real_programs.py)
   sysstat                            # iostat, sampled by the profiler (LIOPProf)
   postgresql                         # the interaction database on PostgreSQL (tests start their own server)
   python3-venv
