@@ -27,6 +27,7 @@ from iez.layout.hierarchical import (
     cut,
     extents,
     interleave,
+    one_block_each,
     validate,
 )
 from iez.layout.layout import LUSTRE_EOF, Component, FileLayout, Layout
@@ -175,8 +176,10 @@ def test_each_components_bytes_land_on_its_own_subset():
 # -- balanced -------------------------------------------------------------------------------------
 
 def job():
-    return [Request("/m/ssf", 256 * MiB, 8, comm_size=4), Request("/m/fpp.0", 64 * MiB, 2),
-            Request("/m/wide", 4 * GiB, 16, writers=8, comm_size=8), Request("/m/solo", GiB, 16)]
+    """An MPI-IO shared file whose writers' extents the trace does not give (taken as one block
+    each), a file per process, a POSIX shared file traced as one block per writer, a lone writer."""
+    return [Request("/m/ssf", 256 * MiB, 8, comm_size=4, api="mpiio"), Request("/m/fpp.0", 64 * MiB, 2),
+            Request("/m/wide", 4 * GiB, 16, writers=8, comm_size=8, writer_segments=1), Request("/m/solo", GiB, 16)]
 
 
 def place(policy, reqs, **opts):
@@ -203,6 +206,7 @@ def test_balanced_gives_shared_files_disjoint_subsets_over_the_servers(weight):
         validate(p.layout, [o.index for o in CLUSTER.osts])
         assert sum(bytes_per_ost(p.layout, p.write_bytes).values()) == p.write_bytes
     assert got[2].layout.is_composite  # 4 GiB by 8 writers: cut
+    assert "extents unknown" in got[0].note and "extents unknown" not in got[2].note
     # the time bound: never slower than Lustre's RR on the same files, at any RR start
     snap = Snapshot.from_cluster(CLUSTER)
     t = makespan(CLUSTER, snap, job_bytes(got))
@@ -229,3 +233,38 @@ def test_lod_baselines_and_other_modes_are_unaffected():
     for mode in ("keep", "auto"):
         assert all("hierarchical" not in p.note for p in place("balanced", job(), layout=mode))
     assert all(p.layout.plain is not None for p in place("balanced", job(), layout="keep"))
+
+
+# -- which files: one block per writer (Request.writer_segments) -----------------------------------
+
+def test_one_block_each_follows_the_writers_extents_then_the_io_layer():
+    assert one_block_each(1, "posix") == (True, "")
+    ok, why = one_block_each(4, "mpiio")  # IOR -s 4, or HACC-IO's variables: segmented
+    assert not ok and "4 extents" in why
+    ok, why = one_block_each(0, "mpiio")  # not known: collective buffering's file domains
+    assert ok and "unknown" in why
+    for api in ("posix", "stdio"):
+        ok, why = one_block_each(0, api)
+        assert not ok and "not hierarchical" in why and "unknown" in why
+
+
+def ior_segmented(segments: int, api: str = "posix", traced: bool = True) -> Request:
+    """IOR -b 16m -s SEGMENTS with 8 writers: segment s of rank r at (s * 8 + r) * 16 MiB;
+    `traced=False`: the trace did not give the writers' extents."""
+    return Request("/m/ior", 8 * segments * 16 * MiB, 1, writers=8, comm_size=8, transfer_size=MiB,
+                   writer_segments=segments if traced else 0, api=api)
+
+
+@pytest.mark.parametrize("api", ["posix", "mpiio"])
+def test_a_segmented_shared_file_gets_the_automatic_layout_not_a_cut(api):
+    (seg,) = place("balanced", [ior_segmented(4, api)], layout="hierarchical")
+    (auto_only,) = place("balanced", [ior_segmented(4, api)], layout="auto")
+    assert seg.layout.plain is not None and seg.layout == auto_only.layout
+    assert "not hierarchical: each writer wrote 4 extents" in seg.note and "not hierarchical" not in auto_only.note
+    (one,) = place("balanced", [ior_segmented(1, api)], layout="hierarchical")  # the same bytes in one block each
+    assert one.layout.is_composite and "components" in one.note
+
+
+def test_a_posix_shared_file_of_unknown_extents_is_not_cut():
+    (p,) = place("balanced", [ior_segmented(4, traced=False)], layout="hierarchical")
+    assert p.layout.plain is not None and "not hierarchical: writers' extents unknown" in p.note

@@ -99,7 +99,7 @@ from iez.alloc.policy import (
 from iez.alloc.registry import Registration
 from iez.cluster import Cluster, Snapshot
 from iez.errors import AllocationError
-from iez.layout.hierarchical import Cut, composite, cut, interleave, validate
+from iez.layout.hierarchical import Cut, composite, cut, interleave, one_block_each, validate
 from iez.layout.layout import LOV_MAX_STRIPE_COUNT
 from iez.layout.stripe import AP
 from iez.request import Placement, Request
@@ -161,10 +161,12 @@ def hierarchical_cuts(requests: Sequence[Request], table: RequestTable, cluster:
         return [None] * len(requests)
     fixed = options.stripe_size or cluster.default_stripe_size
     out: list[Cut | None] = []
-    for r, w, c in zip(requests, table.write_bytes.tolist(), table.count.tolist()):
+    for r, w, c, comps in zip(requests, table.write_bytes.tolist(), table.count.tolist(), table.components):
         writers = r.writer_count
+        # A PFL file (size unknown, or growing: its writers' blocks move as it grows) is not cut.
+        cuttable = writers >= 2 and not comps and one_block_each(r.writer_segments, r.api)[0]
         out.append(cut(w, writers, c, partial(stripe_size, w, method=options.stripe_method, fixed=fixed))
-                   if writers >= 2 else None)
+                   if cuttable else None)
     return out
 
 
@@ -191,8 +193,6 @@ def hierarchical(placements: list[Placement], cuts: Sequence[Cut | None], reques
             if c is None:
                 continue
             p, k = placements[i], c.grouping.subset
-            if p.layout.is_composite:  # the automatic layout's PFL for a file of unknown size: kept
-                continue
             order = list(p.layout.osts())
             if spread:
                 order = interleave(order, oss_of)
@@ -202,6 +202,8 @@ def hierarchical(placements: list[Placement], cuts: Sequence[Cut | None], reques
             ranks = requests[i].writer_count // c.grouping.groups
             why = (f"hierarchical: {c.grouping.groups} components of {k} OSTs, one per "
                    f"{'writer' if ranks == 1 else f'group of {ranks} writers'}")
+            assumed = one_block_each(requests[i].writer_segments, requests[i].api)[1]
+            why = f"{why} ({assumed})" if assumed else why
             out[i] = replace(p, layout=fl, note=f"{p.note}; {why}" if p.note else why)
         if _real_time(out, osts) <= max(top, plain_time) * (1 + EPS):
             return out

@@ -19,7 +19,7 @@ Pure: plain data in, plain data out.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import astuple, dataclass, field
 from typing import Mapping, Protocol, Sequence
 
 import numpy as np
@@ -28,6 +28,7 @@ from iez.alloc.lod import reserved_mb
 from iez.cluster import Cluster, Snapshot
 from iez.errors import AllocationError, ConfigError
 from iez.layout import auto
+from iez.layout.hierarchical import one_block_each
 from iez.layout.layout import LOV_MAX_STRIPE_COUNT, LUSTRE_EOF, STRIPE_SIZE_LIMIT, Component, FileLayout, Layout
 from iez.layout.raid0 import bytes_per_ost
 from iez.layout.stripe import AP, UNIT, method1, method2_stripe_size
@@ -45,6 +46,8 @@ MIN_SHARE = 0.05
 # sizes must stay below 4 GiB (docs/references.md#l-abi-limits, LOV_MAX_STRIPE_SIZE).
 MAX_STRIPE_SIZE = STRIPE_SIZE_LIMIT - UNIT
 MAX_WRITE_BYTES = 1 << 52  # 4 PiB a file, so (bytes, stripe count) pairs pack into one int64
+
+Pfl = tuple[tuple[int, int, int], ...]  # a PFL layout: (extent end, stripe count, stripe size) per component
 
 
 @dataclass(frozen=True)
@@ -240,8 +243,8 @@ class RequestTable:
     order: np.ndarray  # request positions in create order (create_time, then input order)
     # What Lustre's own allocator is asked for: the request's stripe count, or the automatic one.
     lod_count: np.ndarray
-    # Per request: a PFL layout's (extent end, stripe count) per component, or () for a plain one.
-    components: tuple[tuple[tuple[int, int], ...], ...]
+    # Per request: a PFL layout's (extent end, stripe count, stripe size) per component, or () for a plain one.
+    components: tuple[Pfl, ...]
     notes: tuple[str, ...]  # per request: why its layout differs from the asked one ("" = it does not)
 
     @property
@@ -306,7 +309,7 @@ def request_table(requests: Sequence[Request], cluster: Cluster, osts: OstTable,
                                 options.stripe_method, fixed) for p in pairs]
         size[:] = np.asarray(per_pair, dtype=np.int64)[inverse]
     lod_count = asked
-    components: tuple[tuple[tuple[int, int], ...], ...] = ((),) * n
+    components: tuple[Pfl, ...] = ((),) * n
     notes = ("",) * n
     if n and options.layout != "keep":
         count, size, lod_count, components, notes = auto_layouts(requests, w, count, size, pool, allowed, osts,
@@ -318,7 +321,7 @@ def request_table(requests: Sequence[Request], cluster: Cluster, osts: OstTable,
 
 def auto_layouts(requests: Sequence[Request], w: np.ndarray, count: np.ndarray, size: np.ndarray, pool: np.ndarray,
                  allowed: list[np.ndarray], osts: OstTable, cluster: Cluster, options: AllocOptions
-                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple[tuple[tuple[int, int], ...], ...], tuple[str, ...]]:
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple[Pfl, ...], tuple[str, ...]]:
     """The automatic layout of every request (iez.layout.auto; "hierarchical" is auto here): the
     stripe counts and sizes to allocate, the counts to ask Lustre's allocator for, PFL components,
     and a note for each layout that differs from the asked one (`count`, `size`)."""
@@ -336,17 +339,22 @@ def auto_layouts(requests: Sequence[Request], w: np.ndarray, count: np.ndarray, 
     fixed = options.stripe_size or cluster.default_stripe_size
     new_count, new_size, lod_count = count.copy(), size.copy(), np.fromiter(
         (r.stripe_count for r in requests), dtype=np.int64, count=len(requests))
-    components: list[tuple[tuple[int, int], ...]] = []
+    components: list[Pfl] = []
     notes: list[str] = []
-    cache: dict[tuple[int, ...], tuple[int, int, tuple[tuple[int, int], ...], str]] = {}
+    cache: dict[tuple[int, ...], tuple[int, int, Pfl, str]] = {}
     for i, r in enumerate(requests):
-        shape = auto.FileShape(int(w[i]), r.writer_count, r.transfer_size, r.write_align, job[(r.app, r.run)])
-        key = (shape.write_bytes, shape.writers, shape.transfer_size, shape.write_align, shape.job_bytes, int(pool[i]))
+        shape = auto.FileShape(int(w[i]), r.writer_count, r.transfer_size, r.write_align, job[(r.app, r.run)],
+                               r.writer_segments, r.grows)
+        key = (*astuple(shape), int(pool[i]))
         got = cache.get(key)
         if got is None:
             got = cache[key] = _auto_one(shape, servers[int(pool[i])], options, fixed)
         c, s, comps, reason = got
         components.append(comps)
+        if options.layout == "hierarchical" and r.writer_count > 1:
+            blocks, why_not = one_block_each(r.writer_segments, r.api)
+            if not blocks:
+                reason = f"{reason}; {why_not}"
         if c == count[i] and s == size[i] and not comps:
             notes.append("")
             continue
@@ -356,29 +364,47 @@ def auto_layouts(requests: Sequence[Request], w: np.ndarray, count: np.ndarray, 
 
 
 def _auto_one(shape: auto.FileShape, servers: auto.Servers, options: AllocOptions, fixed: int
-              ) -> tuple[int, int, tuple[tuple[int, int], ...], str]:
-    """One file's automatic (count, stripe size, PFL components, reason)."""
+              ) -> tuple[int, int, Pfl, str]:
+    """One file's automatic (count, stripe size, PFL components, reason). The count of a PFL
+    layout is its widest component's, which the policy places (`pfl`)."""
     choice = auto.choose(shape, servers)
-    c = choice.stripe_count
-    if choice.components:
+    if shape.write_bytes <= 0 and choice.components:  # size not known: the template
         s = auto.fit_size(fixed, choice.unit)
-        ends: list[tuple[int, int]] = []
-        for end, k in choice.components:  # Lustre wants extent ends on stripe boundaries
-            end = end if end == LUSTRE_EOF else -(-end // s) * s
-            if not ends or end > ends[-1][0]:
-                ends.append((end, k))
-        return c, s, tuple(ends), choice.reason
+        return choice.stripe_count, s, _on_stripes(choice.components, [s] * len(choice.components)), choice.reason
+    # A growing file's head is its layout for the predicted bytes: sized as a plain file's.
+    c = choice.components[0][1] if choice.components else choice.stripe_count
     s = stripe_size(shape.write_bytes, c, options.stripe_method, fixed)
     # A fixed size is the user's; with one stripe the size places nothing, so it stays the allocator's.
     why = choice.reason
     if options.stripe_method != "fixed" and c > 1:
         s = auto.round_size(shape.write_bytes, c, s, choice.unit)
+        block = auto.block_stripe(shape.write_bytes, shape.writers, shape.segments, choice.unit)
+        if block and block != s:
+            s, why = block, f"{why}; {format_size(block)} stripes, each inside one writer's block of its " \
+                            f"{shape.segments} segments"
         # Stripes rounded up to the unit may hold the bytes in fewer objects: an empty object
         # costs a create and an OST for nothing (64 MiB on 9 stripes of 8 MiB fills 8).
         filled = max(1, -(-shape.write_bytes // s))
         if filled < c:
             c, why = filled, f"{why}; {filled} hold it in whole {format_size(s)} stripes"
-    return c, s, (), why
+    if not choice.components:
+        return c, s, (), why
+    # The tail's bytes are not known: the file system's stripe size (to the writes' unit), as the
+    # template's, spreads whatever it grows by over all its OSTs.
+    tail = choice.stripe_count
+    return tail, s, _on_stripes(((shape.write_bytes, c), (LUSTRE_EOF, tail)), [s, auto.fit_size(fixed, choice.unit)]), why
+
+
+def _on_stripes(comps: tuple[tuple[int, int], ...], sizes: Sequence[int]) -> Pfl:
+    """PFL components (extent end, count) of stripe sizes `sizes`, their extent ends on their
+    stripe boundaries, as Lustre wants them (docs/references.md#l-abi-comp-create); a component
+    left empty by the rounding is dropped."""
+    out: list[tuple[int, int, int]] = []
+    for (end, k), size in zip(comps, sizes):
+        end = end if end == LUSTRE_EOF else -(-end // size) * size
+        if not out or end > out[-1][0]:
+            out.append((end, k, size))
+    return tuple(out)
 
 
 def tables(requests: Sequence[Request], cluster: Cluster, snapshot: Snapshot,
@@ -415,17 +441,17 @@ def make_placements(requests: Sequence[Request], table: RequestTable, ost_lists:
         key = (size, r.pool, osts, comps)
         fl = cache.get(key)
         if fl is None:
-            fl = cache[key] = (pfl(size, r.pool, osts, comps) if comps else
+            fl = cache[key] = (pfl(r.pool, osts, comps) if comps else
                                FileLayout(plain=Layout(stripe_size=size, stripe_count=len(osts), pool=r.pool, osts=osts)))
         out.append(Placement(r.path, fl, r.write_bytes, r.app, r.run, policy, note))
     return out
 
 
-def pfl(size: int, pool: str, osts: tuple[int, ...], comps: tuple[tuple[int, int], ...]) -> FileLayout:
+def pfl(pool: str, osts: tuple[int, ...], comps: Pfl) -> FileLayout:
     """A PFL layout over the OSTs a policy chose for its widest component: each component takes
     the next of them round the list, so consecutive components start on different OSTs."""
     parts, start, at = [], 0, 0
-    for end, count in comps:
+    for end, count, size in comps:
         count = min(count, len(osts))
         mine = tuple(osts[(at + k) % len(osts)] for k in range(count))
         parts.append(Component(start, end, Layout(stripe_size=size, stripe_count=count, pool=pool, osts=mine)))

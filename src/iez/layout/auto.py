@@ -45,6 +45,21 @@ A file whose size is not known (0 bytes) gets the progressive file layout of the
 example, `-E 4M -c 1 -E 64M -c 4 -E -1 -c -1` (docs/references.md#l-manual-pfl): it widens as it
 grows, from one stripe to every usable OST.
 
+A file that grows (its bytes rose over the traced runs) gets the same idea fitted to it: its
+layout for the predicted bytes, as above, up to them, then one component to EOF striped as the
+model stripes the file as its bytes grow without bound (`growth_count`: T(c) with the objects'
+cost t_obj gone, which is what t_obj weighs against W/c as W grows, and without the 1 MiB an
+object bound, which fewer bytes than the tail's never set). The run's share F stays: a file of a
+file-per-process run keeps the count its run's OSTs allow. Only a tail wider than the head is
+worth a component.
+
+A file whose writers each write several segments (IOR -s, HACC-IO's variable by variable:
+`segments` > 1) with a known block (W / writers / segments) gets a stripe size that follows the
+blocks (`block_stripe`): the block itself, or the largest power of two dividing it below 4 GiB,
+as long as it is a multiple of the writes' unit. Every stripe then lies inside one writer's
+block, so no two writers write one stripe; Method II's one round of stripes would put every
+writer's segments in every stripe.
+
 Pure: plain numbers in, a `Choice` out.
 """
 
@@ -96,6 +111,8 @@ class FileShape:
     transfer_size: int = 0
     write_align: int = 0
     job_bytes: int = 0  # bytes of the whole run written with it (0 = the file alone)
+    segments: int = 0  # contiguous extents each writer wrote (1 = one block each; 0 = not known)
+    grows: bool = False  # its bytes rose over the traced runs: widen past them
 
 
 @dataclass(frozen=True)
@@ -111,15 +128,16 @@ def write_time(shape: FileShape, servers: Servers, counts: np.ndarray) -> np.nda
     return bottlenecks(shape, servers, counts).max(axis=0)
 
 
-def bottlenecks(shape: FileShape, servers: Servers, counts: np.ndarray) -> np.ndarray:
-    """The four terms of T(c), one row each: the busiest OST, the busiest OSS, the writers, the clients."""
+def bottlenecks(shape: FileShape, servers: Servers, counts: np.ndarray, objects: bool = True) -> np.ndarray:
+    """The four terms of T(c), one row each: the busiest OST, the busiest OSS, the writers, the
+    clients; `objects=False` drops t_obj, as bytes growing without bound do (`growth_count`)."""
     w = float(max(shape.write_bytes, 1))
     k = np.asarray(counts, dtype=np.int64)
     c = k.astype(float)
     b = np.sort(np.asarray(servers.ost_bw, dtype=float))[::-1]
     oss = np.asarray(servers.oss_bw, dtype=float)
     f = max(shape.job_bytes, shape.write_bytes) / w  # F: the run's bytes in files like this one
-    t_obj = object_cost(servers)
+    t_obj = object_cost(servers) if objects else 0.0
     t_ost = np.ceil(f * c / len(b) - EPS) * (w / (c * b[k - 1]) + t_obj)
     t_oss = np.ceil(f * c / len(oss) - EPS) * w / (c * oss.min())
     t_writers = w / (max(1, shape.writers) * servers.writer_bw) + np.ceil(c / max(1, shape.writers)) * t_obj
@@ -167,6 +185,33 @@ def round_size(write_bytes: int, count: int, size: int, unit: int) -> int:
     return down
 
 
+def block_stripe(write_bytes: int, writers: int, segments: int, unit: int) -> int:
+    """A stripe size that follows the writers' blocks of a segmented file (`segments` > 1 blocks
+    of write_bytes / writers / segments each): the block, or below 4 GiB the largest power of two
+    dividing it; 0 when the block is not known, not whole, or not a multiple of `unit` (and of 64
+    KiB), so writers cannot keep to their own stripes."""
+    if segments <= 1 or writers < 1 or write_bytes % (writers * segments):
+        return 0
+    block = write_bytes // (writers * segments)
+    size = block if block < STRIPE_SIZE_LIMIT else min(block & -block, MAX_UNIT)
+    unit = max(LOV_MIN_STRIPE_SIZE, unit)
+    return size if size and size % unit == 0 else 0
+
+
+def _fastest(rows: np.ndarray, counts: np.ndarray) -> int:
+    """The count of `counts` minimising T; among equally fast ones, the one whose busiest OST
+    finishes first (the best spread: docs/references.md#s000-eq7)."""
+    t = rows.max(axis=0)
+    fastest = np.flatnonzero(t <= t.min() * (1 + EPS))
+    return int(counts[fastest[int(np.argmin(rows[OST_TERM, fastest]))]])
+
+
+def growth_count(shape: FileShape, servers: Servers) -> int:
+    """The count the model gives the file as its bytes grow without bound: T(c) without t_obj."""
+    counts = np.arange(1, min(servers.n, LOV_MAX_STRIPE_COUNT) + 1)
+    return _fastest(bottlenecks(shape, servers, counts, objects=False), counts)
+
+
 def choose(shape: FileShape, servers: Servers) -> Choice:
     """The automatic layout of one file on `servers` (the module docstring's rules, in order),
     with a one-line reason."""
@@ -181,9 +226,7 @@ def choose(shape: FileShape, servers: Servers) -> Choice:
     counts = np.arange(1, n_osts + 1)
     rows = bottlenecks(shape, servers, counts)
     t = rows.max(axis=0)
-    fastest = np.flatnonzero(t <= t.min() * (1 + EPS))
-    # Among equally fast counts, the one whose busiest OST finishes first: the best spread (eq. 7).
-    c_time = int(counts[fastest[int(np.argmin(rows[OST_TERM, fastest]))]])
+    c_time = _fastest(rows, counts)
     binding = int(np.argmax(rows[:, c_time - 1]))
     why = f"fastest by the cost model ({_seconds(float(t[c_time - 1]))}, bound by {TERMS[binding]})"
     count, cap = c_time, max(1, w // MIN_STRIPE_BYTES)
@@ -197,7 +240,15 @@ def choose(shape: FileShape, servers: Servers) -> Choice:
                     why += f", {c} to align with {writers} writers"
                 count = c
                 break
-    return Choice(count, unit, (), f"{_stripes(count)}: {why} ({format_size(w)} by {_writers(writers)})")
+    why = f"{_stripes(count)}: {why} ({format_size(w)} by {_writers(writers)})"
+    if shape.grows:
+        tail = growth_count(shape, servers)
+        if tail > count:
+            return Choice(tail, unit, ((w, count), (LUSTRE_EOF, tail)),
+                          f"{why}; it grows: past {format_size(w)}, {_stripes(tail)}, the model's count "
+                          "as its bytes grow (PFL)")
+        why += "; it grows, and the model stripes it no wider as it does"
+    return Choice(count, unit, (), why)
 
 
 def _stripes(n: int) -> str:

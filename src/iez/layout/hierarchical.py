@@ -28,6 +28,13 @@ keeps its plain layout. Why not always the widest G: the paper's BT-IO run (§4.
 lost time when each step wrote one subfile only, so the groups are the writers that write at
 once, never finer than one component per writer.
 
+Which files (`one_block_each`): the rule's premise is one contiguous block per writer. A file
+whose writers each wrote several extents (`Request.writer_segments` > 1: IOR with -s N, HACC-IO
+variable by variable) is never cut: each of its write steps falls into one or a few components,
+the BT-IO case above. Where the trace does not say (0), an MPI-IO or HDF5 shared file is taken
+as one block per writer, since under libiez-mpi split writing gives each collective-buffering
+aggregator one component whatever the ranks' own extents; a POSIX or stdio one is not cut.
+
 Pure: plain numbers and layouts in and out; a layout Lustre would refuse is an
 `AllocationError` with errno EINVAL (`validate`).
 """
@@ -46,6 +53,22 @@ SUBFILE_MIN = 1 << 20  # "a file smaller than 1 MB, does not need to be striped"
 # The composite lov_user_md must fit one extended attribute value (Linux's XATTR_SIZE_MAX) and
 # one request to the emulated MDS (references: l-abi-comp-create).
 LUM_MAX = 65536
+
+
+BLOCK_APIS = ("mpiio", "hdf5")  # writers' extents unknown: split writing aligns the aggregators
+
+
+def one_block_each(segments: int, api: str) -> tuple[bool, str]:
+    """Whether a shared file's writers are taken to write one contiguous block each, the case
+    hierarchical striping is for, given the extents each wrote (`segments`, 0 = not known) and
+    its I/O layer; and the placement note's words when that is not known for sure or not so."""
+    if segments == 1:
+        return True, ""
+    if segments > 1:
+        return False, f"not hierarchical: each writer wrote {segments} extents, not one block"
+    if api in BLOCK_APIS:
+        return True, "writers' extents unknown: one block each, as collective buffering writes them"
+    return False, "not hierarchical: writers' extents unknown"
 
 
 @dataclass(frozen=True)

@@ -16,9 +16,10 @@ filter and forecasts. Here the whole pipeline, from past runs to the next run's 
 4. Next run: level + forecast, rounded; stripe count and rank stay within the values seen, and a
    rank that the file name carries is taken from the name. The rest is carried per file: the
    communicator, API and pool of the last run, and the writers' facts (writers, transfer size,
-   write alignment) last known, so a run traced without them (0) does not erase what an earlier
-   one saw. Like stripe counts these are labels of how the job writes, not quantities to
-   extrapolate, and they do not drift from run to run.
+   write alignment, extents per writer) last known, so a run traced without them (0) does not
+   erase what an earlier one saw. Like stripe counts these are labels of how the job writes, not quantities to
+   extrapolate, and they do not drift from run to run. A file whose bytes rose over the runs is
+   marked as growing (`Request.grows`), so that its layout widens past the predicted bytes.
 
 With one past run there is nothing to learn across runs: the next run repeats it, same names
 and values (method "repeat"); the second traced run shows what advances.
@@ -127,6 +128,8 @@ def predict_next_run(
                 writers=_last_known(keyed, key, "writers"),
                 transfer_size=_last_known(keyed, key, "transfer_size"),
                 write_align=_last_known(keyed, key, "write_align"),
+                writer_segments=_last_known(keyed, key, "writer_segments"),
+                grows=_grows(values["write_bytes"][:, i]),
             )
         )
     requests.sort(key=lambda q: q.create_time)
@@ -159,6 +162,13 @@ def _validated(r: int, run: Sequence[Request]) -> list[Request]:
 def _last_known(keyed: Sequence[dict[names.Key, Request]], key: names.Key, attr: str) -> int:
     """The newest run's non-zero `attr` of the file `key` (0: no run knew it)."""
     return next((v for k in reversed(keyed) if key in k and (v := getattr(k[key], attr)) > 0), 0)
+
+
+def _grows(history: np.ndarray) -> bool:
+    """A file's bytes rose over the traced runs that had it: never fell, and the newest is more
+    than the oldest (the automatic layout widens past them: docs/layouts.md)."""
+    seen = history[~np.isnan(history)]
+    return len(seen) >= 2 and bool(np.all(np.diff(seen) >= 0) and seen[-1] > seen[0])
 
 
 def _slot_order(last: dict[names.Key, Request]) -> list[names.Key]:

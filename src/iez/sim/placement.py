@@ -50,6 +50,21 @@ def _writers(wl: Workload, path: str) -> set[int]:
     return {e.rank for ph in wl.phases if ph.kind == "write" for e in ph.extents if e.path == path}
 
 
+def _segments(wl: Workload, path: str) -> int:
+    """The most contiguous extents any one writer of `path` writes (adjacent ones merged)."""
+    spans: dict[int, list[tuple[int, int]]] = {}
+    for ph in wl.phases:
+        if ph.kind == "write":
+            for e in ph.extents:
+                if e.path == path:
+                    spans.setdefault(e.rank, []).append((e.offset, e.offset + e.length))
+    most = 0
+    for mine in spans.values():
+        mine.sort()
+        most = max(most, 1 + sum(b[0] > a[1] for a, b in zip(mine, mine[1:])))
+    return most
+
+
 def _transfer(wl: Workload) -> int:
     return max((ph.call_size for ph in wl.phases if ph.kind == "write"), default=0)
 
@@ -92,7 +107,8 @@ def place(cluster: Cluster, jobs: list[tuple[JobEntry, Workload]]) -> dict[str, 
                 shared = len(wl.files) == 1 and wl.ranks > 1
                 reqs.append(Request(path=f.path, write_bytes=f.size, stripe_count=f.stripe_count,
                                     rank=0 if shared else k, app=wl.name, comm_size=comm if shared else 1,
-                                    writers=len(_writers(wl, f.path)), transfer_size=_transfer(wl)))
+                                    writers=len(_writers(wl, f.path)), transfer_size=_transfer(wl),
+                                    writer_segments=_segments(wl, f.path)))
     snapshot = Snapshot.from_cluster(cluster)
     for (name, fixed, layout), reqs in by_policy.items():
         opts = AllocOptions(stripe_method="fixed", stripe_size=fixed, layout=layout) if fixed \
