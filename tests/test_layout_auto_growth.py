@@ -115,7 +115,7 @@ def test_a_growing_file_is_never_slower_than_the_users_layout_whatever_it_grows_
     """Simulated (seed-000 testbed hardware): the file predicted at 1 GiB written at 1, 2 and 4
     GiB on the user's layout (one stripe, Lustre RR), the plain automatic one and the growth one.
     At the predicted size the growth layout places the bytes as the plain one; past it, its tail
-    spreads them over every OST, faster still."""
+    spreads them over every OST, and the write is faster still."""
     def req(grows=False, size=GIB):
         return Request("/m/app/ckpt", size, 1, app="app", run="3", writers=writers, comm_size=writers, grows=grows)
 
@@ -131,7 +131,7 @@ def test_a_growing_file_is_never_slower_than_the_users_layout_whatever_it_grows_
         if size == GIB or not grown.layout.is_composite:  # 4 writers: already on all 15 OSTs, no tail
             assert t["grown"] == pytest.approx(t["plain"], rel=1e-6)
         else:
-            assert t["grown"][0] < t["plain"][0] and t["grown"][1] < t["plain"][1], (size, t)
+            assert t["grown"][0] < t["plain"][0], (size, t)  # reads: the one client's link bounds both
     assert grown.layout.is_composite == (writers == 1)
 
 
