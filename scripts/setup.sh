@@ -16,6 +16,7 @@ APT_PACKAGES=(
   sysstat                            # iostat, sampled by the profiler (LIOPProf)
   postgresql                         # the interaction database on PostgreSQL (tests start their own server)
   python3-venv
+  chromium                           # headless browser the audit report's screenshot test drives (playwright)
 )
 
 missing=()

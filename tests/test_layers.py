@@ -15,14 +15,15 @@ SRC = ROOT / "src"
 # The pure core: plain data in, plain data out (ARCHITECTURE.md "Layers"). lustre/params.py is the
 # one adapter in lustre/ (it reads /sys, /proc and lctl); the rest of lustre/ parses text handed in.
 PURE = ["iez.layout", "iez.alloc", "iez.predict", "iez.request", "iez.metrics", "iez.units",
-        "iez.lustre", "iez.access.admission", "iez.access.queue", "iez.access.protocol", "iez.sim.workload"]
+        "iez.lustre", "iez.access.admission", "iez.access.queue", "iez.access.protocol", "iez.sim.workload",
+        "iez.audit.findings", "iez.audit.advice", "iez.audit.site"]
 NOT_PURE = ["iez.lustre.params"]
 # Adapters: files, databases, sockets to one component; they serve the layers above and use none.
 ADAPTERS = ["iez.backend", "iez.emulated", "iez.lustre", "iez.trace", "iez.db", "iez.collect", "iez.plan",
             "iez.cluster"]
 SERVICES_AMONG_ADAPTERS = ["iez.collect.publisher", "iez.emulated.mds"]
 ABOVE_ADAPTERS = ["iez.pipeline", "iez.controller", "iez.access.server", "iez.collect.publisher", "iez.cli",
-                  "iez.demo", "iez.profile", "iez.report", "iez.wrapper"]
+                  "iez.demo", "iez.profile", "iez.report", "iez.wrapper", "iez.audit"]
 # What the core must not reach: adapters, services, entry points, and the libraries of I/O.
 OUTSIDE_CORE = ["iez.backend", "iez.emulated", "iez.db", "iez.controller", "iez.collect", "iez.cli",
                 "iez.pipeline", "iez.demo", "iez.profile", "iez.report", "iez.wrapper", "iez.zmqauth",
