@@ -272,32 +272,47 @@ def test_a_plan_older_than_the_ttl_reserves_nothing(db):
         assert len(tx.pending_placements("a")) == len(placed)  # no TTL: until it runs
 
 
+REQUEST_TABLES = ("traced_requests", "predicted_requests")
+V6_COLUMNS = ("writer_segments", "read_bytes", "read_size", "host", "final_path")
+# What each migration step added, undone: a database as that version made it.
+UNDO = {
+    2: ["ALTER TABLE runs DROP COLUMN released_at"],
+    3: ["ALTER TABLE runs DROP COLUMN planned_at"],
+    4: [f"ALTER TABLE {t} DROP COLUMN {c}" for t in REQUEST_TABLES for c in ("writers", "transfer_size", "write_align")],
+    5: ["ALTER TABLE placements DROP COLUMN note"],
+    6: ["DROP TABLE traced_reads", *(f"ALTER TABLE {t} DROP COLUMN {c}" for t in REQUEST_TABLES for c in V6_COLUMNS)],
+}
+
+
+def as_version(tx, version: int) -> None:
+    from iez.db.schema import schema_version
+
+    assert max(UNDO) == SCHEMA_VERSION  # a new step needs its undo here
+    for v in sorted(UNDO, reverse=True):
+        for sql in UNDO[v] if v > version else ():
+            tx.conn.execute(text(sql))
+    tx.conn.execute(schema_version.update().values(version=version))
+
+
 def test_a_version_1_database_is_brought_to_the_current_version(db):
     """The real steps: a database made before runs.released_at and runs.planned_at gains them and
     keeps its rows; a plan made before the upgrade reserves for a full TTL from the upgrade."""
-    from sqlalchemy import inspect, text
-
-    from iez.db.migrations import INTERACTION, current_version, migrate
-    from iez.db.schema import schema_version
-
     placed = table2_placements()
     with db.begin() as tx:
         tx.add_trace("a", hacc(2))
         sid = tx.add_snapshot(make_cluster(), Snapshot.from_cluster(make_cluster()), "default")
         tx.set_placements("a", 2, "balanced", placed, sid, {})
         tx.mark_planned("a", 2, "balanced")
-        for column in ("released_at", "planned_at"):  # as version 1 made it
-            tx.conn.execute(text(f"ALTER TABLE runs DROP COLUMN {column}"))
-        for table in ("traced_requests", "predicted_requests"):
-            for column in ("writers", "transfer_size", "write_align"):
-                tx.conn.execute(text(f"ALTER TABLE {table} DROP COLUMN {column}"))
-        tx.conn.execute(text("ALTER TABLE placements DROP COLUMN note"))
-        tx.conn.execute(schema_version.update().values(version=1))
+        as_version(tx, 1)
         assert current_version(tx.conn) == 1
     t0 = time.time()
     with db.begin() as tx:
         assert migrate(tx.conn, INTERACTION) == 1
-        assert current_version(tx.conn) == SCHEMA_VERSION == 5
+        assert current_version(tx.conn) == SCHEMA_VERSION == 6
+        # every step together gives the tables a new database gets
+        have = inspect(tx.conn)
+        assert {t: {c["name"] for c in have.get_columns(t)} for t in INTERACTION.metadata.tables} == {
+            name: {c.name for c in t.columns} for name, t in INTERACTION.metadata.tables.items()}
         assert {"released_at", "planned_at"} <= {c["name"] for c in inspect(tx.conn).get_columns("runs")}
         ((number, requests),) = tx.traced_runs("a")
         assert number == 1 and len(requests) == 2
@@ -308,18 +323,12 @@ def test_a_version_1_database_is_brought_to_the_current_version(db):
 def test_a_version_3_database_gains_the_writers_facts(db):
     """Requests stored before the writers' facts read them as unknown (0); new ones keep them,
     traced and predicted alike."""
-    from iez.db.schema import schema_version
-
     with db.begin() as tx:
         tx.add_trace("a", hacc(2))
-        for table in ("traced_requests", "predicted_requests"):  # as version 3 made them
-            for column in ("writers", "transfer_size", "write_align"):
-                tx.conn.execute(text(f"ALTER TABLE {table} DROP COLUMN {column}"))
-        tx.conn.execute(text("ALTER TABLE placements DROP COLUMN note"))
-        tx.conn.execute(schema_version.update().values(version=3))
+        as_version(tx, 3)
         assert current_version(tx.conn) == 3
     with db.begin() as tx:
-        assert migrate(tx.conn, INTERACTION) == 3 and current_version(tx.conn) == SCHEMA_VERSION == 5
+        assert migrate(tx.conn, INTERACTION) == 3 and current_version(tx.conn) == SCHEMA_VERSION == 6
         ((_, old),) = tx.traced_runs("a")
         assert {(q.writers, q.transfer_size, q.write_align) for q in old} == {(0, 0, 0)}
         facts = dict(writers=1024, transfer_size=1 << 20, write_align=1 << 16)
@@ -334,17 +343,14 @@ def test_a_version_3_database_gains_the_writers_facts(db):
 def test_a_version_4_database_gains_the_placements_notes(db):
     """Placements stored before the notes read as kept ("" ); new ones keep why iez changed their
     layout, in the placement sets and in the other applications' pending placements alike."""
-    from iez.db.schema import schema_version
-
     placed = table2_placements()
     with db.begin() as tx:
         tx.add_trace("a", hacc(2))
         sid = tx.add_snapshot(make_cluster(), Snapshot.from_cluster(make_cluster()), "default")
         tx.set_placements("a", 2, "balanced", placed, sid, {})
-        tx.conn.execute(text("ALTER TABLE placements DROP COLUMN note"))  # as version 4 made it
-        tx.conn.execute(schema_version.update().values(version=4))
+        as_version(tx, 4)
     with db.begin() as tx:
-        assert migrate(tx.conn, INTERACTION) == 4 and current_version(tx.conn) == SCHEMA_VERSION == 5
+        assert migrate(tx.conn, INTERACTION) == 4 and current_version(tx.conn) == SCHEMA_VERSION == 6
         [old] = tx.placement_sets("a", 2)
         assert [p.note for p in old.placements] == ["", ""]
         noted = [replace(placed[0], note="auto: 15 x 64 MiB instead of 8 x 96 MiB: fastest"), placed[1]]
@@ -354,6 +360,52 @@ def test_a_version_4_database_gains_the_placements_notes(db):
         [s] = tx.placement_sets("a", 2)
         assert [p.note for p in s.placements] == [noted[0].note, ""]
         assert sorted(p.note for p in tx.pending_placements("b")) == ["", noted[0].note]
+
+
+READ_FACTS = dict(writer_segments=3, read_bytes=5 << 30, read_size=1 << 20, host="nid00042",
+                  final_path="/lustre/scratch/hacc-io/final.data")
+
+
+def test_a_version_5_database_gains_the_read_facts_and_the_reads(db):
+    """Requests stored before version 6 read their new fields as unknown (0, ""); new ones keep
+    them, traced and predicted alike, and a run's reads are stored beside its requests, apart
+    from what prediction learns from."""
+    with db.begin() as tx:
+        tx.add_trace("a", hacc(2))
+        tx.add_prediction("a", 2, hacc(2), {}, [1])
+        as_version(tx, 5)
+        assert "traced_reads" not in inspect(tx.conn).get_table_names()
+    with db.begin() as tx:
+        assert migrate(tx.conn, INTERACTION) == 5 and current_version(tx.conn) == SCHEMA_VERSION == 6
+        ((_, old),) = tx.traced_runs("a")
+        for q in old + tx.prediction("a", 2).requests:
+            assert (q.writer_segments, q.read_bytes, q.read_size, q.host, q.final_path) == (0, 0, 0, "", "")
+        assert tx.run_reads("a", 1) == [] and tx.runs("a")[0].n_reads == 0
+        made = [replace(q, **READ_FACTS) for q in hacc(2)]
+        read = [Request("/lustre/in/deck.in", 0, 4, rank=1, comm_size=2, read_bytes=1 << 40, read_size=4 << 20,
+                        writers=0, host="nid00001", observed=FileLayout(plain=Layout(stripe_size=1 << 20, osts=(1, 2, 3, 4))))]
+        assert tx.add_trace("a", made, reads=read) == 2
+        tx.add_prediction("a", 3, made, {}, [1, 2])
+    with db.begin() as tx:
+        back = [r for _, r in tx.traced_runs("a")][1]
+        assert back == [replace(q, app="a", run="2") for q in made]
+        assert [(q.host, q.final_path) for q in back + tx.prediction("a", 3).requests] == [
+            (READ_FACTS["host"], READ_FACTS["final_path"])] * 4  # compare=False fields, checked apart
+        [r] = tx.run_reads("a", 2)
+        assert r == replace(read[0], app="a", run="2") and (r.host, r.observed) == ("nid00001", read[0].observed)
+        assert [(i.number, i.n_traced, i.n_reads) for i in tx.runs("a")] == [(1, 2, 0), (2, 2, 1), (3, 0, 0)]
+
+
+def test_a_read_only_run_is_stored_and_teaches_prediction_nothing(db):
+    reads = [Request(f"/lustre/data/shard.{i}", 0, 1, read_bytes=1 << 30, read_size=1 << 20) for i in range(3)]
+    with db.begin() as tx:
+        tx.add_trace("dlio", hacc(2))
+        assert tx.add_trace("dlio", [], reads=reads) == 2
+        assert tx.add_trace("dlio", [], reads=reads) == 3  # another read-only run: its own rows
+    with db.begin() as tx:
+        assert [n for n, _ in tx.traced_runs("dlio")] == [1]
+        assert [len(tx.run_reads("dlio", n)) for n in (1, 2, 3)] == [0, 3, 3]
+        assert tx.next_traced_run("dlio") == 4
 
 
 def test_bad_urls_and_files_are_one_line_errors(tmp_path):

@@ -31,6 +31,7 @@ from iez.db.schema import (
     predicted_requests,
     predictions,
     runs,
+    traced_reads,
     traced_requests,
 )
 from iez.db.sqlite import take_transactions
@@ -46,7 +47,8 @@ RESERVATION_TTL = 7 * 86400.0
 # Application names end up in plan metadata (`#app=NAME`) and file names of reports.
 APP_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,127}")
 _REQUEST_FIELDS = ("path", "write_bytes", "stripe_count", "rank", "comm_size", "create_time", "api", "pool",
-                   "writers", "transfer_size", "write_align")
+                   "writers", "transfer_size", "write_align", "writer_segments", "read_bytes", "read_size", "host",
+                   "final_path")
 
 
 def check_app_name(name: str) -> str:
@@ -138,6 +140,7 @@ class RunInfo:
     plan_misses: int
     planned_policy: str
     meta: dict[str, Any]
+    n_reads: int = 0  # files it read and did not create
 
 
 @dataclass(frozen=True)
@@ -204,8 +207,10 @@ class Txn:
 
     def add_trace(self, app: str, requests: Sequence[Request], number: int | None = None, *,
                   label: str = "", source: str = "", source_path: str = "", nprocs: int = 0,
-                  plan_hits: int = 0, plan_misses: int = 0, meta: dict[str, Any] | None = None) -> int:
-        """Store one traced run of `app`; returns its run number."""
+                  plan_hits: int = 0, plan_misses: int = 0, meta: dict[str, Any] | None = None,
+                  reads: Sequence[Request] = ()) -> int:
+        """Store one traced run of `app`: the files it created (`requests`) and those it read
+        without creating them (`reads`); returns its run number."""
         aid = self.app_id(app, create=True)
         number = self.next_traced_run(app) if number is None else number
         if number < 1:
@@ -217,23 +222,24 @@ class Txn:
         self.conn.execute(update(runs).where(runs.c.id == rid).values(
             label=label[:255], traced_at=time.time(), source=source, source_path=source_path,
             nprocs=nprocs, plan_hits=plan_hits, plan_misses=plan_misses, meta=json.dumps(meta or {})))
-        rows = [{"run_id": rid, **_request_row(q),
-                 "observed_layout": format_layout(q.observed) if q.observed is not None else None}
-                for q in requests]
-        if rows:
-            self.conn.execute(traced_requests.insert(), rows)
+        for table, files in ((traced_requests, requests), (traced_reads, reads)):
+            rows = [{"run_id": rid, **_request_row(q),
+                     "observed_layout": format_layout(q.observed) if q.observed is not None else None}
+                    for q in files]
+            if rows:
+                self.conn.execute(table.insert(), rows)
         return number
 
     def runs(self, app: str) -> list[RunInfo]:
         aid = self.app_id(app)
-        n_traced = (select(func.count()).where(traced_requests.c.run_id == runs.c.id)
-                    .correlate(runs).scalar_subquery())
-        rows = self.conn.execute(select(runs, n_traced.label("n_traced"))
+        n_traced, n_reads = (select(func.count()).where(t.c.run_id == runs.c.id).correlate(runs).scalar_subquery()
+                             for t in (traced_requests, traced_reads))
+        rows = self.conn.execute(select(runs, n_traced.label("n_traced"), n_reads.label("n_reads"))
                                  .where(runs.c.app_id == aid).order_by(runs.c.number))
         return [RunInfo(app=app, number=r.number, label=r.label, traced=r.traced_at is not None,
                         source=r.source, source_path=r.source_path, nprocs=r.nprocs, n_traced=r.n_traced,
                         plan_hits=r.plan_hits, plan_misses=r.plan_misses,
-                        planned_policy=r.planned_policy or "", meta=json.loads(r.meta))
+                        planned_policy=r.planned_policy or "", meta=json.loads(r.meta), n_reads=r.n_reads)
                 for r in rows]
 
     def traced_runs(self, app: str) -> list[tuple[int, list[Request]]]:
@@ -249,6 +255,14 @@ class Txn:
             observed = parse_layout(r.observed_layout) if r.observed_layout else None
             out.setdefault(r.number, []).append(_row_request(r, app, str(r.number), observed))
         return sorted(out.items())
+
+    def run_reads(self, app: str, number: int) -> list[Request]:
+        """The files run `number` of `app` read and did not create, by path."""
+        aid = self.app_id(app)
+        q = (select(traced_reads).join(runs, traced_reads.c.run_id == runs.c.id)
+             .where(runs.c.app_id == aid, runs.c.number == number).order_by(traced_reads.c.path))
+        return [_row_request(r, app, str(number), parse_layout(r.observed_layout) if r.observed_layout else None)
+                for r in self.conn.execute(q)]
 
     # -- predictions -------------------------------------------------------------------------
     def add_prediction(self, app: str, number: int, requests: Sequence[Request],

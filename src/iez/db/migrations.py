@@ -16,10 +16,26 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from sqlalchemy import Connection, MetaData, Table, inspect, select, text
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    Connection,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+    inspect,
+    select,
+    text,
+)
 
 from iez.db.errors import DatabaseError
-from iez.db.schema import SCHEMA_VERSION, metadata, schema_version
+from iez.db.schema import SCHEMA_VERSION, metadata, runs, schema_version
 
 
 @dataclass(frozen=True)
@@ -65,6 +81,43 @@ def _placement_notes(conn: Connection) -> None:
     conn.execute(text("ALTER TABLE placements ADD COLUMN note TEXT NOT NULL DEFAULT ''"))
 
 
+# Columns version 6 adds to every request: (name, SQL type, default).
+_V6_REQUEST_COLUMNS = (("writer_segments", "INTEGER", "0"), ("read_bytes", "BIGINT", "0"), ("read_size", "BIGINT", "0"),
+                       ("host", "VARCHAR(255)", "''"), ("final_path", "TEXT", "''"))
+
+
+def _reads(conn: Connection) -> None:
+    # requests stored before: how they were read and written in segments is not known (0), nor
+    # their host or final name ("")
+    for table in ("traced_requests", "predicted_requests"):
+        for column, kind, default in _V6_REQUEST_COLUMNS:
+            conn.execute(text(f"ALTER TABLE {table} ADD COLUMN {column} {kind} NOT NULL DEFAULT {default}"))
+    # traced_reads as version 6 defines it (a later step that changes it must find these columns)
+    frozen = MetaData()
+    reads = Table(
+        "traced_reads", frozen,
+        Column("id", Integer, primary_key=True),
+        Column("run_id", Integer, ForeignKey(runs.c.id, ondelete="CASCADE"), nullable=False),
+        Column("path", Text, nullable=False),
+        Column("write_bytes", BigInteger, nullable=False),
+        Column("stripe_count", Integer, nullable=False),
+        Column("rank", Integer, nullable=False),
+        Column("comm_size", Integer, nullable=False, default=1),
+        Column("create_time", Float, nullable=False, default=0.0),
+        Column("api", String(8), nullable=False, default="posix"),
+        Column("pool", String(16), nullable=False, default=""),
+        *(Column(name, Integer, nullable=False, default=0) for name in ("writers", "writer_segments")),
+        *(Column(name, BigInteger, nullable=False, default=0)
+          for name in ("transfer_size", "write_align", "read_bytes", "read_size")),
+        Column("host", String(255), nullable=False, default=""),
+        Column("final_path", Text, nullable=False, default=""),
+        Column("observed_layout", Text),
+        UniqueConstraint("run_id", "path", name="uq_read_run_path"),
+    )
+    Index("ix_read_run", reads.c.run_id)
+    reads.create(conn)
+
+
 # Version 1 is the baseline: no step leads to it. Steps for versions 2, 3, ... go here, in order.
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(2, "runs.released_at: a planned run an admin released reserves no space", _released_at),
@@ -72,6 +125,8 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(4, "requests' writers, transfer_size, write_align: the writers' facts the automatic layout reads",
               _write_facts),
     Migration(5, "placements.note: why iez changed a file's asked layout (the automatic layout)", _placement_notes),
+    Migration(6, "requests' writer_segments, read_bytes, read_size, host, final_path; traced_reads: the files a run "
+                 "read and did not create", _reads),
 )
 
 INTERACTION = Schema("the interaction database", metadata, schema_version, SCHEMA_VERSION, MIGRATIONS)

@@ -1,6 +1,7 @@
 """The interaction database's tables (docs/references.md#s000-table1, #s000-table2), SQLAlchemy Core.
 
 applications ─< runs ─< traced_requests            what a run really created (Table I)
+                    ─< traced_reads               what it read and did not create
                     ─< predictions ─< predicted_requests   AIPA's forecast of a run
                     ─< placements >─ cluster_snapshots     where a policy put each file (Table II)
 
@@ -28,7 +29,7 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 metadata = MetaData()
 
@@ -87,6 +88,12 @@ def _request_columns() -> list[Column]:
         Column("writers", Integer, nullable=False, default=0),
         Column("transfer_size", BigInteger, nullable=False, default=0),
         Column("write_align", BigInteger, nullable=False, default=0),
+        # how it was written and read, where, and the name it ended with (iez.request.Request)
+        Column("writer_segments", Integer, nullable=False, default=0),
+        Column("read_bytes", BigInteger, nullable=False, default=0),
+        Column("read_size", BigInteger, nullable=False, default=0),
+        Column("host", String(255), nullable=False, default=""),
+        Column("final_path", Text, nullable=False, default=""),
     ]
 
 
@@ -97,6 +104,17 @@ traced_requests = Table(
     *_request_columns(),
     Column("observed_layout", Text),  # the layout the file really got, when the trace knows it
     UniqueConstraint("run_id", "path", name="uq_traced_run_path"),
+)
+
+# Files the run read but did not create: no layout to choose, kept for read plans and the audit
+# (prediction learns from traced_requests only).
+traced_reads = Table(
+    "traced_reads", metadata,
+    Column("id", Integer, primary_key=True),
+    Column("run_id", Integer, ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
+    *_request_columns(),
+    Column("observed_layout", Text),
+    UniqueConstraint("run_id", "path", name="uq_read_run_path"),
 )
 
 predictions = Table(
@@ -146,6 +164,7 @@ placements = Table(
 
 Index("ix_runs_app", runs.c.app_id)
 Index("ix_traced_run", traced_requests.c.run_id)
+Index("ix_read_run", traced_reads.c.run_id)
 Index("ix_predictions_run", predictions.c.run_id)
 Index("ix_predicted_prediction", predicted_requests.c.prediction_id)
 Index("ix_placements_run_policy", placements.c.run_id, placements.c.policy)
