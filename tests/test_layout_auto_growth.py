@@ -137,24 +137,30 @@ def test_a_growing_file_is_never_slower_than_the_users_layout_whatever_it_grows_
 
 # -- segmented shared files ------------------------------------------------------------------------
 
-def test_block_stripe_follows_the_writers_blocks():
-    assert auto.block_stripe(8 * 4 * 16 * MIB, 8, 4, MIB) == 16 * MIB  # IOR -b 16m -s 4, 8 writers
-    assert auto.block_stripe(8 * 4 * 6 * GIB, 8, 4, MIB) == 2 * GIB  # blocks past 4 GiB: a power of two dividing them
-    assert auto.block_stripe(8 * 16 * MIB, 8, 1, MIB) == 0  # one block each: Method II
-    assert auto.block_stripe(8 * 4 * 16 * MIB, 8, 0, MIB) == 0  # not known
-    assert auto.block_stripe(8 * 4 * (16 * MIB + 4096), 8, 4, MIB) == 0  # blocks off the writes' unit
-    assert auto.block_stripe(8 * 4 * 16 * MIB + 1, 8, 4, MIB) == 0  # not whole blocks
+def test_block_stripe_follows_the_writers_blocks_where_that_pays():
+    ior = 8 * 4 * 16 * MIB  # IOR -b 16m -s 4, 8 writers: 32 blocks
+    assert auto.block_stripe(ior, 8, 4, 16, MIB) == 16 * MIB  # 2 blocks of one writer an object
+    assert auto.block_stripe(ior, 8, 4, 4, MIB) == 16 * MIB  # 2 writers an object, the fewest 4 allow
+    assert auto.block_stripe(8 * 4 * 6 * GIB, 8, 4, 8, MIB) == 2 * GIB  # at 4 GiB and more: a power of two dividing it
+    assert auto.block_stripe(ior, 8, 4, 15, MIB) == 0  # 32 blocks on 15 objects: uneven
+    assert auto.block_stripe(8 * 3 * 16 * MIB, 8, 3, 12, MIB) == 0  # 12 objects: writers split across them
+    assert auto.block_stripe(8 * 16 * MIB, 8, 1, 8, MIB) == 0  # one block each: Method II
+    assert auto.block_stripe(ior, 8, 0, 16, MIB) == 0  # not known
+    assert auto.block_stripe(8 * 4 * (16 * MIB + 4096), 8, 4, 16, MIB) == 0  # blocks off the writes' unit
+    assert auto.block_stripe(ior + 1, 8, 4, 16, MIB) == 0  # not whole blocks
 
 
 def test_a_segmented_file_gets_stripes_inside_each_writers_block():
-    """IOR -b 16m -s 4 with 8 writers: no stripe holds two writers' bytes. Method II's one round
-    would give each stripe bytes of every writer."""
-    seg = Request("/m/ior", 8 * 4 * 16 * MIB, 1, app="ior", run="1", writers=8, comm_size=8,
-                  transfer_size=MIB, writer_segments=4)
-    (p,) = place([seg])
+    """IOR -b 16m -s 4 with 8 writers on 16 OSTs: each object holds the blocks of one writer.
+    Method II's one round would put every writer's bytes in every object."""
+    cluster = make_cluster(4, 4)
+
+    def ior(segments):
+        return [Request("/m/ior", 8 * 4 * 16 * MIB, 1, app="ior", run="1", writers=8, comm_size=8,
+                        transfer_size=MIB, writer_segments=segments)]
+
+    (p,) = get_policy("balanced").place(ior(4), cluster, Snapshot.from_cluster(cluster), AllocOptions())
     lay = p.layout.plain
-    assert lay.stripe_count > 1 and (16 * MIB) % lay.stripe_size == 0
-    assert "inside one writer's block" in p.note
-    (one,) = place([Request("/m/ior", 8 * 4 * 16 * MIB, 1, app="ior", run="1", writers=8, comm_size=8,
-                            transfer_size=MIB, writer_segments=1)])
-    assert one.layout.plain.stripe_size > 16 * MIB  # one block each: a round of stripes, as before
+    assert lay.stripe_count == 16 and lay.stripe_size == 16 * MIB and "inside one writer's block" in p.note
+    (one,) = get_policy("balanced").place(ior(1), cluster, Snapshot.from_cluster(cluster), AllocOptions())
+    assert one.layout.plain.stripe_size == 32 * MIB  # one block each: one round of stripes, as before

@@ -359,7 +359,9 @@ def auto_layouts(requests: Sequence[Request], w: np.ndarray, count: np.ndarray, 
             notes.append("")
             continue
         new_count[i], new_size[i], lod_count[i] = c, s, c
-        notes.append(f"auto: {c} x {format_size(s)} instead of {count[i]} x {format_size(int(size[i]))}: {reason}")
+        chosen = "PFL " + " / ".join(f"{k} x {format_size(z)}" for _, k, z in comps) if comps else \
+            f"{c} x {format_size(s)}"
+        notes.append(f"auto: {chosen} instead of {count[i]} x {format_size(int(size[i]))}: {reason}")
     return new_count, new_size, lod_count, tuple(components), tuple(notes)
 
 
@@ -378,7 +380,7 @@ def _auto_one(shape: auto.FileShape, servers: auto.Servers, options: AllocOption
     why = choice.reason
     if options.stripe_method != "fixed" and c > 1:
         s = auto.round_size(shape.write_bytes, c, s, choice.unit)
-        block = auto.block_stripe(shape.write_bytes, shape.writers, shape.segments, choice.unit)
+        block = auto.block_stripe(shape.write_bytes, shape.writers, shape.segments, c, choice.unit)
         if block and block != s:
             s, why = block, f"{why}; {format_size(block)} stripes, each inside one writer's block of its " \
                             f"{shape.segments} segments"

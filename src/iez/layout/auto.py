@@ -55,10 +55,13 @@ worth a component.
 
 A file whose writers each write several segments (IOR -s, HACC-IO's variable by variable:
 `segments` > 1) with a known block (W / writers / segments) gets a stripe size that follows the
-blocks (`block_stripe`): the block itself, or the largest power of two dividing it below 4 GiB,
-as long as it is a multiple of the writes' unit. Every stripe then lies inside one writer's
-block, so no two writers write one stripe; Method II's one round of stripes would put every
-writer's segments in every stripe.
+blocks (`block_stripe`): the block itself (or the largest power of two dividing it, at 4 GiB and
+more), if it is a multiple of the writes' unit, the blocks fill the objects evenly and the count
+is a multiple or a divisor of the writers. Every stripe then lies inside one writer's block, and
+each object holds the blocks of one writer (or of writers / count), where Method II's one round
+of stripes puts the blocks of every writer in every object. Where those conditions fail, the
+round of stripes stays: it is even, and uneven objects cost more than shared ones (the simulator
+says so with its lock model, docs/simulator.md).
 
 Pure: plain numbers in, a `Choice` out.
 """
@@ -185,14 +188,18 @@ def round_size(write_bytes: int, count: int, size: int, unit: int) -> int:
     return down
 
 
-def block_stripe(write_bytes: int, writers: int, segments: int, unit: int) -> int:
+def block_stripe(write_bytes: int, writers: int, segments: int, count: int, unit: int) -> int:
     """A stripe size that follows the writers' blocks of a segmented file (`segments` > 1 blocks
-    of write_bytes / writers / segments each): the block, or below 4 GiB the largest power of two
-    dividing it; 0 when the block is not known, not whole, or not a multiple of `unit` (and of 64
-    KiB), so writers cannot keep to their own stripes."""
-    if segments <= 1 or writers < 1 or write_bytes % (writers * segments):
+    of write_bytes / writers / segments each) on `count` stripes: the block, or at 4 GiB and more
+    the largest power of two dividing it. 0 (keep the round of stripes) unless it pays: the block
+    is known, whole and a multiple of `unit` (and of 64 KiB), the blocks fill the `count` objects
+    evenly, and each object holds whole writers' blocks (`count` a multiple or a divisor of the
+    writers: one writer an object, or writers / count, the fewest `count` objects allow)."""
+    blocks = writers * segments
+    if segments <= 1 or count < 2 or write_bytes % blocks or blocks % count or \
+            (count % writers and writers % count):
         return 0
-    block = write_bytes // (writers * segments)
+    block = write_bytes // blocks
     size = block if block < STRIPE_SIZE_LIMIT else min(block & -block, MAX_UNIT)
     unit = max(LOV_MIN_STRIPE_SIZE, unit)
     return size if size and size % unit == 0 else 0
