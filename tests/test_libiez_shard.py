@@ -20,7 +20,7 @@ import pytest
 
 from conftest import BUILD
 from iez.errors import IezError
-from iez.trace.shard import ShardWarning, read_trace, read_shard, read_shards
+from iez.trace.shard import REC_FIXED, ShardWarning, read_trace, read_shard, read_shards
 
 LIB = BUILD / "libiez" / "libiez.so"
 CHUNK = 128 << 10
@@ -55,8 +55,8 @@ def one_shard(tmp_path: Path) -> Path:
 
 
 def record_offsets(data: bytes) -> list[int]:
-    """Offsets of the records of a healthy shard, walking their sizes."""
-    out, off = [], 512
+    """Offsets of the records of a healthy shard, walking their sizes (from the header's size)."""
+    out, off = [], struct.unpack_from("<I", data, 12)[0]
     while off + 8 <= len(data):
         magic, size = struct.unpack_from("<II", data, off)
         if magic == 0 and size == 0:
@@ -124,28 +124,43 @@ def test_write_facts(tmp_path):
     assert (k.write_align, k.transfer_size) == (8, 1024)
 
 
-def test_version_1_shards_still_read(tmp_path):
-    """A shard of format version 1 (bytes 18-19 reserved, zero, under the record's CRC) reads
-    with its write facts unknown; a version this iez does not know is refused in one line."""
+def as_version(data: bytes, version: int) -> bytes:
+    """A version 3 shard rewritten as version 1 or 2 wrote it: a 512-byte header whose bytes
+    360-456 are reserved, 64-byte record heads (the record CRC covers the same bytes)."""
+    head = bytearray(data[:512])
+    head[8:16] = struct.pack("<II", version, 512)
+    head[360:456] = bytes(96)
+    head[456:460] = struct.pack("<I", zlib.crc32(bytes(head[:456])))
+    out = bytearray(head)
+    for off in record_offsets(data):
+        size = struct.unpack_from("<I", data, off + 4)[0]
+        rec = bytearray(data[off:off + 64] + data[off + REC_FIXED:off + size])
+        rec[4:8] = struct.pack("<I", size - (REC_FIXED - 64))
+        if version == 1:
+            rec[18:20] = b"\0\0"
+        out += rec
+    return bytes(out)
+
+
+def test_version_1_and_2_shards_still_read(tmp_path):
+    """Shards of format versions 1 (bytes 18-19 reserved, zero, under the record's CRC) and 2
+    (512-byte header, 64-byte records) read with what they lack unknown; a version this iez
+    does not know is refused in one line."""
     traced_python(tmp_path, WRITE_FACTS)
     shard = one_shard(tmp_path)
-    data = bytearray(shard.read_bytes())
+    data = shard.read_bytes()
     new = {Path(r.path).name: r for r in read_shard(shard).records}
-    for off in record_offsets(bytes(data)):
-        data[off + 18:off + 20] = b"\0\0"
-
-    def with_version(v: int) -> bytes:
-        data[8:12] = struct.pack("<I", v)
-        data[456:460] = struct.pack("<I", zlib.crc32(bytes(data[:456])))
-        return bytes(data)
-
-    shard.write_bytes(with_version(1))
-    old = read_shard(shard)
-    assert old.warning is None
-    assert {Path(r.path).name: r for r in old.records} == {
-        n: replace(r, write_align=0, transfer_size=0) for n, r in new.items()}
-    shard.write_bytes(with_version(3))
-    assert read_shard(shard).warning.endswith("trace shard version 3 is not supported (this iez reads 1 to 2)")
+    assert new["blocks"].writer_segments == 2  # four writes in a row, then one at 8 MiB
+    for version, lost in ((2, {}), (1, {"write_align": 0, "transfer_size": 0})):
+        shard.write_bytes(as_version(data, version))
+        old = read_shard(shard)
+        assert old.warning is None and old.program == "" and old.job_id == ""
+        assert {Path(r.path).name: r for r in old.records} == {
+            n: replace(r, writer_segments=0, read_size=0, program="", **lost) for n, r in new.items()}
+    head = bytearray(data)
+    head[8:12] = struct.pack("<I", 4)
+    shard.write_bytes(bytes(head))
+    assert read_shard(shard).warning.endswith("trace shard version 4 is not supported (this iez reads 1 to 3)")
 
 
 def test_killed_process_loses_nothing(tmp_path):
@@ -216,7 +231,7 @@ def damaged(tmp_path: Path, damage) -> tuple[list[str], list[str]]:
 
 def test_garbled_record_is_skipped(tmp_path):
     def flip(data, offs):
-        data[offs[1] + 70] ^= 0x55  # a byte of the second record's path: its CRC no longer holds
+        data[offs[1] + REC_FIXED + 6] ^= 0x55  # a byte of the second record's path: its CRC no longer holds
     names, ws = damaged(tmp_path, flip)
     assert names == ["a", "c"]
     assert len(ws) == 1 and "damaged record" in ws[0] and "read 2 intact records" in ws[0]
@@ -267,7 +282,7 @@ def test_trace_show_cli(tmp_path, iez_cmd):
     traces = tmp_path / "traces"
     data = bytearray(one_shard(tmp_path).read_bytes())
     second = record_offsets(bytes(data))[1]
-    data[second + 70] ^= 1
+    data[second + REC_FIXED + 6] ^= 1
     one_shard(tmp_path).write_bytes(bytes(data))
     r = subprocess.run(iez_cmd + ["trace", "show", str(traces)], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0

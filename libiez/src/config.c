@@ -1,6 +1,6 @@
 /* The environment libiez reads, once (documented in docs/libiez.md):
  *   IEZ_MODE       trace | place | trace,place (default) | off
- *   IEZ_APP        application id (default: the program's name)
+ *   IEZ_APP        application id (default: the program's name; the header keeps both)
  *   IEZ_RUN        run or job id (default: SLURM_JOB_ID, else the pid, exported to children)
  *   IEZ_TRACE_DIR  where each process writes its trace shard (unset: no tracing)
  *   IEZ_PLAN       the plan file (unset: no plan)
@@ -8,7 +8,8 @@
  *   IEZ_EMULATED   an emulated cluster DIR: paths under DIR/fs/ are on its Lustre
  *   IEZ_IOLOG      a directory for I/O event logs of reads and writes on the emulated cluster
  *   IEZ_NID        the client NID those events carry (%r: the rank); default: this host's
- * The rank comes from PMI_RANK, PMIX_RANK, OMPI_COMM_WORLD_RANK, SLURM_PROCID or ALPS_APP_PE. */
+ * The rank comes from PMI_RANK, PMIX_RANK, OMPI_COMM_WORLD_RANK, SLURM_PROCID or ALPS_APP_PE; the
+ * job and array task ids of the trace header from the batch system's variables (job_ids). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +21,7 @@
 #include "config.h"
 #include "log.h"
 #include "path.h"
+#include "plan.h"
 #include "state.h"
 
 static void copy(char *dst, size_t cap, const char *src)
@@ -38,6 +40,18 @@ static int absolute(char *dst, size_t cap, const char *src)
     if (src[0] != '/' && syscall(SYS_getcwd, cwd, sizeof cwd) < 0)
         return -1;
     return iez_path_normalize(cwd, src, dst, cap) < 0 ? -1 : 0;
+}
+
+/* The batch systems' job and array task ids: Slurm, PBS, LSF, Flux */
+static const char *const job_ids[] = {"SLURM_JOB_ID", "PBS_JOBID", "LSB_JOBID", "FLUX_JOB_ID"};
+static const char *const array_tasks[] = {"SLURM_ARRAY_TASK_ID", "PBS_ARRAY_INDEX", "PBS_ARRAYID", "LSB_JOBINDEX"};
+
+/* The first of names set and non-empty, cut to cap ("" if none) */
+static void first_env(char *dst, size_t cap, const char *const *names, size_t n)
+{
+    dst[0] = 0;
+    for (size_t i = 0; i < n && !dst[0]; i++)
+        copy(dst, cap, getenv(names[i]));
 }
 
 static int parse_mode(const char *m, int *trace, int *place)
@@ -82,7 +96,12 @@ void iez_config_load(struct iez_config *c)
         return;
     }
     extern char *program_invocation_short_name;
-    copy(c->app, sizeof c->app, getenv("IEZ_APP") ? getenv("IEZ_APP") : program_invocation_short_name);
+    copy(c->program, sizeof c->program, program_invocation_short_name);
+    const char *app = getenv("IEZ_APP");
+    c->app_given = app && *app;
+    copy(c->app, sizeof c->app, c->app_given ? app : c->program);
+    first_env(c->job_id, sizeof c->job_id, job_ids, sizeof job_ids / sizeof *job_ids);
+    first_env(c->array_task, sizeof c->array_task, array_tasks, sizeof array_tasks / sizeof *array_tasks);
     const char *run = getenv("IEZ_RUN");
     if (!run || !*run)
         run = getenv("SLURM_JOB_ID");
@@ -91,7 +110,7 @@ void iez_config_load(struct iez_config *c)
     else
         snprintf(c->run, sizeof c->run, "%d", (int)getpid());
 
-    static const char *ranks[] = {"PMI_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "ALPS_APP_PE"};
+    static const char *ranks[] = {IEZ_RANK_VARS};
     for (size_t i = 0; i < sizeof ranks / sizeof *ranks; i++) {
         const char *r = getenv(ranks[i]);
         char *end;

@@ -13,9 +13,9 @@
 #include "real.h"
 
 /* The order of every walk (fini: reversed): the log first, so that any module may report;
- * the trace after the I/O event log it feeds; open last, as it uses them all. */
+ * the trace after the I/O event log it feeds. */
 static const struct iez_module *const modules[] = {
-    &iez_log_module, &iez_iolog_module, &iez_trace_module, &iez_access_module, &iez_open_module,
+    &iez_log_module, &iez_iolog_module, &iez_trace_module, &iez_access_module,
 };
 #define NMODULES (sizeof modules / sizeof *modules)
 

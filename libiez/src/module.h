@@ -18,7 +18,6 @@ struct iez_module {
     void (*fini)(void);
 };
 
-extern const struct iez_module iez_log_module, iez_iolog_module, iez_trace_module, iez_access_module,
-    iez_open_module;
+extern const struct iez_module iez_log_module, iez_iolog_module, iez_trace_module, iez_access_module;
 
 #endif

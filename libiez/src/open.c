@@ -48,6 +48,24 @@ void iez_open_place(int dirfd, const char *path, const char *abs, size_t len, mo
         iez_trace_plan_count(out->plan, out->plan_entries, out->plan_rejected);
 }
 
+/* Whether a file could be on the traced file system (the emulated cluster, or a Lustre mount
+ * on this host): read-only opens are traced there only, so elsewhere they cost one test. Read
+ * once (mount tables rarely change under a job); racing first calls find the same answer. */
+static int traced_fs_possible(void)
+{
+    static int known; /* 0 not yet looked, 1 no, 2 yes */
+    int k = __atomic_load_n(&known, __ATOMIC_RELAXED);
+    if (IEZ_LIKELY(k))
+        return k == 2;
+    char *buf = NULL;
+    size_t len;
+    int lustre = iez_cfg.emu_fs_len || (iez_read_file("/proc/self/mounts", 4u << 20, &buf, &len) == 0 &&
+                                        strstr(buf, " lustre ") != NULL);
+    free(buf);
+    __atomic_store_n(&known, lustre ? 2 : 1, __ATOMIC_RELAXED);
+    return lustre;
+}
+
 void iez_open_begin(struct iez_open *op, int dirfd, const char *path, int flags, mode_t mode, int api)
 {
     op->flags = op->orig_flags = flags;
@@ -59,8 +77,10 @@ void iez_open_begin(struct iez_open *op, int dirfd, const char *path, int flags,
     op->path = path;
     int saved = errno;
     op->creating = (flags & O_CREAT) && (flags & __O_TMPFILE) != __O_TMPFILE && !(flags & (O_DIRECTORY | O_PATH));
-    /* a vfork child shares the parent's memory, trace included: it places, but is not traced */
-    op->track = iez_tracing && !(flags & O_PATH) && (op->creating || (flags & O_ACCMODE) != O_RDONLY) && iez_owner();
+    /* a vfork child shares the parent's memory, trace included: it places, but is not traced.
+     * A file opened only to read is traced on the traced file system (open_end decides). */
+    op->reading = !op->creating && (flags & O_ACCMODE) == O_RDONLY;
+    op->track = iez_tracing && !(flags & O_PATH) && (!op->reading || traced_fs_possible()) && iez_owner();
     /* the emulated cluster's MDS sees every create, traced or placed (IEZ_MODE=off: nothing) */
     int place = op->creating && iez_placing();
     if (!op->track && !place)
@@ -121,14 +141,17 @@ static size_t read_layout(const struct iez_backend *be, int fd, char *stack, siz
     return n > 0 ? (size_t)n : 0;
 }
 
-static void trace_fd(int fd, int api, const char *abs, size_t len, int oflags, uint64_t pos, int shared, int created,
-                     int plan, const struct iez_backend *be, const struct iez_lum_bytes *known)
+/* Trace fd (reading: only if it is on the traced file system); 0, or -1 when it is not traced. */
+static int trace_fd(int fd, int api, const char *abs, size_t len, int oflags, uint64_t pos, int shared, int created,
+                    int plan, const struct iez_backend *be, const struct iez_lum_bytes *known, int reading)
 {
     struct stat st = {0};
     if (!known && (iez_sys_fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)))
-        return; /* what placement created is a regular file; anything else is looked at */
+        return -1; /* what placement created is a regular file; anything else is looked at */
     if (!be)
         be = iez_backend_of_fd(fd, st.st_dev, abs, len);
+    if (reading && !(be->caps & IEZ_BE_LUSTRE))
+        return -1;
     char stack[4096], *heap = NULL;
     const void *lum = known ? known->data : stack;
     size_t lumlen = known ? known->len : read_layout(be, fd, stack, sizeof stack, &heap);
@@ -138,6 +161,7 @@ static void trace_fd(int fd, int api, const char *abs, size_t len, int oflags, u
                                (be->caps & IEZ_BE_IOLOG) != 0};
     iez_trace_opened(fd, &fi);
     free(heap);
+    return 0;
 }
 
 struct iez_rec *iez_open_record(int api, const char *abs, size_t len, int created, int plan, int comm_size,
@@ -187,10 +211,13 @@ void iez_open_end(struct iez_open *op, int fd)
             if (iez_sys_fstat(fd, &st) == 0)
                 syscall(SYS_fchmod, fd, st.st_mode & 07777 & ~(0600 & ~op->mode));
         }
-        if (op->track)
+        /* not traced: what the number held before (closed unseen) is not this file either */
+        if (op->track &&
             trace_fd(fd, op->api, op->abs, op->abslen, op->flags, 0, 0, placed || (op->creating && !op->existed),
-                     op->pl.plan, op->pl.be, op->pl.set.data && placed ? &op->pl.set : NULL);
-    }
+                     op->pl.plan, op->pl.be, op->pl.set.data && placed ? &op->pl.set : NULL, op->reading))
+            iez_trace_mark(fd, &iez_fd_none[0]);
+    } else if (fd >= 0 && IEZ_UNLIKELY(iez_tracing) && iez_fd_get(fd))
+        iez_trace_closed(fd);
     if (IEZ_UNLIKELY(iez_access_files) && fd >= 0 && !(op->orig_flags & O_PATH))
         access_open(op, fd);
     if (op->active)
@@ -199,40 +226,40 @@ void iez_open_end(struct iez_open *op, int fd)
     iez_leave();
 }
 
-/* Trace the writable files this process was started with (a shell redirect, say). */
-static void open_init(void)
+struct iez_ofd *iez_fd_adopt(int fd, int writing)
 {
-    if (!iez_tracing)
-        return;
+    if (!iez_tracing || (unsigned)fd >= IEZ_FD_CHUNK * IEZ_FD_CHUNKS || !iez_owner() || !iez_enter())
+        return NULL;
     int saved = errno;
-    int dfd = iez_sys_openat(AT_FDCWD, "/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
-    char buf[4096];
-    long n;
-    while (dfd >= 0 && (n = syscall(SYS_getdents64, dfd, buf, sizeof buf)) > 0) {
-        for (long at = 0; at < n;) {
-            struct dirent64 *d = (struct dirent64 *)(buf + at);
-            at += d->d_reclen;
-            char *end;
-            long fd = strtol(d->d_name, &end, 10);
-            if (*end || end == d->d_name || fd == dfd)
-                continue;
-            int fl = (int)syscall(SYS_fcntl, (int)fd, F_GETFL);
-            if (fl < 0 || (fl & O_ACCMODE) == O_RDONLY)
-                continue;
-            char path[PATH_MAX];
-            ssize_t len = syscall(SYS_readlinkat, dfd, d->d_name, path, sizeof path - 1);
-            if (len <= 0 || path[0] != '/')
-                continue;
-            path[len] = 0;
-            if (len > 10 && !strcmp(path + len - 10, " (deleted)"))
-                continue;
-            off_t pos = iez_sys_lseek((int)fd, 0, SEEK_CUR);
-            trace_fd((int)fd, IEZ_API_POSIX, path, (size_t)len, fl, pos < 0 ? 0 : (uint64_t)pos, 1, 0, IEZ_PLAN_NONE, NULL, NULL);
-        }
+    struct iez_ofd *none = &iez_fd_none[0];
+    if (!writing && !traced_fs_possible()) {
+        none = &iez_fd_none[1];
+        goto out;
     }
-    if (dfd >= 0)
-        iez_sys_close(dfd);
+    int fl = (int)syscall(SYS_fcntl, fd, F_GETFL);
+    char link[32], path[PATH_MAX];
+    snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+    ssize_t len = fl < 0 ? -1 : syscall(SYS_readlinkat, AT_FDCWD, link, path, sizeof path - 1);
+    if (len <= 0 || path[0] != '/')
+        goto out;
+    path[len] = 0;
+    /* a removed file, or a name only the kernel has (anon_inode:, pipe:, socket:) */
+    if ((len > 10 && !strcmp(path + len - 10, " (deleted)")) || iez_system_path(path, (size_t)len))
+        goto out;
+    off_t pos = iez_sys_lseek(fd, 0, SEEK_CUR);
+    int reading = (fl & O_ACCMODE) == O_RDONLY || !writing;
+    if (trace_fd(fd, IEZ_API_POSIX, path, (size_t)len, fl, pos < 0 ? 0 : (uint64_t)pos, 1, 0, IEZ_PLAN_NONE, NULL,
+                 NULL, reading) == 0) {
+        struct iez_ofd *o = iez_fd_get(fd);
+        errno = saved;
+        iez_leave();
+        return o && !iez_fd_is_none(o) ? o : NULL;
+    }
+    /* not on the traced file system: a later write may still adopt it */
+    none = reading && (fl & O_ACCMODE) != O_RDONLY ? &iez_fd_none[1] : &iez_fd_none[0];
+out:
+    iez_trace_mark(fd, none);
     errno = saved;
+    iez_leave();
+    return NULL;
 }
-
-const struct iez_module iez_open_module = {.name = "open", .init = open_init};

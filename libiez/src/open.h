@@ -19,6 +19,7 @@
 
 struct iez_open {
     int entered, active, track, creating;
+    int reading;                     /* opened only to read: traced on the traced file system */
     int dirfd, flags, orig_flags, api;
     mode_t mode;
     const char *path;

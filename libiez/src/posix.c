@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <sys/sendfile.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -376,6 +377,45 @@ IEZ_EXPORT ssize_t splice(int in, off_t *inoff, int out, off_t *outoff, size_t n
     ssize_t r = IEZ_REAL(splice)(in, inoff, out, outoff, n, flags);
     iez_wrote(out, r, outoff && r > 0 ? *outoff - r : -1, t0);
     iez_read(in, r, inoff && r > 0 ? *inoff - r : -1, t0);
+    return r;
+}
+
+/* -- renames: the trace learns a file's final name (rsync writes under a temporary one) ------- */
+
+/* Every rename this process makes (not only of files it traced: `mv` after the writer exits is
+ * the common case), as what happened: a failed one (EXDEV included: the caller copies, and
+ * that copy is a create of its own) is not traced, an exchange is not a rename. */
+static void renamed(int r, int olddir, const char *old, int newdir, const char *new)
+{
+    if (IEZ_LIKELY(!iez_tracing) || r != 0 || !old || !new || !iez_owner() || !iez_enter())
+        return;
+    int saved = errno;
+    char from[PATH_MAX], to[PATH_MAX];
+    int n = iez_absolute(olddir, old, from, sizeof from), m = iez_absolute(newdir, new, to, sizeof to);
+    if (n >= 0 && m >= 0 && !iez_system_path(from, (size_t)n))
+        iez_trace_renamed(from, (size_t)n, to, (size_t)m);
+    errno = saved;
+    iez_leave();
+}
+
+IEZ_EXPORT int rename(const char *old, const char *new)
+{
+    int r = IEZ_REAL(rename)(old, new);
+    renamed(r, AT_FDCWD, old, AT_FDCWD, new);
+    return r;
+}
+
+IEZ_EXPORT int renameat(int olddir, const char *old, int newdir, const char *new)
+{
+    int r = IEZ_REAL(renameat)(olddir, old, newdir, new);
+    renamed(r, olddir, old, newdir, new);
+    return r;
+}
+
+IEZ_EXPORT int renameat2(int olddir, const char *old, int newdir, const char *new, unsigned flags)
+{
+    int r = IEZ_REAL(renameat2)(olddir, old, newdir, new, flags);
+    renamed((flags & RENAME_EXCHANGE) ? -1 : r, olddir, old, newdir, new);
     return r;
 }
 

@@ -69,6 +69,15 @@
     X(fseeko, int, (FILE *, off_t, int))                                          \
     X(fseeko64, int, (FILE *, off_t, int))                                        \
     X(rewind, void, (FILE *))                                                     \
+    X(fwrite_unlocked, size_t, (const void *, size_t, size_t, FILE *))            \
+    X(fread_unlocked, size_t, (void *, size_t, size_t, FILE *))                   \
+    X(fputs_unlocked, int, (const char *, FILE *))                                \
+    X(fputc_unlocked, int, (int, FILE *))                                         \
+    X(putc_unlocked, int, (int, FILE *))                                          \
+    X(putchar_unlocked, int, (int))                                               \
+    X(rename, int, (const char *, const char *))                                  \
+    X(renameat, int, (int, const char *, int, const char *))                      \
+    X(renameat2, int, (int, const char *, int, const char *, unsigned))           \
     X(pthread_create, int, (pthread_t *, const pthread_attr_t *, void *(*)(void *), void *))
 
 struct iez_real_table {

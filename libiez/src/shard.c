@@ -16,6 +16,10 @@ _Static_assert(sizeof(struct iez_rec) == IEZ_REC_FIXED, "record head is 64 bytes
 _Static_assert(offsetof(struct iez_rec, bytes_written) == 32, "counters at 32");
 _Static_assert(offsetof(struct iez_rec, comm_size) == 20, "communicator size at 20");
 _Static_assert(offsetof(struct iez_rec, write_align) == 18, "write facts at 18");
+_Static_assert(offsetof(struct iez_rec, segments) == 64, "version 3 facts at 64");
+_Static_assert(offsetof(struct iez_rec, read_max) == 80, "read fact at 80");
+_Static_assert(offsetof(struct iez_shard_header, job_id) == 360, "job context at 360");
+_Static_assert(offsetof(struct iez_shard_header, program) == 512, "program at 512");
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "shards are little-endian; this host is not");
 
 static uint32_t crc_table[256];
@@ -84,6 +88,11 @@ int iez_shard_create(struct iez_shard *sh, const char *dir, const struct iez_sha
     h->start_ns = (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
     snprintf(h->app, sizeof h->app, "%s", id->app);
     snprintf(h->host, sizeof h->host, "%s", id->host);
+    snprintf(h->program, sizeof h->program, "%s", id->program);
+    snprintf(h->job_id, sizeof h->job_id, "%s", id->job_id);
+    snprintf(h->array_task, sizeof h->array_task, "%s", id->array_task);
+    if (id->app_given)
+        h->flags = IEZ_SHARD_APP_GIVEN;
     sh->hdr = h;
     iez_shard_set_ident(sh, id->rank, id->run);
     sh->used = IEZ_SHARD_HEADER_SIZE;
@@ -137,5 +146,6 @@ void iez_shard_set_ident(struct iez_shard *sh, int rank, const char *run)
     h->rank = rank;
     memset(h->run, 0, sizeof h->run);
     snprintf(h->run, sizeof h->run, "%s", run);
-    h->crc = iez_crc32(0, h, offsetof(struct iez_shard_header, crc));
+    uint32_t crc = iez_crc32(0, h, offsetof(struct iez_shard_header, crc));
+    h->crc = iez_crc32(crc, h->program, IEZ_SHARD_HEADER_SIZE - offsetof(struct iez_shard_header, program));
 }

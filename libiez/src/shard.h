@@ -15,21 +15,25 @@
 #include "sysio.h"
 
 #define IEZ_SHARD_MAGIC "IEZTRACE"
-#define IEZ_SHARD_VERSION 2   /* 2: the record's write facts at 18 are live, outside its CRC */
-#define IEZ_SHARD_HEADER_SIZE 512
+/* 2: the record's write facts at 18 are live, outside its CRC; 3: job context and program name
+ * in the header (1024 bytes), reads, writer segments and renames in the record (96 bytes) */
+#define IEZ_SHARD_VERSION 3
+#define IEZ_SHARD_HEADER_SIZE 1024
 #define IEZ_SHARD_CHUNK (128u << 10)
 #define IEZ_REC_MAGIC 0x525A4549u /* the bytes "IEZR" */
-#define IEZ_REC_FIXED 64
+#define IEZ_REC_FIXED 96
 
 /* header flags */
 #define IEZ_SHARD_CLEAN_EXIT 0x1u    /* the process finished normally (exit or _exit) */
 #define IEZ_SHARD_PLAN_LOADED 0x2u
 #define IEZ_SHARD_PLAN_REJECTED 0x4u
+#define IEZ_SHARD_APP_GIVEN 0x8u     /* the app name came from IEZ_APP, not the program's name */
 
 /* record flags */
 #define IEZ_REC_CREATED 0x1u         /* this process created the file */
 #define IEZ_REC_PLAN_HIT 0x2u        /* created from the plan */
 #define IEZ_REC_PLAN_MISS 0x4u       /* created on Lustre / the emulated cluster, not in the plan */
+#define IEZ_REC_RENAME 0x8u          /* not a file: a rename of the path to the name in the layout's place */
 
 struct iez_shard_header {            /* 512 bytes at offset 0; all fields little-endian */
     char magic[8];                   /* "IEZTRACE" */
@@ -37,13 +41,16 @@ struct iez_shard_header {            /* 512 bytes at offset 0; all fields little
     int32_t pid, ppid, rank;
     uint64_t start_ns;               /* CLOCK_REALTIME, ns */
     char app[128], run[128], host[64];
-    char reserved[96];
-    uint32_t crc;                    /* CRC-32 (zlib) of bytes [0, 456) */
+    char job_id[64], array_task[32]; /* the batch system's job and array task ids ("": none) */
+    uint32_t crc;                    /* CRC-32 (zlib) of bytes [0, 456), then of [512, 1024) */
     /* live fields, updated in place */
     uint32_t flags;
     uint64_t end_ns;                 /* 0 until the process finishes */
     uint64_t plan_hits, plan_misses, plan_entries;
     char reserved2[16];
+    /* 512: static again, under the CRC */
+    char program[128];               /* this process's own program name (app may be the run's) */
+    char reserved3[384];
 };
 
 struct iez_rec {                     /* IEZ_REC_FIXED bytes, then path, then layout, 8-aligned */
@@ -60,6 +67,12 @@ struct iez_rec {                     /* IEZ_REC_FIXED bytes, then path, then lay
     /* live counters */
     uint64_t bytes_written, bytes_read, max_offset;
     uint64_t close_ns;               /* last close; 0 = open when the process ended */
+    /* 64, live: contiguous extents written (1 + writes that did not start where the previous one
+     * ended; 0: no write whose start is known), the end of the last such write + 1 (0: none),
+     * and the largest read as write_max is the largest write */
+    uint64_t segments, write_end;
+    uint8_t read_max;
+    uint8_t reserved[15];
 };
 
 struct iez_shard {
@@ -71,8 +84,8 @@ struct iez_shard {
 };
 
 struct iez_shard_ident {
-    const char *app, *run, *host;
-    int rank;
+    const char *app, *run, *host, *program, *job_id, *array_task;
+    int rank, app_given;
 };
 
 /* zlib's CRC-32 (Python's zlib.crc32), which every CRC of the trace formats is. */

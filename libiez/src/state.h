@@ -19,6 +19,9 @@ enum iez_api { IEZ_API_POSIX = 0, IEZ_API_STDIO = 1, IEZ_API_MPIIO = 2, IEZ_API_
 struct iez_config {
     int trace, place;            /* IEZ_MODE */
     char app[128], run[128], host[64];
+    char program[128];           /* this process's program name (app: IEZ_APP, else this) */
+    char job_id[64], array_task[32]; /* the batch system's, "" outside a job */
+    int app_given;               /* app came from IEZ_APP */
     int rank;
     char trace_dir[PATH_MAX];    /* "" = no tracing */
     char plan[PATH_MAX];         /* "" = no plan */

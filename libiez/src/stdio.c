@@ -19,21 +19,22 @@ int __vfprintf_chk(FILE *, int, const char *, va_list);
 int __printf_chk(int, const char *, ...);
 int __vprintf_chk(int, const char *, va_list);
 
-/* The traced descriptor under a stream, or NULL. */
-static struct iez_ofd *stream_ofd(FILE *fp, int *fd)
+/* The traced descriptor under a stream (writing, reading: adopted on its first use, as a
+ * descriptor is: stdout redirected to a file by the shell that exec'd this program), or NULL. */
+static struct iez_ofd *stream_ofd(FILE *fp, int *fd, int writing)
 {
     if (IEZ_LIKELY(!iez_tracing) || !fp)
         return NULL;
     int saved = errno;
     *fd = fileno_unlocked(fp);
     errno = saved;
-    return iez_fd_get(*fd);
+    return writing < 0 ? iez_fd_get(*fd) : iez_fd_use(*fd, writing);
 }
 
 static void stream_wrote(FILE *fp, long n)
 {
     int fd;
-    struct iez_ofd *o = n > 0 ? stream_ofd(fp, &fd) : NULL;
+    struct iez_ofd *o = n > 0 ? stream_ofd(fp, &fd, 1) : NULL;
     if (!o)
         return;
     int64_t off = -1;
@@ -52,7 +53,7 @@ static void stream_wrote(FILE *fp, long n)
 static void stream_read(FILE *fp, long n)
 {
     int fd;
-    struct iez_ofd *o = n > 0 ? stream_ofd(fp, &fd) : NULL;
+    struct iez_ofd *o = n > 0 ? stream_ofd(fp, &fd, 0) : NULL;
     if (o)
         iez_trace_read(o, fd, (uint64_t)n, -1, iez_io_t0());
 }
@@ -60,8 +61,8 @@ static void stream_read(FILE *fp, long n)
 static void stream_seeked(FILE *fp)
 {
     int fd;
-    struct iez_ofd *o = stream_ofd(fp, &fd);
-    if (!o)
+    struct iez_ofd *o = stream_ofd(fp, &fd, -1);
+    if (!o || iez_fd_is_none(o))
         return;
     int saved = errno;
     off_t p = ftello(fp);
@@ -125,7 +126,7 @@ IEZ_EXPORT FILE *fopen64(const char *path, const char *mode) { return do_fopen(I
 IEZ_EXPORT int fclose(FILE *fp)
 {
     int fd;
-    if (stream_ofd(fp, &fd))
+    if (stream_ofd(fp, &fd, -1))
         iez_trace_closed(fd);
     if (IEZ_LIKELY(!iez_access_files) || !fp)
         return IEZ_REAL(fclose)(fp);
@@ -187,6 +188,53 @@ IEZ_EXPORT int putc(int c, FILE *fp)
 IEZ_EXPORT int putchar(int c)
 {
     int r = IEZ_REAL(putchar)(c);
+    if (r != EOF)
+        stream_wrote(stdout, 1);
+    return r;
+}
+
+/* the _unlocked variants (coreutils' head, cat and dd write stdout with them) */
+IEZ_EXPORT size_t fwrite_unlocked(const void *buf, size_t size, size_t n, FILE *fp)
+{
+    size_t r = IEZ_REAL(fwrite_unlocked)(buf, size, n, fp);
+    stream_wrote(fp, (long)(r * size));
+    return r;
+}
+
+IEZ_EXPORT size_t fread_unlocked(void *buf, size_t size, size_t n, FILE *fp)
+{
+    size_t r = IEZ_REAL(fread_unlocked)(buf, size, n, fp);
+    stream_read(fp, (long)(r * size));
+    return r;
+}
+
+IEZ_EXPORT int fputs_unlocked(const char *s, FILE *fp)
+{
+    int r = IEZ_REAL(fputs_unlocked)(s, fp);
+    if (r >= 0)
+        stream_wrote(fp, (long)strlen(s));
+    return r;
+}
+
+IEZ_EXPORT int fputc_unlocked(int c, FILE *fp)
+{
+    int r = IEZ_REAL(fputc_unlocked)(c, fp);
+    if (r != EOF)
+        stream_wrote(fp, 1);
+    return r;
+}
+
+IEZ_EXPORT int putc_unlocked(int c, FILE *fp)
+{
+    int r = IEZ_REAL(putc_unlocked)(c, fp);
+    if (r != EOF)
+        stream_wrote(fp, 1);
+    return r;
+}
+
+IEZ_EXPORT int putchar_unlocked(int c)
+{
+    int r = IEZ_REAL(putchar_unlocked)(c);
     if (r != EOF)
         stream_wrote(stdout, 1);
     return r;

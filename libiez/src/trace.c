@@ -14,6 +14,7 @@
 #include "sysio.h"
 
 struct iez_ofd **iez_fdtab[IEZ_FD_CHUNKS];
+struct iez_ofd iez_fd_none[2];
 
 /* Everything below is guarded by `lock`, except the lock-free lookups and counter updates of
  * the write path. */
@@ -59,7 +60,8 @@ static int ensure_shard(void)
 {
     if (shard_state)
         return shard_state;
-    struct iez_shard_ident id = {iez_cfg.app, iez_cfg.run, iez_cfg.host, iez_cfg.rank};
+    struct iez_shard_ident id = {iez_cfg.app,     iez_cfg.run,        iez_cfg.host, iez_cfg.program,
+                                 iez_cfg.job_id, iez_cfg.array_task, iez_cfg.rank, iez_cfg.app_given};
     char why[PATH_MAX + 200];
     if (iez_shard_create(&shard, iez_cfg.trace_dir, &id, why, sizeof why)) {
         shard_state = -1;
@@ -155,6 +157,8 @@ static struct iez_ofd *ofd_new(void)
 
 static void ofd_put(struct iez_ofd *o)
 {
+    if (iez_fd_is_none(o))
+        return;
     if (__atomic_sub_fetch(&o->refs, 1, __ATOMIC_ACQ_REL) != 0)
         return;
     if (o->gen == iez_gen && o->rec)
@@ -189,7 +193,9 @@ void iez_trace_opened(int fd, const struct iez_file_info *fi)
     pthread_mutex_lock(&lock);
     struct iez_rec *r = finished ? NULL : record_for(fi);
     struct iez_ofd *o = r ? ofd_new() : NULL;
-    if (o) {
+    if (!o)
+        o = &iez_fd_none[0]; /* looked at: no second look at each write */
+    else {
         o->rec = r;
         o->gen = iez_gen;
         o->refs = 1;
@@ -208,7 +214,13 @@ void iez_trace_opened(int fd, const struct iez_file_info *fi)
  * entry is replaced when the number is opened again. */
 void iez_trace_closed(int fd)
 {
-    if (!iez_tracing || iez_busy || !iez_fd_get(fd) || !iez_owner())
+    struct iez_ofd *was = iez_tracing ? iez_fd_get(fd) : NULL;
+    if (!was || iez_busy || !iez_owner())
+        return;
+    /* a marker goes without the lock: closing a pipe or socket stays cheap */
+    if (iez_fd_is_none(was) &&
+        __atomic_compare_exchange_n(&iez_fdtab[(unsigned)fd / IEZ_FD_CHUNK][(unsigned)fd % IEZ_FD_CHUNK], &was, NULL,
+                                    0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
         return;
     pthread_mutex_lock(&lock);
     struct iez_ofd *o = slot_xchg(fd, NULL);
@@ -223,9 +235,9 @@ void iez_trace_dup(int oldfd, int newfd)
         return;
     pthread_mutex_lock(&lock);
     struct iez_ofd *o = iez_fd_get(oldfd);
-    if (o && fd_trackable(newfd))
+    if (o && !iez_fd_is_none(o) && fd_trackable(newfd))
         __atomic_add_fetch(&o->refs, 1, __ATOMIC_ACQ_REL);
-    else
+    else if (o && !iez_fd_is_none(o))
         o = NULL;
     struct iez_ofd *prev = slot_xchg(newfd, o);
     if (prev)
@@ -255,7 +267,7 @@ void iez_trace_close_range(unsigned first, unsigned last)
 void iez_trace_set_append(int fd, int append)
 {
     struct iez_ofd *o = iez_tracing && append ? iez_fd_get(fd) : NULL;
-    if (o)
+    if (o && !iez_fd_is_none(o))
         __atomic_store_n(&o->ask_pos, 1, __ATOMIC_RELAXED);
 }
 
@@ -354,6 +366,7 @@ void iez_trace_read(struct iez_ofd *o, int fd, uint64_t n, int64_t off, uint64_t
         return;
     int mt = iez_multithreaded();
     add(&r->bytes_read, n, mt);
+    iez_byte_max(&r->read_max, iez_size_fact(n), mt);
     uint64_t end = off >= 0 ? (uint64_t)off + n : add(&o->pos, n, mt);
     if (o->iolog && (off >= 0 || !__atomic_load_n(&o->ask_pos, __ATOMIC_RELAXED) || !kernel_pos(o, fd, &end)) &&
         end >= n)
@@ -405,7 +418,45 @@ void iez_trace_rec_wrote(struct iez_rec *r, uint64_t n, uint64_t end, int contig
         __atomic_store_n(&r->max_offset, end, __ATOMIC_RELAXED);
 }
 
-void iez_trace_rec_read(struct iez_rec *r, uint64_t n, int mt) { add(&r->bytes_read, n, mt); }
+void iez_trace_rec_read(struct iez_rec *r, uint64_t n, int mt)
+{
+    add(&r->bytes_read, n, mt);
+    iez_byte_max(&r->read_max, iez_size_fact(n), mt);
+}
+
+void iez_trace_mark(int fd, struct iez_ofd *none)
+{
+    if (!fd_trackable(fd))
+        return;
+    pthread_mutex_lock(&lock);
+    struct iez_ofd *prev = slot_xchg(fd, none);
+    if (prev)
+        ofd_put(prev);
+    pthread_mutex_unlock(&lock);
+}
+
+/* One record of its own, published as a file's is: the old name where a path goes, the new one
+ * where a layout goes (the reader gives the old name's records the new one). The records of
+ * the old name stay as they are: a published record's path is under its CRC. */
+void iez_trace_renamed(const char *from, size_t from_len, const char *to, size_t to_len)
+{
+    if (from_len > UINT16_MAX || to_len > UINT16_MAX)
+        return;
+    pthread_mutex_lock(&lock);
+    struct iez_rec *r = finished || ensure_shard() != 1
+                            ? NULL
+                            : iez_shard_alloc(&shard, (IEZ_REC_FIXED + from_len + to_len + 7) & ~(size_t)7);
+    if (r) {
+        r->flags = IEZ_REC_RENAME;
+        r->path_len = (uint16_t)from_len;
+        r->lum_len = (uint16_t)to_len;
+        r->open_ns = r->close_ns = iez_now_ns();
+        memcpy((char *)r + IEZ_REC_FIXED, from, from_len);
+        memcpy((char *)r + IEZ_REC_FIXED + from_len, to, to_len);
+        iez_shard_commit(r);
+    }
+    pthread_mutex_unlock(&lock);
+}
 
 void iez_trace_set_ident(int rank, const char *run)
 {

@@ -27,6 +27,13 @@ struct iez_ofd {
     struct iez_ofd *next_free;
 };
 
+/* Slot markers for descriptors looked at and found not worth tracing, so that each costs one
+ * look (iez_fd_adopt) and nothing after: [0] nothing to trace (a pipe, a socket, a tty, no room
+ * in the shard), [1] its reads are not traced (not on the traced file system), a write decides.
+ * Never handed to the counters; a close or an open of the number clears them. */
+extern struct iez_ofd iez_fd_none[2];
+static inline int iez_fd_is_none(const struct iez_ofd *o) { return o == &iez_fd_none[0] || o == &iez_fd_none[1]; }
+
 #define IEZ_FD_CHUNK 1024u
 #define IEZ_FD_CHUNKS 1024u          /* descriptors below 1M are traced */
 extern struct iez_ofd **iez_fdtab[IEZ_FD_CHUNKS];
@@ -37,6 +44,25 @@ static inline struct iez_ofd *iez_fd_get(int fd)
         return NULL;
     struct iez_ofd **c = __atomic_load_n(&iez_fdtab[(unsigned)fd / IEZ_FD_CHUNK], __ATOMIC_ACQUIRE);
     return c ? __atomic_load_n(&c[(unsigned)fd % IEZ_FD_CHUNK], __ATOMIC_ACQUIRE) : NULL;
+}
+
+/* A descriptor this process did not open through libiez (inherited across exec: a shell
+ * redirect, a launcher's file; opened by a raw call) and now written (writing 1) or read: one
+ * fstat and one readlink decide, under the rules of an open (open.c); its traced descriptor, or
+ * NULL, the slot then holding an iez_fd_none marker. */
+struct iez_ofd *iez_fd_adopt(int fd, int writing);
+/* Put a marker (iez_fd_none) in fd's slot. */
+void iez_trace_mark(int fd, struct iez_ofd *none);
+
+/* The traced descriptor fd refers to, adopting an unknown one on its first use; NULL: not traced. */
+static inline struct iez_ofd *iez_fd_use(int fd, int writing)
+{
+    struct iez_ofd *o = iez_fd_get(fd);
+    if (IEZ_LIKELY(o && !iez_fd_is_none(o)))
+        return o;
+    if (!o || (writing && o == &iez_fd_none[1]))
+        return iez_fd_adopt(fd, writing);
+    return NULL;
 }
 
 /* The record's write facts (docs/trace-format.md), each a byte kept by a compare-and-max so the
@@ -55,13 +81,30 @@ static inline void iez_byte_max(uint8_t *at, uint8_t v, int mt)
         ;
 }
 
+/* log2 + 1 of n > 0 rounded up to a power of two: the size facts' byte */
+static inline uint8_t iez_size_fact(uint64_t n) { return (uint8_t)(n > 1 ? 65 - __builtin_clzll(n - 1) : 1); }
+
 /* A write of n > 0 bytes that ended at end; start_known 0: where it started is not known (the
- * size still counts). mt: another thread may update r at the same time. */
+ * size still counts). mt: another thread may update r at the same time. A write that does not
+ * start where the last one ended starts a new segment: the exchange gives each thread the end
+ * of the write before its own, so concurrent writers still count their own discontinuities. */
 static inline void iez_note_write(struct iez_rec *r, uint64_t n, uint64_t end, int start_known, int mt)
 {
-    iez_byte_max(&r->write_max, (uint8_t)(n > 1 ? 65 - __builtin_clzll(n - 1) : 1), mt);
-    if (start_known && end >= n)
-        iez_byte_max(&r->write_align, (uint8_t)(64 - __builtin_ctzll((end - n) | n)), mt);
+    iez_byte_max(&r->write_max, iez_size_fact(n), mt);
+    if (!start_known || end < n)
+        return;
+    iez_byte_max(&r->write_align, (uint8_t)(64 - __builtin_ctzll((end - n) | n)), mt);
+    uint64_t prev;
+    if (mt) {
+        prev = __atomic_exchange_n(&r->write_end, end + 1, __ATOMIC_RELAXED);
+        if (prev != end - n + 1)
+            __atomic_add_fetch(&r->segments, 1, __ATOMIC_RELAXED);
+        return;
+    }
+    prev = __atomic_load_n(&r->write_end, __ATOMIC_RELAXED);
+    __atomic_store_n(&r->write_end, end + 1, __ATOMIC_RELAXED);
+    if (prev != end - n + 1)
+        __atomic_store_n(&r->segments, __atomic_load_n(&r->segments, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
 }
 
 /* Accounting for an operation on a traced descriptor. off < 0: at the file position; t0: when
@@ -76,7 +119,7 @@ __attribute__((always_inline)) static inline void iez_wrote(int fd, ssize_t n, i
 {
     if (IEZ_LIKELY(!iez_tracing) || n <= 0)
         return;
-    struct iez_ofd *o = iez_fd_get(fd);
+    struct iez_ofd *o = iez_fd_use(fd, 1);
     if (!o)
         return;
     /* the common case inline: one thread, a position of our own, the record bound here */
@@ -97,7 +140,7 @@ static inline void iez_read(int fd, ssize_t n, int64_t off, uint64_t t0)
 {
     if (IEZ_LIKELY(!iez_tracing) || n <= 0)
         return;
-    struct iez_ofd *o = iez_fd_get(fd);
+    struct iez_ofd *o = iez_fd_use(fd, 0);
     if (o)
         iez_trace_read(o, fd, (uint64_t)n, off, t0);
 }
@@ -107,7 +150,7 @@ static inline void iez_seeked(int fd, int64_t pos)
     if (IEZ_LIKELY(!iez_tracing) || pos < 0)
         return;
     struct iez_ofd *o = iez_fd_get(fd);
-    if (o)
+    if (o && !iez_fd_is_none(o))
         iez_trace_seeked(o, (uint64_t)pos);
 }
 
@@ -137,6 +180,8 @@ void iez_trace_file_closed(struct iez_rec *r);
  * may update it at the same time. */
 void iez_trace_rec_wrote(struct iez_rec *r, uint64_t n, uint64_t end, int contiguous, int mt);
 void iez_trace_rec_read(struct iez_rec *r, uint64_t n, int mt);
+/* A file (or directory) this process traces names for was renamed: absolute names. */
+void iez_trace_renamed(const char *from, size_t from_len, const char *to, size_t to_len);
 /* The rank and run id this process turned out to have (MPI_Init). */
 void iez_trace_set_ident(int rank, const char *run);
 /* MPI_Finalize: finish the trace as at exit; the shard's size and which file it is (*file), or

@@ -21,7 +21,12 @@ docs/references.md#s000-table1), because a layout is chosen once, at create. Rul
   MPI-IO's, not ROMIO's aggregated POSIX writes beneath): the most common transfer size among
   its writers (ties: the larger), since ranks of one job mostly write alike and a lone rank
   writing a header or a tail must not set it; and the smallest alignment any of them wrote
-  with. 0 when no record knows.
+  with. 0 when no record knows. writer_segments is the largest number of contiguous extents
+  one writer of that kind of layer wrote (1: one block per writer), read_size the readers'
+  most common largest read, read_bytes as write_bytes are.
+- A file the run read but did not create is one of `Ingested.reads` (a read-only run is
+  imported as reads); final_path is the name a rename in the run gave the file; host is the
+  creator's (or first reader's).
 
 Pure: takes records, returns requests; no I/O.
 """
@@ -30,7 +35,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field, replace
-from typing import Iterable
+from typing import Callable, Iterable
 
 from iez.errors import IezError, LayoutError
 from iez.layout.layout import FileLayout, Layout
@@ -51,6 +56,9 @@ class Ingested:
 
     requests: list[Request] = field(default_factory=list)
     not_created: int = 0  # files written or read but not created by the run
+    # Files the run read but did not create (write_bytes: what it wrote in place, mostly 0),
+    # ordered as requests are: for read plans and the audit.
+    reads: list[Request] = field(default_factory=list)
     plan_hits: int = 0  # created files placed from a plan (libiez only)
     plan_misses: int = 0  # created files a plan was loaded for but that it did not name
 
@@ -74,30 +82,55 @@ def _api_level(api: str, path: str) -> int:
         raise TraceError(f"{path}: unknown API {api!r} (one of {', '.join(API_LEVEL)})") from None
 
 
-def _write_facts(path: str, recs: list[FileRecord]) -> tuple[int, int, int]:
-    """(writers, transfer_size, write_align) of one file's records, 0 where not known."""
+def _top_layer(path: str, recs: list[FileRecord], known: Callable[[FileRecord], int]) -> list[FileRecord]:
+    """The records of the highest API layer all of whose records know a fact (the calls the
+    application made: MPI-IO's, not ROMIO's aggregated POSIX calls beneath); [] if none."""
+    layers = {r.api for r in recs if all(known(w) > 0 for w in recs if w.api == r.api)}
+    if not layers:
+        return []
+    top = max(layers, key=lambda a: _api_level(a, path))
+    return [r for r in recs if r.api == top]
+
+
+def _most_common(sizes: Iterable[int]) -> int:
+    """The most common size (ties: the larger), 0 for none."""
+    count = Counter(sizes)
+    return max(count, key=lambda s: (count[s], s)) if count else 0
+
+
+def _write_facts(path: str, recs: list[FileRecord]) -> tuple[int, int, int, int]:
+    """(writers, transfer_size, write_align, writer_segments) of one file's records, 0 where not known."""
     wrote = [r for r in recs if r.bytes_written > 0]
     if not wrote:
-        return 0, 0, 0
+        return 0, 0, 0, 0
     writers = max(len({(r.rank, r.host, r.pid) for r in wrote}), max(r.writers for r in wrote))
-    layers = {r.api for r in wrote if all(w.transfer_size > 0 for w in wrote if w.api == r.api)}
-    if not layers:
-        return writers, 0, 0
-    top = max(layers, key=lambda a: _api_level(a, path))
-    layer = [r for r in wrote if r.api == top]
-    sizes = Counter(r.transfer_size for r in layer)
-    transfer = max(sizes, key=lambda s: (sizes[s], s))
-    return writers, transfer, min((r.write_align for r in layer if r.write_align > 0), default=0)
+    layer = _top_layer(path, wrote, lambda r: r.transfer_size)
+    segments = max((r.writer_segments for r in _top_layer(path, wrote, lambda r: r.writer_segments)), default=0)
+    return (writers, _most_common(r.transfer_size for r in layer),
+            min((r.write_align for r in layer if r.write_align > 0), default=0), segments)
+
+
+def _read_facts(path: str, recs: list[FileRecord]) -> tuple[int, int]:
+    """(read_bytes, read_size) of one file's records: bytes as write bytes are (the largest layer
+    total), the readers' most common largest read of the highest layer that knows it."""
+    per_layer: dict[str, int] = defaultdict(int)
+    for r in recs:
+        per_layer[r.api] += r.bytes_read
+    read = [r for r in recs if r.bytes_read > 0]
+    return max(per_layer.values()), _most_common(r.read_size for r in _top_layer(path, read, lambda r: r.read_size))
 
 
 def _file_request(path: str, recs: list[FileRecord], t0: float, app: str, run: str) -> Request:
+    """The file's request: of its creators when the run created it, else of its readers."""
     per_layer: dict[str, int] = defaultdict(int)
     for r in recs:
-        if (r.bytes_written < 0 or r.rank < 0 or r.comm_size < 0 or r.transfer_size < 0 or r.write_align < 0
-                or r.writers < 0):
+        if (r.bytes_written < 0 or r.bytes_read < 0 or r.rank < 0 or r.comm_size < 0 or r.transfer_size < 0
+                or r.write_align < 0 or r.writers < 0 or r.writer_segments < 0 or r.read_size < 0):
             raise TraceError(f"{path}: negative bytes, rank, communicator size or write facts in the trace")
         per_layer[r.api] += r.bytes_written
     creators = sorted((r for r in recs if r.created), key=lambda r: (r.rank, r.open_time))
+    if not creators:
+        creators = sorted(recs, key=lambda r: (r.rank, r.open_time))
     first = creators[0]
     api = max((r.api for r in recs), key=lambda a: _api_level(a, path))
     layout = None
@@ -111,7 +144,8 @@ def _file_request(path: str, recs: list[FileRecord], t0: float, app: str, run: s
         head = layout.parts()[0].layout
         stripe_count = stripe_count or head.stripe_count
         pool = head.pool
-    writers, transfer_size, write_align = _write_facts(path, recs)
+    writers, transfer_size, write_align, segments = _write_facts(path, recs)
+    read_bytes, read_size = _read_facts(path, recs)
     return Request(
         path=path,
         write_bytes=max(per_layer.values()),
@@ -127,6 +161,11 @@ def _file_request(path: str, recs: list[FileRecord], t0: float, app: str, run: s
         writers=writers,
         transfer_size=transfer_size,
         write_align=write_align,
+        writer_segments=segments,
+        read_bytes=read_bytes,
+        read_size=read_size,
+        host=first.host,
+        final_path=next((r.renamed_to for r in creators + recs if r.renamed_to), ""),
     )
 
 
@@ -147,6 +186,8 @@ def ingest(records: Iterable[FileRecord], app: str = "", run: str = "") -> Inges
     for path, recs in by_path.items():
         if not any(r.created for r in recs):
             out.not_created += 1
+            if any(r.bytes_read > 0 for r in recs):
+                out.reads.append(_file_request(path, recs, t0, app, run))
             continue
         req = _file_request(path, recs, t0, app, run)
         hits = [r.plan_hit for r in recs if r.created and r.plan_hit is not None]
@@ -157,5 +198,6 @@ def ingest(records: Iterable[FileRecord], app: str = "", run: str = "") -> Inges
             else:
                 out.plan_misses += 1
         out.requests.append(req)
-    out.requests.sort(key=lambda q: (q.create_time, q.rank, q.path))
+    for qs in (out.requests, out.reads):
+        qs.sort(key=lambda q: (q.create_time, q.rank, q.path))
     return out

@@ -35,3 +35,10 @@ class FileRecord:
     #                         Darshan the most common access size
     write_align: int = 0  # the largest power of two dividing every write's offset and size
     writers: int = 1  # processes this record stands for: 1, or all ranks for Darshan's shared record
+    # Version 3 shards (0 / "" when the trace does not know):
+    writer_segments: int = 0  # contiguous extents this process wrote (1 = one block)
+    read_size: int = 0  # its typical read: libiez the largest, rounded up to a power of two
+    renamed_to: str = ""  # the name the file ended up with after renames in the run
+    program: str = ""  # the process's own program name (app may be the run's: IEZ_APP)
+    job_id: str = ""  # the batch system's job id (SLURM_JOB_ID, PBS_JOBID, LSB_JOBID, FLUX_JOB_ID)
+    array_task: str = ""  # its array task id (SLURM_ARRAY_TASK_ID, PBS_ARRAY_INDEX, ...)

@@ -11,11 +11,12 @@ skipped, never misread.
 
 from __future__ import annotations
 
+import bisect
 import struct
 import warnings
 import zlib
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from iez.errors import IezError
@@ -23,37 +24,51 @@ from iez.plan import format_layout
 from iez.trace.record import FileRecord
 
 MAGIC = b"IEZTRACE"
-VERSION = 2  # 1 is read too: its bytes 18-19 are zero (write facts unknown) and in the CRC
-VERSIONS = (1, 2)
+VERSION = 3  # 1 and 2 are read too: 1's bytes 18-19 are zero (write facts unknown) and in the CRC
+VERSIONS = (1, 2, 3)
 SUFFIX = ".shard"
 JOB_SUFFIX = ".job"
 JOB_MAGIC = b"IEZJOBTR"
 JOB_VERSION = 1
 JOB_HEADER = 64
 REC_MAGIC = 0x525A4549  # the bytes "IEZR"
-REC_FIXED = 64
+REC_FIXED = 96  # version 3; 64 before
+HEADER_SIZE = 1024  # version 3; 512 before
 HEADER_CRC_END = 456
+PROGRAM = slice(512, 640)  # version 3: the process's own program name
 
-# header: magic, version, header_size, chunk_size, pid, ppid, rank, start_ns, app, run, host
-_HEAD = struct.Struct("<8sIIIiiiQ128s128s64s")
+# header: magic, version, header_size, chunk_size, pid, ppid, rank, start_ns, app, run, host,
+#         job_id, array_task (version 3; zero, so "", before)
+_HEAD = struct.Struct("<8sIIIiiiQ128s128s64s64s32s")
 # live header fields at 456: crc, flags, end_ns, plan_hits, plan_misses, plan_entries
 _LIVE = struct.Struct("<IIQQQQ")
 # record: magic, size, crc, api, flags, path_len, lum_len, write_align, write_max, comm_size,
 #         open_ns, bytes_written, bytes_read, max_offset, close_ns
 _REC = struct.Struct("<IIIBBHHBBIQQQQQ")
+# version 3's live record facts at 64: segments, write_end + 1, read_max
+_REC3 = struct.Struct("<QQB")
 LIVE_FACTS = slice(18, 20)  # the write facts: live since version 2, so the CRC takes them as 0
 # merged job trace: magic, version, header size, shards, ranks, written ns, index CRC, header CRC
 _JOB = struct.Struct("<8sIIIIQII")
 _JOB_ENTRY = struct.Struct("<QQiI")  # offset, length, rank, CRC-32 of the shard's bytes
-assert _HEAD.size == 360 and _REC.size == REC_FIXED
+assert _HEAD.size == 456 and _REC.size == 64
 
-CLEAN_EXIT, PLAN_LOADED, PLAN_REJECTED = 0x1, 0x2, 0x4
-REC_CREATED, REC_PLAN_HIT, REC_PLAN_MISS = 0x1, 0x2, 0x4
+CLEAN_EXIT, PLAN_LOADED, PLAN_REJECTED, APP_GIVEN = 0x1, 0x2, 0x4, 0x8
+REC_CREATED, REC_PLAN_HIT, REC_PLAN_MISS, REC_RENAME = 0x1, 0x2, 0x4, 0x8
 APIS = {0: "posix", 1: "stdio", 2: "mpiio", 3: "hdf5"}
 
 
 class ShardWarning(UserWarning):
     """A shard was damaged or truncated: its intact records were still read."""
+
+
+@dataclass(frozen=True)
+class Rename:
+    """A successful rename a traced process made (version 3): old and new absolute names."""
+
+    old: str
+    new: str
+    time: float  # epoch seconds
 
 
 @dataclass(frozen=True)
@@ -76,6 +91,11 @@ class Shard:
     plan_entries: int
     records: tuple[FileRecord, ...]
     warning: str | None = None
+    program: str = ""  # this process's own program name ("" before version 3)
+    app_given: bool = False  # app came from IEZ_APP (else it is the program's name)
+    job_id: str = ""
+    array_task: str = ""
+    renames: tuple[Rename, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -107,7 +127,13 @@ class Trace:
 
     @property
     def records(self) -> list[FileRecord]:
-        return [r for s in self.shards for r in s.records]
+        """Every record, each with the name its file ended up with after the renames of its
+        run (any process of the run may have renamed it: `mv` after the writer exited)."""
+        runs: dict[str, list[Rename]] = defaultdict(list)
+        for s in self.shards:
+            runs[s.run].extend(s.renames)
+        finals = {run: _Renames(rs) for run, rs in runs.items() if rs}
+        return [finals[r.run].apply(r) if r.run in finals else r for s in self.shards for r in s.records]
 
     @property
     def warnings(self) -> list[str]:
@@ -121,6 +147,42 @@ class Trace:
                            sum(s.plan_hits for s in ss), sum(s.plan_misses for s in ss),
                            any(s.plan == "rejected" for s in ss))
                 for (app, run), ss in sorted(groups.items())]
+
+
+class _Renames:
+    """A run's renames in time order, to follow a name through them (a directory's rename
+    renames what is under it). Each step takes a later rename, so a loop (a -> b -> a) ends."""
+
+    def __init__(self, renames: list[Rename]) -> None:
+        self.order = sorted(renames, key=lambda r: r.time)
+        self.times = [r.time for r in self.order]
+        self.by_old: dict[str, list[int]] = defaultdict(list)
+        for i, r in enumerate(self.order):
+            self.by_old[r.old].append(i)
+
+    def _next(self, name: str, after: int) -> int | None:
+        """The first rename after index `after` of name or of a directory above it."""
+        best = None
+        prefix = name
+        while prefix:
+            idx = self.by_old.get(prefix)
+            if idx:
+                j = bisect.bisect_right(idx, after)
+                if j < len(idx) and (best is None or idx[j] < best):
+                    best = idx[j]
+            prefix = prefix.rsplit("/", 1)[0] if prefix.count("/") > 1 else ""
+        return best
+
+    def final(self, path: str, since: float) -> str:
+        name, k = path, bisect.bisect_left(self.times, since) - 1
+        while (i := self._next(name, k)) is not None:
+            r = self.order[i]
+            name, k = r.new + name[len(r.old):], i
+        return name
+
+    def apply(self, rec: FileRecord) -> FileRecord:
+        final = self.final(rec.path, rec.open_time)
+        return replace(rec, renamed_to=final) if final != rec.path else rec
 
 
 def _text(raw: bytes) -> str:
@@ -138,20 +200,20 @@ def _layout_fields(lum: bytes, max_offset: int) -> tuple[str, int, int, tuple[in
     return format_layout(fl), part.layout.stripe_count, part.layout.stripe_size, tuple(fl.osts())
 
 
-def _sane(data: bytes, off: int, chunk: int) -> tuple[int, int, int, int] | None:
+def _sane(data: bytes, off: int, chunk: int, fixed: int) -> tuple[int, int, int, int] | None:
     """(size, crc, path_len, lum_len) of a plausible record at off, or None."""
-    if off + REC_FIXED > len(data):
+    if off + fixed > len(data):
         return None
     magic, size, crc, _, _, plen, llen = struct.unpack_from("<IIIBBHH", data, off)
-    if size < REC_FIXED or size % 8 or off % chunk + size > chunk or REC_FIXED + plen + llen > size:
+    if size < fixed or size % 8 or off % chunk + size > chunk or fixed + plen + llen > size:
         return None
     return size, crc, plen, llen
 
 
-def _crc_ok(data: bytes, off: int, crc: int, plen: int, llen: int) -> bool:
-    # Version 1 wrote zeros at 18-19, so taking them as 0 reads both versions.
+def _crc_ok(data: bytes, off: int, crc: int, plen: int, llen: int, fixed: int) -> bool:
+    # Version 1 wrote zeros at 18-19, so taking them as 0 reads every version.
     c = zlib.crc32(data[off + 12:off + LIVE_FACTS.start] + bytes(2) + data[off + LIVE_FACTS.stop:off + 32])
-    return zlib.crc32(data[off + REC_FIXED:off + REC_FIXED + plen + llen], c) == crc
+    return zlib.crc32(data[off + fixed:off + fixed + plen + llen], c) == crc
 
 
 def _read(p: Path, what: str) -> bytes:
@@ -175,14 +237,21 @@ def parse_shard(data: bytes, p: Path, where: str = "") -> Shard:
     p_name = f"{p}{where}"
     if len(data) < 512 or data[:8] != MAGIC:
         return _bad(p, f"{p_name}: not a libiez trace shard (bad magic or shorter than its header)")
-    magic, version, hsize, chunk, pid, ppid, rank, start, app, run, host = _HEAD.unpack_from(data)
+    magic, version, hsize, chunk, pid, ppid, rank, start, app, run, host, job, task = _HEAD.unpack_from(data)
     crc, flags, end, hits, misses, entries = _LIVE.unpack_from(data, HEADER_CRC_END)
     if version not in VERSIONS:
         return _bad(p, f"{p_name}: trace shard version {version} is not supported (this iez reads {VERSIONS[0]} to {VERSION})")
-    if zlib.crc32(data[:HEADER_CRC_END]) != crc or hsize != 512 or chunk < 4096 or chunk % 8:
+    v3 = version >= 3
+    want, fixed = (HEADER_SIZE, REC_FIXED) if v3 else (512, 64)
+    head_crc = zlib.crc32(data[:HEADER_CRC_END])
+    if v3:  # the version 3 fields at 512 are under the same CRC
+        head_crc = zlib.crc32(data[HEADER_CRC_END + 56:HEADER_SIZE], head_crc)
+    if len(data) < hsize or head_crc != crc or hsize != want or chunk < 4096 or chunk % 8:
         return _bad(p, f"{p_name}: the shard's header is damaged; its records cannot be attributed")
-    common = dict(app=_text(app), run=_text(run), host=_text(host), pid=pid, rank=rank)
+    common = dict(app=_text(app), run=_text(run), host=_text(host), pid=pid, rank=rank,
+                  program=_text(data[PROGRAM]) if v3 else "", job_id=_text(job), array_task=_text(task))
     records: list[FileRecord] = []
+    renames: list[Rename] = []
     problems: list[str] = []
     off = hsize
     while off < len(data):
@@ -197,18 +266,21 @@ def parse_shard(data: bytes, p: Path, where: str = "") -> Shard:
                 problems.append(f"stray bytes at {off}")
             off = nxt
             continue
-        rec = _sane(data, off, chunk)
+        rec = _sane(data, off, chunk, fixed)
         if rec is not None and off + rec[0] > len(data):
             problems.append(f"truncated in the record at byte {off}")
             break
         if rec is not None and rmagic == 0:  # allocated, never published (killed while writing it)
             off += rec[0]
             continue
-        if rec is None or rmagic != REC_MAGIC or not _crc_ok(data, off, rec[1], rec[2], rec[3]):
+        if rec is None or rmagic != REC_MAGIC or not _crc_ok(data, off, rec[1], rec[2], rec[3], fixed):
             problems.append(f"damaged record at byte {off}")
-            off = _resync(data, off + 8, chunk)
+            off = _resync(data, off + 8, chunk, fixed)
             continue
-        records.append(_record(data, off, rec[2], rec[3], common, problems))
+        if v3 and data[off + 13] & REC_RENAME:
+            renames.append(_rename(data, off, rec[2], rec[3]))
+        else:
+            records.append(_record(data, off, rec[2], rec[3], fixed, common, problems))
         off += rec[0]
     plan = "rejected" if flags & PLAN_REJECTED else "loaded" if flags & PLAN_LOADED else "none"
     warning = None
@@ -216,31 +288,44 @@ def parse_shard(data: bytes, p: Path, where: str = "") -> Shard:
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
         warning = f"{p_name}: {problems[0]}{more}; read {len(records)} intact records"
     return Shard(p, common["app"], common["run"], common["host"], pid, ppid, rank, start / 1e9, end / 1e9,
-                 bool(flags & CLEAN_EXIT), plan, hits, misses, entries, tuple(records), warning)
+                 bool(flags & CLEAN_EXIT), plan, hits, misses, entries, tuple(records), warning,
+                 program=common["program"], app_given=bool(flags & APP_GIVEN), job_id=common["job_id"],
+                 array_task=common["array_task"], renames=tuple(renames))
 
 
 def _with(shard: Shard, warning: str) -> Shard:
     return Shard(**{**shard.__dict__, "warning": warning})
 
 
-def _resync(data: bytes, off: int, chunk: int) -> int:
+def _resync(data: bytes, off: int, chunk: int, fixed: int) -> int:
     """The next offset, 8-aligned, that holds a valid record or starts a chunk."""
     off += -off % 8
     while off < len(data):
         if off % chunk == 0:
             return off
-        rec = _sane(data, off, chunk)
-        if rec and struct.unpack_from("<I", data, off)[0] == REC_MAGIC and _crc_ok(data, off, rec[1], rec[2], rec[3]):
+        rec = _sane(data, off, chunk, fixed)
+        if (rec and struct.unpack_from("<I", data, off)[0] == REC_MAGIC
+                and _crc_ok(data, off, rec[1], rec[2], rec[3], fixed)):
             return off
         off += 8
     return off
 
 
-def _record(data: bytes, off: int, plen: int, llen: int, common: dict, problems: list[str]) -> FileRecord:
+def _name(raw: bytes) -> str:
+    return raw.decode("utf-8", "surrogateescape")
+
+
+def _rename(data: bytes, off: int, plen: int, llen: int) -> Rename:
+    at = off + REC_FIXED
+    return Rename(_name(data[at:at + plen]), _name(data[at + plen:at + plen + llen]), _REC.unpack_from(data, off)[10] / 1e9)
+
+
+def _record(data: bytes, off: int, plen: int, llen: int, fixed: int, common: dict, problems: list[str]) -> FileRecord:
     (_, _, _, api, flags, _, _, align, wmax, comm_size, open_ns, written, read, max_offset,
      close_ns) = _REC.unpack_from(data, off)
-    path = data[off + REC_FIXED:off + REC_FIXED + plen].decode("utf-8", "surrogateescape")
-    lum = data[off + REC_FIXED + plen:off + REC_FIXED + plen + llen]
+    segments, _, rmax = _REC3.unpack_from(data, off + 64) if fixed > 64 else (0, 0, 0)
+    path = _name(data[off + fixed:off + fixed + plen])
+    lum = data[off + fixed + plen:off + fixed + plen + llen]
     osts: tuple[int, ...] = ()
     layout, count, size = "", 0, 0
     if lum:
@@ -254,7 +339,8 @@ def _record(data: bytes, off: int, plen: int, llen: int, common: dict, problems:
                       stripe_size=size, osts=osts, layout=layout, open_time=open_ns / 1e9,
                       close_time=close_ns / 1e9, comm_size=max(comm_size, 1), plan_hit=hit,
                       transfer_size=1 << (wmax - 1) if wmax else 0,
-                      write_align=1 << (64 - align) if 0 < align <= 64 else 0, **common)
+                      write_align=1 << (64 - align) if 0 < align <= 64 else 0, writer_segments=segments,
+                      read_size=1 << (rmax - 1) if rmax else 0, **common)
 
 
 def read_job(path: str | Path) -> list[Shard]:
