@@ -111,6 +111,43 @@ def test_files_not_created_by_the_run_are_counted_not_requested():
     assert len(got.requests) == 2 and got.not_created == 2
 
 
+def test_read_only_files_are_reads():
+    """Files the run read but did not create are Ingested.reads: read bytes as write bytes are
+    counted (the largest layer total), the readers' common largest read, the first reader's host;
+    a file also written in place keeps its bytes."""
+    recs = [FileRecord(path="/mnt/iez/deck", rank=r, pid=r, host=f"n{r}", bytes_read=MiB, read_size=MiB,
+                       open_time=T0 + r) for r in range(3)]
+    recs += [FileRecord(path="/mnt/iez/deck", rank=0, pid=0, api="mpiio", bytes_read=3 * MiB, read_size=4 * MiB,
+                        open_time=T0),
+             FileRecord(path="/mnt/iez/db", bytes_read=10, bytes_written=4, read_size=16, open_time=T0 + 5)]
+    got = ingest(fpp(1) + recs)
+    assert len(got.requests) == 1 and got.not_created == 2
+    assert [(q.path, q.read_bytes, q.read_size, q.write_bytes, q.host) for q in got.reads] == [
+        ("/mnt/iez/deck", 3 * MiB, 4 * MiB, 0, "n0"), ("/mnt/iez/db", 10, 16, 4, "")]
+
+
+def test_writer_segments_of_the_layer_that_knows_them():
+    """MPI-IO's calls tell each rank's extents (one block each) where ROMIO's aggregated POSIX
+    writes beneath do not; a layer with a record that does not know stays out; 0 when none knows."""
+    recs = [FileRecord(path="/mnt/iez/ssf", rank=r, pid=r, api="mpiio", created=r == 0, bytes_written=MiB,
+                       writer_segments=1, open_time=T0) for r in range(4)]
+    recs += [FileRecord(path="/mnt/iez/ssf", rank=r, pid=r, bytes_written=2 * MiB, writer_segments=9,
+                        open_time=T0) for r in range(2)]
+    recs += [FileRecord(path="/mnt/iez/seg", pid=p, created=p == 0, bytes_written=10, writer_segments=3 + p,
+                        open_time=T0) for p in range(2)]
+    recs += [FileRecord(path="/mnt/iez/shared-ptr", rank=r, api="mpiio", created=r == 0, bytes_written=10,
+                        writer_segments=0 if r else 2, open_time=T0) for r in range(2)]
+    got = {q.path.rsplit("/", 1)[1]: q.writer_segments for q in ingest(recs).requests}
+    assert got == {"ssf": 1, "seg": 4, "shared-ptr": 0}
+
+
+def test_final_path_from_renames():
+    recs = [FileRecord(path="/mnt/iez/.out.Xy12ab", created=True, bytes_written=5, renamed_to="/mnt/iez/out",
+                       open_time=T0), FileRecord(path="/mnt/iez/kept", created=True, open_time=T0)]
+    assert {q.path: q.final_path for q in ingest(recs).requests} == {"/mnt/iez/.out.Xy12ab": "/mnt/iez/out",
+                                                                     "/mnt/iez/kept": ""}
+
+
 def test_a_created_empty_file_is_still_a_request():
     [q] = ingest([FileRecord(path="/mnt/iez/empty", created=True, open_time=T0)]).requests
     assert q.write_bytes == 0 and q.stripe_count == 1
@@ -148,6 +185,8 @@ def test_empty_trace_gives_nothing():
     (FileRecord(path="/mnt/x", created=True, api="nfs4"), "unknown API 'nfs4'"),
     (FileRecord(path="/mnt/x", created=True, bytes_written=-5), "negative"),
     (FileRecord(path="/mnt/x", created=True, bytes_written=5, transfer_size=-1), "negative"),
+    (FileRecord(path="/mnt/x", created=True, bytes_read=-1), "negative"),
+    (FileRecord(path="/mnt/x", created=True, bytes_written=5, writer_segments=-2), "negative"),
 ])
 def test_bad_records_are_one_line_errors(rec, msg):
     with pytest.raises(TraceError, match=msg) as e:
