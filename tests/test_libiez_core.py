@@ -32,9 +32,9 @@ def tool(name: str) -> str:
     return str(exe)
 
 
-def probe(*args: str, asan: bool = False) -> subprocess.CompletedProcess:
-    r = subprocess.run([tool("iez-probe-asan" if asan else "iez-probe"), *args], capture_output=True,
-                       timeout=60, env={"ASAN_OPTIONS": "detect_leaks=1", "UBSAN_OPTIONS": "print_stacktrace=1"})
+def probe(*args: str, asan: bool = False, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    r = subprocess.run([tool("iez-probe-asan" if asan else "iez-probe"), *args], capture_output=True, timeout=60,
+                       env={"ASAN_OPTIONS": "detect_leaks=1", "UBSAN_OPTIONS": "print_stacktrace=1", **(env or {})})
     assert r.returncode in (0, 1, 2) and not r.stderr, f"iez-probe crashed (rc {r.returncode}): {r.stderr[-2000:]!r}"
     return r
 
@@ -123,6 +123,39 @@ def test_large_plan_lookup(tmp_path):
     assert load[:2] == ["OK", "50000"]
 
 
+TEMPLATED = ("#iez-plan 2\n/o/out.{job}\tc=1\n/o/a{array}.r{rank}\tc=2\n/o/{host}.log\tc=3\n/o/{fqdn}.full\tc=4\n"
+             "/o/d.{date:%Y%m%d}-{time:%H%M%S}\tc=5\n/o/.f.dat.{rand:6}\tc=6\n/o/x.{rand:6}\tc=7\n"
+             "/o/x.{date:%H%M%S}\tc=8\n/o/x.123456\tc=9\n/run-{date:%Y-%m-%d}/f\tc=10\n/o/{{lit}}\tc=11\n"
+             "/o/{job}.{job}\tc=12\n/o/out.77\tc=13\n")
+
+
+@pytest.mark.parametrize("environ", [{"SLURM_JOB_ID": "77", "SLURM_ARRAY_TASK_ID": "3", "PMI_RANK": "5"},
+                                     {"PBS_JOBID": "9.pbs01", "PBS_ARRAY_INDEX": "1", "OMPI_COMM_WORLD_RANK": "0"},
+                                     {"FLUX_JOB_ID": "fA9dWqR7", "SLURM_PROCID": "12"}, {}])
+def test_templated_lookup_matches_python(tmp_path, environ):
+    """libiez fills a plan's known fields from its process (job, array, rank, host) and matches
+    date and random fields by shape, as iez.plan's Matcher does: same entry for every name."""
+    import socket
+    f = tmp_path / "t.plan"
+    f.write_text(TEMPLATED)
+    env = P.fields_of(environ, socket.gethostname())
+    host = env["host"]
+    names = ["/o/out.77", "/o/out.78", "/o/out.9.pbs01", "/o/out.fA9dWqR7", "/o/a3.r5", "/o/a1.r0", "/o/a.r12",
+             f"/o/{host}.log", f"/o/{env['fqdn']}.full", "/o/d.20261124-235960", "/o/d.20261324-000000",
+             "/o/d.20261124-240000", "/o/d.2026112-1000000", "/o/.f.dat.aZ09xY", "/o/.f.dat.aZ0-xY",
+             "/o/.f.dat.aZ09xYz", "/o/x.123456", "/o/x.AbCdEf", "/o/x.235959", "/run-2026-02-31/f",
+             "/run-2026-2-31/f", "/run-2026-02-31/g", "/o/{lit}", "/o/{{lit}}", "/o/77.77", "/o/x.12/456", "/o/x.é2345"]
+    out = probe("find", str(f), *names, env=environ).stdout.decode().splitlines()
+    plan = P.loads(TEMPLATED)
+    match = plan.matcher(env)
+    want = [P.format_layout(plan.entries[k]) if (k := match(n)) else "-" for n in names]
+    assert out == want
+    hits = dict(zip(names, out))
+    assert hits["/o/x.123456"] == "c=9" and hits["/o/x.235959"] == "c=7"  # a literal first, then the earliest line
+    assert hits["/o/.f.dat.aZ09xY"] == "c=6" and hits["/o/x.12/456"] == "-" and hits["/o/{lit}"] == "c=11"
+    assert (hits["/o/out.77"], hits["/o/77.77"]) == (("c=1", "c=12") if environ.get("SLURM_JOB_ID") else ("c=13", "-"))
+
+
 def test_unreadable_plan(tmp_path):
     got, err = c_plan(tmp_path / "missing.plan")
     assert got is None and "cannot read plan" in err and "No such file" in err
@@ -134,7 +167,7 @@ def test_unreadable_plan(tmp_path):
 
 SEEDS = [(PLANS / f"{n}.plan").read_bytes() for n in PLAN_NAMES
          if expected(n)["valid"] and n != "specific_2000"]
-ALPHABET = b"\t\n\r /;,=:-#0123456789SciopEOF\x00\xc3\xa9\xff"
+ALPHABET = b"\t\n\r /;,=:-#0123456789SciopEOF\x00\xc3\xa9\xff{}%YmdHMjobrand"
 
 
 @st.composite

@@ -32,7 +32,13 @@ def test_roundtrip(tmp_path):
 
 @pytest.mark.parametrize("text, msg", [
     ("", "not an iez plan"),
-    ("#iez-plan 2\n", "version 2"),
+    ("#iez-plan 3\n", "version 3"),
+    ("#iez-plan 2\n/a.{user}\tc=1\n", "unknown field {user}"),
+    ("#iez-plan 2\n/a.}\tc=1\n", "lone '}'"),
+    ("#iez-plan 2\n/a.{job\tc=1\n", "without its '}'"),
+    ("#iez-plan 2\n/a.{rand:65}\tc=1\n", "1 to 64"),
+    ("#iez-plan 2\n/a.{date:%Y/%m}\tc=1\n", "bad date format"),
+    ("#iez-plan 2\n/a.{job}\tc=1\n/a.{job}\tc=1\n", ":3: plan: /a.{job} is planned twice"),
     ("#iez-plan 1\nrelative\tc=1\n", "not absolute"),
     ("#iez-plan 1\n/a\n", ":2: expected PATH<TAB>LAYOUT"),
     ("#iez-plan 1\n/a\tc=1\n/a\tc=2\n", ":3: plan: /a is planned twice"),
@@ -91,3 +97,42 @@ def test_load_refuses_what_is_not_a_bounded_regular_file(tmp_path):
         with pytest.raises(ConfigError, match=why) as e:
             P.load(path)
         assert "\n" not in str(e.value)
+
+
+def test_templated_round_trip_and_version():
+    """A plan with a field is written as version 2; one without stays version 1, so a reader
+    of version 1 still takes it. A file's own braces are escaped into a key and back."""
+    p = P.Plan()
+    p.add("/s/out.{job}.{date:%Y%m%d}", Layout(stripe_count=2))
+    p.add(P.escape("/s/odd{name}"), Layout(stripe_count=3))
+    text = P.dumps(p)
+    assert text.startswith("#iez-plan 2\n") and "/s/odd{{name}}\tc=3\n" in text
+    assert P.loads(text).entries == p.entries
+    assert P.dumps(sample()).startswith("#iez-plan 1\n")
+    assert P.loads("#iez-plan 1\n/s/odd{name}\tc=3\n").entries == {"/s/odd{{name}}": FileLayout.of(Layout(stripe_count=3))}
+    with pytest.raises(ConfigError, match="unknown field"):
+        p.add("/s/{nope}", Layout())
+    assert P.parse_path("/a/{{x}}.{rand:6}") == ("/a/{x}.", P.Field("rand", "6"))
+    assert P.templated("/a/{job}") and not P.templated("/a/{{job}}")
+
+
+def test_matcher_fields():
+    p = P.loads("#iez-plan 2\n/o/out.{job}\tc=1\n/o/r{rank}.{date:%Y-%m-%d}\tc=2\n/o/.x.{rand:6}\tc=3\n"
+                "/o/.x.{time:%H%M%S}\tc=4\n/o/.x.000000\tc=5\n")
+    m = p.matcher({"job": "42", "rank": "3"})
+    assert m("/o/out.42") == "/o/out.{job}" and m("/o/out.43") is None
+    assert m("/o/r3.2026-11-24") == "/o/r{rank}.{date:%Y-%m-%d}"
+    assert m("/o/r3.2026-13-24") is None and m("/o/r4.2026-11-24") is None and m("/o/r3.2026-11-24x") is None
+    assert m("/o/.x.aB3dE9") == "/o/.x.{rand:6}" and m("/o/.x.a/3dE9") is None and m("/o/.x.aB3dE") is None
+    assert m("/o/.x.120000") == "/o/.x.{rand:6}"  # two entries match: the earlier line
+    assert m("/o/.x.000000") == "/o/.x.000000"  # a literal entry before any template
+    assert p.matcher({})("/o/out.42") is None  # no job id in this process: never a hit
+
+
+def test_fields_of_the_process():
+    """The job and array ids of Slurm, PBS, LSF and Flux, the MPI rank, the host short and full."""
+    assert P.fields_of({"SLURM_JOB_ID": "7", "PBS_JOBID": "8", "SLURM_ARRAY_TASK_ID": "2", "PMI_RANK": "03"},
+                       "nid001.cluster.org") == {"job": "7", "array": "2", "rank": "3", "host": "nid001",
+                                                 "fqdn": "nid001.cluster.org"}
+    assert P.fields_of({"FLUX_JOB_ID": "f2yFjNm7h", "LSB_JOBINDEX": "0", "PMI_RANK": "x", "PMIX_RANK": "1"},
+                       "") == {"job": "f2yFjNm7h", "array": "0", "rank": "1"}

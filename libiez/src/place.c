@@ -18,7 +18,9 @@ static int plan_rejected, plan_ready;
 static struct iez_plan *read_plan(int *rejected)
 {
     char err[600];
-    struct iez_plan *p = iez_plan_load(iez_cfg.plan, err, sizeof err);
+    struct iez_plan_env env;
+    iez_plan_env_read(&env); /* the fields this process fills in: docs/plan-format.md */
+    struct iez_plan *p = iez_plan_load(iez_cfg.plan, &env, err, sizeof err);
     *rejected = !p;
     if (!p)
         iez_log_once(IEZ_LOG_PLAN, "plan rejected, placing nothing from it: %s", err);

@@ -1,5 +1,8 @@
 /* The plan file (docs/plan-format.md): which layout each file to be created gets. Loaded once
- * into an open-addressing hash table keyed by absolute path; a lookup takes no lock. */
+ * into an open-addressing hash table keyed by absolute path; a lookup takes no lock.
+ * Version 2 paths may carry run-time fields: those the process knows (job, array, host, fqdn,
+ * rank) are filled in at load, so such an entry is a literal key; an entry left with date or
+ * random fields goes to a second table keyed by its literal bytes, one probe per field shape. */
 #ifndef IEZ_PLAN_H
 #define IEZ_PLAN_H
 
@@ -14,21 +17,35 @@ struct iez_plan;
 #define IEZ_PLAN_HIT 1
 #define IEZ_PLAN_MISS 2
 
+/* The values of the fields the process knows ({job}, {array}, {host}, {fqdn}, {rank}); NULL:
+ * not known here, and an entry that needs it can never match. */
+enum { IEZ_FIELD_JOB, IEZ_FIELD_ARRAY, IEZ_FIELD_HOST, IEZ_FIELD_FQDN, IEZ_FIELD_RANK, IEZ_FIELD_KNOWN };
+struct iez_plan_env {
+    const char *val[IEZ_FIELD_KNOWN];
+    char buf[4][256]; /* storage iez_plan_env_read fills the values from */
+};
+/* The MPI rank's variables, first set wins (the shard header's rank and {rank}). */
+#define IEZ_RANK_VARS "PMI_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "ALPS_APP_PE"
+/* This process's fields from its environment and gethostname (docs/plan-format.md). */
+void iez_plan_env_read(struct iez_plan_env *env);
+
 /* Parse a whole plan; takes ownership of buf (malloc'd, len bytes). Any error rejects the
- * whole plan: NULL, with "SOURCE:LINE: why" in err. */
-struct iez_plan *iez_plan_parse(char *buf, size_t len, const char *source, char *err, size_t errlen);
+ * whole plan: NULL, with "SOURCE:LINE: why" in err. env may be NULL (no field known). */
+struct iez_plan *iez_plan_parse(char *buf, size_t len, const char *source, const struct iez_plan_env *env,
+                                char *err, size_t errlen);
 /* The largest plan file read (about 2.5M entries): a bigger one is rejected, not loaded into
  * every process of a job. */
 #define IEZ_PLAN_MAX_BYTES ((size_t)256 << 20)
 /* Read and parse a plan file: a regular file of at most IEZ_PLAN_MAX_BYTES (a FIFO, a device or
  * a directory is rejected without being read, so it cannot block the application). */
-struct iez_plan *iez_plan_load(const char *file, char *err, size_t errlen);
+struct iez_plan *iez_plan_load(const char *file, const struct iez_plan_env *env, char *err, size_t errlen);
 void iez_plan_free(struct iez_plan *plan);
 
 size_t iez_plan_size(const struct iez_plan *plan);
-/* The layout text planned for path (not NUL-terminated), or NULL. */
+int iez_plan_version(const struct iez_plan *plan);
+/* The layout text planned for path (not NUL-terminated), or NULL. No allocation. */
 const char *iez_plan_find(const struct iez_plan *plan, const char *path, size_t plen, size_t *speclen);
-/* Entries in table order: *iter starts at 0; returns 0 when done. */
+/* Entries in file order, paths as written: *iter starts at 0; returns 0 when done. */
 int iez_plan_next(const struct iez_plan *plan, size_t *iter, const char **path, size_t *plen,
                   const char **spec, size_t *speclen);
 

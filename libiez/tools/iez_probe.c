@@ -5,7 +5,8 @@
  *   iez-probe plan FILE            OK <n> then PATH<TAB>LAYOUT<TAB>LUM-HEX per entry, or ERR <why>
  *   iez-probe load FILE            OK <n> <seconds> <max RSS KiB>, or ERR <why>
  *   iez-probe read FILE            OK <bytes> <seconds> <max RSS KiB>: only reading it (a baseline)
- *   iez-probe find FILE PATH...    LAYOUT, or "-" per path
+ *   iez-probe find FILE PATH...    LAYOUT, or "-" per path (fields filled from this process)
+ *   iez-probe findtime FILE N NAMES   OK <n> <ns a lookup> <hits>: N lookups of NAMES' lines in turn
  *   iez-probe layout SPEC [PATTERN]   LAYOUT<TAB>LUM-HEX, or ERR <why>
  *   iez-probe path BASE PATH       the normalised absolute path
  */
@@ -60,8 +61,10 @@ static double now(void)
 int main(int argc, char **argv)
 {
     char err[512];
+    struct iez_plan_env env;
+    iez_plan_env_read(&env);
     if (argc >= 3 && !strcmp(argv[1], "plan")) {
-        struct iez_plan *plan = iez_plan_load(argv[2], err, sizeof err);
+        struct iez_plan *plan = iez_plan_load(argv[2], &env, err, sizeof err);
         if (!plan) {
             printf("ERR %s\n", err);
             return 2;
@@ -70,7 +73,10 @@ int main(int argc, char **argv)
         size_t it = 0, plen, slen;
         const char *path, *spec;
         while (iez_plan_next(plan, &it, &path, &plen, &spec, &slen)) {
-            printf("%.*s\t", (int)plen, path);
+            /* paths as version 2 writes them: a version-1 path's braces are literal */
+            for (size_t i = 0; i < plen; i++)
+                printf(iez_plan_version(plan) == 1 && (path[i] == '{' || path[i] == '}') ? "%c%c" : "%c", path[i], path[i]);
+            putchar('\t');
             if (print_layout(spec, slen, IEZ_PATTERN_RAID0))
                 return 1;
         }
@@ -79,7 +85,7 @@ int main(int argc, char **argv)
     }
     if (argc >= 3 && !strcmp(argv[1], "load")) {
         double t0 = now();
-        struct iez_plan *plan = iez_plan_load(argv[2], err, sizeof err);
+        struct iez_plan *plan = iez_plan_load(argv[2], &env, err, sizeof err);
         double dt = now() - t0;
         if (!plan) {
             printf("ERR %s\n", err);
@@ -107,7 +113,7 @@ int main(int argc, char **argv)
         return 0;
     }
     if (argc >= 3 && !strcmp(argv[1], "find")) {
-        struct iez_plan *plan = iez_plan_load(argv[2], err, sizeof err);
+        struct iez_plan *plan = iez_plan_load(argv[2], &env, err, sizeof err);
         if (!plan) {
             printf("ERR %s\n", err);
             return 2;
@@ -119,6 +125,43 @@ int main(int argc, char **argv)
         }
         return 0;
     }
+    if (argc == 5 && !strcmp(argv[1], "findtime")) {
+        struct iez_plan *plan = iez_plan_load(argv[2], &env, err, sizeof err);
+        char *names;
+        size_t nlen;
+        if (!plan || iez_read_file(argv[4], IEZ_PLAN_MAX_BYTES, &names, &nlen)) {
+            printf("ERR %s\n", plan ? "cannot read the names" : err);
+            return 2;
+        }
+        size_t npaths = 0, cap = 1024;
+        const char **paths = malloc(cap * sizeof *paths);
+        size_t *lens = malloc(cap * sizeof *lens);
+        for (char *p = names, *nl; p < names + nlen; p = nl + 1) {
+            nl = memchr(p, '\n', (size_t)(names + nlen - p));
+            if (!nl)
+                nl = names + nlen;
+            if (npaths == cap) {
+                cap *= 2;
+                paths = realloc(paths, cap * sizeof *paths);
+                lens = realloc(lens, cap * sizeof *lens);
+            }
+            paths[npaths] = p;
+            lens[npaths++] = (size_t)(nl - p);
+        }
+        long n = strtol(argv[3], NULL, 10), hits = 0;
+        double t0 = now();
+        for (long i = 0; i < n && npaths; i++) {
+            size_t slen, k = (size_t)i % npaths;
+            hits += iez_plan_find(plan, paths[k], lens[k], &slen) != NULL;
+        }
+        double dt = now() - t0;
+        printf("OK %zu %.1f %ld\n", iez_plan_size(plan), dt * 1e9 / (double)(n > 0 ? n : 1), hits);
+        free(paths);
+        free(lens);
+        free(names);
+        iez_plan_free(plan);
+        return 0;
+    }
     if (argc >= 3 && !strcmp(argv[1], "layout"))
         return print_layout(argv[2], strlen(argv[2]), argc > 3 ? (unsigned)strtoul(argv[3], NULL, 0) : IEZ_PATTERN_RAID0);
     if (argc == 4 && !strcmp(argv[1], "path")) {
@@ -128,6 +171,6 @@ int main(int argc, char **argv)
         puts(out);
         return 0;
     }
-    fprintf(stderr, "usage: iez-probe plan|load|read|find|layout|path ...\n");
+    fprintf(stderr, "usage: iez-probe plan|load|read|find|findtime|layout|path ...\n");
     return 2;
 }

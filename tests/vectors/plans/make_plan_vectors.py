@@ -6,8 +6,8 @@ docs/plan-format.md, so the vectors check both parsers, iez.plan (Python) and li
 plan.c (C, through build/libiez/iez-probe), instead of echoing either.
 Run: python3 tests/vectors/plans/make_plan_vectors.py
 
-NAME.json: "about"; "valid"; for a valid plan "entries" (path -> the layout as
-iez.plan.format_layout writes it); for an invalid one "line", the line the error is reported
+NAME.json: "about"; "valid"; for a valid plan "entries" (path as version 2 writes it, a
+version-1 path's braces doubled -> the layout as iez.plan.format_layout writes it); for an invalid one "line", the line the error is reported
 at (0: the file as a whole, such as a bad header or bytes that are not UTF-8).
 """
 
@@ -18,6 +18,7 @@ from pathlib import Path
 
 OUT = Path(__file__).resolve().parent
 H = "#iez-plan 1\n"
+H2 = "#iez-plan 2\n"
 OSTS_2000 = ":".join(str((7 * k) % 2000) for k in range(2000))  # a permutation of 0..1999
 
 VECTORS: list[dict] = []
@@ -77,6 +78,29 @@ ok("pfl", "PFL layouts: one component, a numeric end at LUSTRE_EOF, ends on stri
 ok("odd_paths", "a path is any bytes but TAB, LF, CR and NUL: spaces, '#', UTF-8, '//' and '..' kept as written",
    H + "/scratch/my run/out #1.dat\tc=1\n/données/résultat-π.h5\tc=2\n//a/../b\tc=3\n/\tc=4\n",
    {"/scratch/my run/out #1.dat": "c=1", "/données/résultat-π.h5": "c=2", "//a/../b": "c=3", "/": "c=4"})
+ok("v1_braces_literal", "in version 1 braces are plain bytes of a name (written doubled in version 2)",
+   H + "/a/{job}\tc=1\n/a/}{\tc=2\n", {"/a/{{job}}": "c=1", "/a/}}{{": "c=2"})
+
+# --- version 2: run-time fields -----------------------------------------------------------------
+
+ok("v2_fields", "every field: job, array, host, fqdn, rank, date/time formats, random suffixes",
+   H2 + "/o/out.{job}\tc=1\n/o/a.{job}_{array}\tc=2\n/o/{host}/x\tc=3\n/o/{fqdn}.log\tc=4\n"
+        "/o/r{rank}.h5\tc=5\n/o/d.{date:%Y%m%d}\tc=6\n/o/d.{date:%Y-%m-%d}\tc=7\n/o/t.{time:%H%M%S}\tc=8\n"
+        "/o/iso.{date:%Y-%m-%dT%H:%M:%S}\tc=9\n/o/tmp.{rand:6}\tc=10\n/o/.f.dat.{rand:6}\tc=11\n"
+        "/o/{rand:1}{rand:64}\tc=12\n/o/x.{date:%H.%M_%S}\tc=13\n",
+   {"/o/out.{job}": "c=1", "/o/a.{job}_{array}": "c=2", "/o/{host}/x": "c=3", "/o/{fqdn}.log": "c=4",
+    "/o/r{rank}.h5": "c=5", "/o/d.{date:%Y%m%d}": "c=6", "/o/d.{date:%Y-%m-%d}": "c=7", "/o/t.{time:%H%M%S}": "c=8",
+    "/o/iso.{date:%Y-%m-%dT%H:%M:%S}": "c=9", "/o/tmp.{rand:6}": "c=10", "/o/.f.dat.{rand:6}": "c=11",
+    "/o/{rand:1}{rand:64}": "c=12", "/o/x.{date:%H.%M_%S}": "c=13"})
+ok("v2_escapes", "a literal brace is doubled; a version-2 plan with no field at all is fine",
+   H2 + "/a/{{b}}\tc=1\n/a/}}{{\tc=2\n/plain\tc=3\n/a/{{{job}}}\tc=4\n",
+   {"/a/{{b}}": "c=1", "/a/}}{{": "c=2", "/plain": "c=3", "/a/{{{job}}}": "c=4"})
+ok("v2_same_name_other_spelling", "duplicates are by text: two keys that may match the same name are both kept",
+   H2 + "/a/x.{date:%H%M%S}\tc=1\n/a/x.{time:%H%M%S}\tc=2\n/a/x.{rand:6}\tc=3\n/a/x.123456\tc=4\n",
+   {"/a/x.{date:%H%M%S}": "c=1", "/a/x.{time:%H%M%S}": "c=2", "/a/x.{rand:6}": "c=3", "/a/x.123456": "c=4"})
+ok("v2_sixteen_fields", "at most 16 fields in a path", H2 + "/" + "{rand:1}" * 16 + "\tc=1\n", {"/" + "{rand:1}" * 16: "c=1"})
+ok("v2_fields_in_directories", "fields in any component, the first included",
+   H2 + "/{host}/run-{date:%Y%m%d}/{rank}/f.{rand:8}\tc=1\n", {"/{host}/run-{date:%Y%m%d}/{rank}/f.{rand:8}": "c=1"})
 
 # --- invalid ------------------------------------------------------------------------------------
 
@@ -86,7 +110,7 @@ bad("pool_with_tab", "no blank or control byte in a pool name", H + "/a\tp=\tssd
 bad("no_header", "the first line must be the header", "/a\tc=1\n", 0)
 bad("bom", "a UTF-8 byte-order mark is not whitespace: the header is wrong", "\ufeff" + H, 0)
 bad("header_extra", "the header has exactly two tokens", "#iez-plan 1 extra\n", 0)
-bad("version_2", "a version this reader does not know", "#iez-plan 2\n/a\tc=1\n", 0)
+bad("version_3", "a version this reader does not know", "#iez-plan 3\n/a\tc=1\n", 0)
 bad("version_01", "the version is the token '1', not a number equal to 1", "#iez-plan 01\n", 0)
 bad("not_utf8", "a byte that is not UTF-8 anywhere rejects the plan", (H + "/a\tc=1\n/\xff\tc=1\n").encode("latin-1"), 0)
 bad("utf8_surrogate", "an encoded surrogate is not UTF-8", H.encode() + b"/\xed\xa0\x80\tc=1\n", 0)
@@ -141,6 +165,31 @@ bad("pfl_empty_component", "no empty component between semicolons", H + "/a\t0-6
 bad("pfl_bad_body", "a component body obeys the plain rules", H + "/a\t0-EOF/S=1000\n", 2)
 bad("error_late", "the error is reported at its own line, after good ones",
     H + "#app=x\n/a\tc=1\n\n/b\tc=2\r\n/c\tc=3,c=4\n/d\tc=1\n", 6)
+bad("v2_unknown_field", "fields are job, array, host, fqdn, rank, date, time, rand", H2 + "/a\tc=1\n/a.{user}\tc=1\n", 3)
+bad("v2_lone_open", "a lone '{' opens a field that never closes", H2 + "/a.{job\tc=1\n", 2)
+bad("v2_lone_close", "a lone '}' (a literal one is '}}')", H2 + "/a.}b\tc=1\n", 2)
+bad("v2_empty_field", "an empty field", H2 + "/a.{}\tc=1\n", 2)
+bad("v2_job_with_argument", "known fields take no argument", H2 + "/a.{job:5}\tc=1\n", 2)
+bad("v2_job_empty_argument", "not even an empty one", H2 + "/a.{rank:}\tc=1\n", 2)
+bad("v2_date_without_format", "date needs a format", H2 + "/a.{date}\tc=1\n", 2)
+bad("v2_date_bad_conversion", "conversions are %Y %m %d %H %M %S", H2 + "/a.{date:%Y%j}\tc=1\n", 2)
+bad("v2_date_slash", "a field never spans a '/': not even in its format", H2 + "/a.{date:%Y/%m}\tc=1\n", 2)
+bad("v2_date_no_conversion", "a format has at least one conversion", H2 + "/a.{date:--}\tc=1\n", 2)
+bad("v2_date_percent_at_end", "a '%' ends a format", H2 + "/a.{time:%H%}\tc=1\n", 2)
+bad("v2_date_format_33_bytes", "a format is at most 32 bytes", H2 + "/a.{date:%Y" + "-" * 31 + "}\tc=1\n", 2)
+bad("v2_rand_0", "a random field is 1 to 64 characters", H2 + "/a.{rand:0}\tc=1\n", 2)
+bad("v2_rand_65", "not 65", H2 + "/a.{rand:65}\tc=1\n", 2)
+bad("v2_rand_leading_zero", "no leading zero", H2 + "/a.{rand:06}\tc=1\n", 2)
+bad("v2_rand_not_number", "a number", H2 + "/a.{rand:six}\tc=1\n", 2)
+bad("v2_rand_no_length", "rand needs its length", H2 + "/a.{rand}\tc=1\n", 2)
+bad("v2_seventeen_fields", "more than 16 fields", H2 + "/" + "{rand:1}" * 17 + "\tc=1\n", 2)
+bad("v2_duplicate_template", "a path with fields appears at most once", H2 + "/a.{job}\tc=1\n/b\tc=1\n/a.{job}\tc=2\n", 4)
+bad("v2_duplicate_escaped", "so does one with escapes", H2 + "/a{{b}}\tc=1\n/a{{b}}\tc=2\n", 3)
+bad("v2_duplicate_before_bad_line", "a duplicate template before a bad line is the error",
+    H2 + "/t.{rand:6}\tc=1\n/t.{rand:6}\tc=1\n/a\tc=x\n", 3)
+bad("v2_bad_line_before_duplicate", "a bad line before a duplicate template is the error",
+    H2 + "/t.{rand:6}\tc=1\n/a\tc=x\n/t.{rand:6}\tc=1\n", 3)
+bad("v2_field_bad_layout", "a templated entry's layout obeys the same rules", H2 + "/a.{job}\tS=1000\n", 2)
 
 
 def main() -> None:
