@@ -16,7 +16,7 @@ SRC = ROOT / "src"
 # one adapter in lustre/ (it reads /sys, /proc and lctl); the rest of lustre/ parses text handed in.
 PURE = ["iez.layout", "iez.alloc", "iez.predict", "iez.request", "iez.metrics", "iez.units",
         "iez.lustre", "iez.access.admission", "iez.access.queue", "iez.access.protocol", "iez.sim.workload",
-        "iez.audit.findings", "iez.audit.advice", "iez.audit.site"]
+        "iez.audit.findings", "iez.audit.advice", "iez.audit.site", "iez.fields"]
 NOT_PURE = ["iez.lustre.params"]
 # Adapters: files, databases, sockets to one component; they serve the layers above and use none.
 ADAPTERS = ["iez.backend", "iez.emulated", "iez.lustre", "iez.trace", "iez.db", "iez.collect", "iez.plan",

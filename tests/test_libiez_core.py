@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import BUILD, VECTORS, fuzz_settings
+from iez import fields as F
 from iez import plan as P
 from iez.errors import ConfigError
 from iez.layout import lum
@@ -138,7 +139,7 @@ def test_templated_lookup_matches_python(tmp_path, environ):
     import socket
     f = tmp_path / "t.plan"
     f.write_text(TEMPLATED)
-    env = P.fields_of(environ, socket.gethostname())
+    env = F.fields_of(environ, socket.gethostname())
     host = env["host"]
     names = ["/o/out.77", "/o/out.78", "/o/out.9.pbs01", "/o/out.fA9dWqR7", "/o/a3.r5", "/o/a1.r0", "/o/a.r12",
              f"/o/{host}.log", f"/o/{env['fqdn']}.full", "/o/d.20261124-235960", "/o/d.20261324-000000",

@@ -1,5 +1,6 @@
 import pytest
 
+from iez import fields as F
 from iez import plan as P
 from iez.errors import ConfigError
 from iez.layout import LUSTRE_EOF, Component, FileLayout, Layout
@@ -104,7 +105,7 @@ def test_templated_round_trip_and_version():
     of version 1 still takes it. A file's own braces are escaped into a key and back."""
     p = P.Plan()
     p.add("/s/out.{job}.{date:%Y%m%d}", Layout(stripe_count=2))
-    p.add(P.escape("/s/odd{name}"), Layout(stripe_count=3))
+    p.add(F.escape("/s/odd{name}"), Layout(stripe_count=3))
     text = P.dumps(p)
     assert text.startswith("#iez-plan 2\n") and "/s/odd{{name}}\tc=3\n" in text
     assert P.loads(text).entries == p.entries
@@ -112,8 +113,8 @@ def test_templated_round_trip_and_version():
     assert P.loads("#iez-plan 1\n/s/odd{name}\tc=3\n").entries == {"/s/odd{{name}}": FileLayout.of(Layout(stripe_count=3))}
     with pytest.raises(ConfigError, match="unknown field"):
         p.add("/s/{nope}", Layout())
-    assert P.parse_path("/a/{{x}}.{rand:6}") == ("/a/{x}.", P.Field("rand", "6"))
-    assert P.templated("/a/{job}") and not P.templated("/a/{{job}}")
+    assert F.parse_path("/a/{{x}}.{rand:6}") == ("/a/{x}.", F.Field("rand", "6"))
+    assert F.templated("/a/{job}") and not F.templated("/a/{{job}}")
 
 
 def test_matcher_fields():
@@ -131,8 +132,8 @@ def test_matcher_fields():
 
 def test_fields_of_the_process():
     """The job and array ids of Slurm, PBS, LSF and Flux, the MPI rank, the host short and full."""
-    assert P.fields_of({"SLURM_JOB_ID": "7", "PBS_JOBID": "8", "SLURM_ARRAY_TASK_ID": "2", "PMI_RANK": "03"},
+    assert F.fields_of({"SLURM_JOB_ID": "7", "PBS_JOBID": "8", "SLURM_ARRAY_TASK_ID": "2", "PMI_RANK": "03"},
                        "nid001.cluster.org") == {"job": "7", "array": "2", "rank": "3", "host": "nid001",
                                                  "fqdn": "nid001.cluster.org"}
-    assert P.fields_of({"FLUX_JOB_ID": "f2yFjNm7h", "LSB_JOBINDEX": "0", "PMI_RANK": "x", "PMIX_RANK": "1"},
+    assert F.fields_of({"FLUX_JOB_ID": "f2yFjNm7h", "LSB_JOBINDEX": "0", "PMI_RANK": "x", "PMIX_RANK": "1"},
                        "") == {"job": "f2yFjNm7h", "array": "0", "rank": "1"}

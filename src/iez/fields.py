@@ -1,0 +1,178 @@
+"""Run-time fields of file names: the part of a name a job fills in when it runs (its job id,
+array index, host, rank, a date or time stamp, a random suffix). A plan key of version 2 carries
+them (docs/plan-format.md); prediction writes them where names change from run to run
+(docs/prediction.md). Pure: the grammar, and which key a created name falls under.
+
+    /scratch/out.{job}.{date:%Y%m%d}    /scratch/.data.h5.{rand:6}    /scratch/{{literal}}
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Iterable, Mapping
+
+from iez.errors import ConfigError
+
+MAX_FIELDS = 16  # fields in one path, as libiez/src/plan.c
+MAX_FMT = 32  # bytes of a date/time format
+MAX_RAND = 64  # characters of a random field
+MAX_NAME = 4096  # PATH_MAX: a filled-in name longer than this never matches
+KNOWN = ("job", "array", "host", "fqdn", "rank")  # fields the creating process knows
+# what each variable conversion of a filled-in name matches (ASCII digits and letters only)
+_CONV = {"Y": "[0-9]{4}", "m": "(?:0[1-9]|1[0-2])", "d": "(?:0[1-9]|[12][0-9]|3[01])", "H": "(?:[01][0-9]|2[0-3])",
+         "M": "[0-5][0-9]", "S": "(?:[0-5][0-9]|60)"}
+_FMT = re.compile(r"(?:%[YmdHMS]|[-_.:T])+")
+_RAND = re.compile(r"[1-9][0-9]?")
+_VARIABLE = ("date", "time", "rand")  # fields matched by shape, not known in advance
+
+
+@dataclass(frozen=True)
+class Field:
+    """A run-time field of a path: `{name}` or `{name:arg}` (docs/plan-format.md)."""
+
+    name: str
+    arg: str = ""
+
+    def __str__(self) -> str:
+        return f"{{{self.name}:{self.arg}}}" if self.arg else f"{{{self.name}}}"
+
+
+def escape(name: str) -> str:
+    """A file's name as a plan key: its braces doubled."""
+    return name.replace("{", "{{").replace("}", "}}")
+
+
+def parse_path(path: str) -> tuple[str | Field, ...]:
+    """A version-2 path: its literal text (braces undoubled) and fields, in order."""
+    if "{" not in path and "}" not in path:
+        return (path,)
+    parts: list[str | Field] = []
+    lit: list[str] = []
+    i, fields = 0, 0
+    while i < len(path):
+        c = path[i]
+        if c not in "{}":
+            lit.append(c)
+            i += 1
+            continue
+        if path[i + 1:i + 2] == c:
+            lit.append(c)
+            i += 2
+            continue
+        if c == "}":
+            raise ConfigError("plan: a lone '}' in a path (write '}}')")
+        close = path.find("}", i + 1)
+        if close < 0:
+            raise ConfigError("plan: a field without its '}' (a literal '{' is '{{')")
+        fields += 1
+        if fields > MAX_FIELDS:
+            raise ConfigError(f"plan: more than {MAX_FIELDS} fields in a path")
+        if lit:
+            parts.append("".join(lit))
+            lit = []
+        parts.append(_field(path[i + 1:close]))
+        i = close + 1
+    if lit:
+        parts.append("".join(lit))
+    return tuple(parts)
+
+
+def _field(body: str) -> Field:
+    name, colon, arg = body.partition(":")
+    if name in KNOWN:
+        if colon:
+            raise ConfigError(f"plan: field {{{name}}} takes no argument")
+    elif name in ("date", "time", "rand"):
+        if not colon:
+            raise ConfigError(f"plan: field {{{name}}} needs an argument")
+        if name == "rand":
+            if not _RAND.fullmatch(arg) or int(arg) > MAX_RAND:
+                raise ConfigError(f"plan: bad random field length {arg[:40]!r} (1 to {MAX_RAND})")
+        elif len(arg.encode()) > MAX_FMT or not _FMT.fullmatch(arg) or "%" not in arg:
+            raise ConfigError(f"plan: bad {name} format {arg[:40]!r}")
+    else:
+        raise ConfigError(f"plan: unknown field {{{name[:40]}}}")
+    return Field(name, arg if colon else "")
+
+
+def templated(path: str) -> bool:
+    """The key carries fields (braces aside)."""
+    return any(isinstance(p, Field) for p in parse_path(path))
+
+
+def _pieces(parts: tuple[str | Field, ...], env: Mapping[str, str]) -> list[tuple[str, int]] | None:
+    """A key's name in a process with `env`'s fields: (regex, bytes) per piece, None if it can
+    never match there (a field unknown to it, a value with a '/', longer than MAX_NAME)."""
+    out = []
+    for p in parts:
+        if isinstance(p, str) or p.name in KNOWN:
+            text = p if isinstance(p, str) else env.get(p.name, "")
+            if not text or "/" in text and not isinstance(p, str):
+                return None
+            out.append((re.escape(text), len(text.encode())))
+        elif p.name == "rand":
+            out.append((f"[A-Za-z0-9]{{{p.arg}}}", int(p.arg)))
+        else:
+            for conv in re.findall(r"%.|[^%]", p.arg):
+                out.append((_CONV[conv[1]], 4 if conv == "%Y" else 2) if conv[0] == "%" else (re.escape(conv), 1))
+    return out if sum(n for _, n in out) <= MAX_NAME else None
+
+
+class Matcher:
+    """Which entry a created name falls under, as libiez decides it in a process whose known
+    fields are `env` (job, array, host, fqdn, rank; docs/plan-format.md): a literal entry, or
+    one its known fields fill in to the name, first; else the earliest entry whose date and
+    random fields match. Filled-in names are grouped by length (every field has a fixed
+    width once known), so a lookup tries the entries of its own length only."""
+
+    def __init__(self, keys: Iterable[str], env: Mapping[str, str]):
+        self._exact: dict[str, str] = {}
+        self._by_len: dict[int, list[tuple[re.Pattern[str], str]]] = {}
+        for key in keys:
+            if "{" not in key and "}" not in key:
+                self._exact.setdefault(key, key)
+                continue
+            parts = parse_path(key)
+            pieces = _pieces(parts, env)
+            if pieces is None:
+                continue
+            if any(isinstance(p, Field) and p.name in _VARIABLE for p in parts):
+                rx = re.compile("".join(r for r, _ in pieces), re.ASCII)
+                self._by_len.setdefault(sum(n for _, n in pieces), []).append((rx, key))
+            else:
+                filled = "".join(p if isinstance(p, str) else env[p.name] for p in parts)
+                self._exact.setdefault(filled, key)
+
+    def __call__(self, name: str) -> str | None:
+        """The plan key `name` (a created file's absolute path) falls under, or None."""
+        hit = self._exact.get(name)
+        if hit is not None:
+            return hit
+        return next((key for rx, key in self._by_len.get(len(name.encode()), ()) if rx.fullmatch(name)), None)
+
+
+def fields_of(environ: Mapping[str, str], hostname: str) -> dict[str, str]:
+    """A process's known fields from its environment and host name, as libiez reads them
+    (iez_plan_env_read): the job and array ids of Slurm, PBS, LSF or Flux, the MPI rank, the
+    host name short and full."""
+    env = {}
+    for name, variables in (("job", ("SLURM_JOB_ID", "PBS_JOBID", "LSB_JOBID", "FLUX_JOB_ID")),
+                            ("array", ("SLURM_ARRAY_TASK_ID", "PBS_ARRAY_INDEX", "PBS_ARRAYID", "LSB_JOBINDEX"))):
+        value = next((environ[v] for v in variables if environ.get(v)), "")
+        if value:
+            env[name] = value
+    for v in RANK_VARS:
+        text = environ.get(v, "")
+        if re.fullmatch(r"\s*[+-]?[0-9]+", text) and 0 <= int(text) <= 2**31 - 1:
+            env["rank"] = str(int(text))
+            break
+    if hostname:
+        env["fqdn"] = hostname
+        env["host"] = hostname.split(".")[0] or hostname
+    return env
+
+
+RANK_VARS = ("PMI_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "ALPS_APP_PE")  # IEZ_RANK_VARS
+
+
