@@ -94,14 +94,15 @@ def test_a_growing_file_gets_its_layout_up_to_the_prediction_then_a_wider_tail(p
 
 def test_hierarchical_leaves_a_growing_shared_file_its_growth_layout():
     """Its writers' blocks move as it grows, so a cut made for the predicted bytes would not
-    follow them; one already as wide as the model goes has no tail, and is cut as before."""
+    follow them. Nor is one already as wide as the model goes, which has no tail."""
     def ssf(size):
         return Request("/m/ssf", size, 1, app="app", run="2", writers=2, writer_segments=1, grows=True)
 
     (p,) = place([ssf(64 * MIB)], layout="hierarchical")
-    assert len(p.layout.components) == 2 and "it grows" in p.note and "hierarchical" not in p.note
-    (wide,) = place([ssf(4 * GIB)], layout="hierarchical")
-    assert "no wider" in wide.note and "hierarchical: 2 components" in wide.note
+    assert len(p.layout.components) == 2 and "it grows:" in p.note and "not hierarchical: it grows" in p.note
+    (wide,) = place([ssf(4 * GIB)], layout="hierarchical")  # no tail, and still not cut
+    assert wide.layout.plain is not None and "no wider" in wide.note
+    assert "not hierarchical: it grows" in wide.note
 
 
 @pytest.fixture(scope="module")

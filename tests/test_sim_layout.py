@@ -162,3 +162,28 @@ def test_a_segmented_shared_file_is_not_cut_and_its_stripes_follow_the_writers_b
     assert got["hierarchical"][0] == got["auto"][0] and got["auto"][0].plain.stripe_size == 16 * MIB
     auto, rnd = got["auto"][1], got["round"][1]
     assert auto.write_bw > 1.5 * rnd.write_bw and auto.read_bw == pytest.approx(rnd.read_bw, rel=1e-6)
+
+
+def test_a_job_planned_for_fewer_bytes_than_it_writes_and_growing_gets_a_wider_tail(tmp_path):
+    """`planned` and `grows` tell the policy what a prediction would: a lone writer's 2 GiB file
+    planned at 1 GiB. Told it grows, its layout widens past the 1 GiB (a PFL tail on every OST)
+    and the 2 GiB are written faster than on the layout planned for 1 GiB alone."""
+    job = {"name": "ckpt", "kind": "ior", "mode": "ssf", "ranks": 1, "block": "2GiB", "transfer": "1MiB",
+           "placement": "balanced", "layout": "auto", "planned": 0.5}
+    got = {}
+    for grows in (False, True):
+        (v,) = variants({"cluster": str(ROOT / "scenarios" / "seed000-testbed.toml"),
+                         "sim": {"client_nic_bw": "10Gbit/s"}, "job": [{**job, "grows": grows}]}, tmp_path)
+        (lay,) = place(v.scenario.cluster, list(zip(v.scenario.jobs, workloads(v.scenario)))).values()
+        got[grows] = (lay, simulate(v, tmp_path / str(grows)).results.job("ckpt"))
+    plain, grown = got[False][0], got[True][0]
+    assert plain.plain is not None and len(grown.components) == 2
+    assert grown.components[0].end == GIB + (-GIB) % grown.components[0].layout.stripe_size
+    head = grown.components[0].layout
+    assert (head.stripe_count, head.stripe_size) == (plain.plain.stripe_count, plain.plain.stripe_size)
+    assert grown.components[1].layout.stripe_count == 15 > head.stripe_count
+    assert got[True][1].write_bw > got[False][1].write_bw
+    for bad, msg in (({"planned": 0}, "planned: expected a share"),
+                     ({"grows": True, "placement": "list", "osts": [0], "layout": "keep"}, "what a policy is told")):
+        with pytest.raises(ConfigError, match=msg):
+            variants({"job": [{**job, **bad}]}, tmp_path)

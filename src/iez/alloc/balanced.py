@@ -99,7 +99,7 @@ from iez.alloc.policy import (
 from iez.alloc.registry import Registration
 from iez.cluster import Cluster, Snapshot
 from iez.errors import AllocationError
-from iez.layout.hierarchical import Cut, composite, cut, interleave, one_block_each, validate
+from iez.layout.hierarchical import Cut, composite, cut, interleave, premise, validate
 from iez.layout.layout import LOV_MAX_STRIPE_COUNT
 from iez.layout.stripe import AP
 from iez.request import Placement, Request
@@ -163,8 +163,8 @@ def hierarchical_cuts(requests: Sequence[Request], table: RequestTable, cluster:
     out: list[Cut | None] = []
     for r, w, c, comps in zip(requests, table.write_bytes.tolist(), table.count.tolist(), table.components):
         writers = r.writer_count
-        # A PFL file (size unknown, or growing: its writers' blocks move as it grows) is not cut.
-        cuttable = writers >= 2 and not comps and one_block_each(r.writer_segments, r.api)[0]
+        # A PFL file (size unknown, or growing) is not cut.
+        cuttable = writers >= 2 and not comps and premise(r.writer_segments, r.api, r.grows)[0]
         out.append(cut(w, writers, c, partial(stripe_size, w, method=options.stripe_method, fixed=fixed))
                    if cuttable else None)
     return out
@@ -202,7 +202,7 @@ def hierarchical(placements: list[Placement], cuts: Sequence[Cut | None], reques
             ranks = requests[i].writer_count // c.grouping.groups
             why = (f"hierarchical: {c.grouping.groups} components of {k} OSTs, one per "
                    f"{'writer' if ranks == 1 else f'group of {ranks} writers'}")
-            assumed = one_block_each(requests[i].writer_segments, requests[i].api)[1]
+            assumed = premise(requests[i].writer_segments, requests[i].api, requests[i].grows)[1]
             why = f"{why} ({assumed})" if assumed else why
             out[i] = replace(p, layout=fl, note=f"{p.note}; {why}" if p.note else why)
         if _real_time(out, osts) <= max(top, plain_time) * (1 + EPS):

@@ -28,7 +28,7 @@ from iez.alloc.lod import reserved_mb
 from iez.cluster import Cluster, Snapshot
 from iez.errors import AllocationError, ConfigError
 from iez.layout import auto
-from iez.layout.hierarchical import one_block_each
+from iez.layout.hierarchical import premise
 from iez.layout.layout import LOV_MAX_STRIPE_COUNT, LUSTRE_EOF, STRIPE_SIZE_LIMIT, Component, FileLayout, Layout
 from iez.layout.raid0 import bytes_per_ost
 from iez.layout.stripe import AP, UNIT, method1, method2_stripe_size
@@ -352,7 +352,7 @@ def auto_layouts(requests: Sequence[Request], w: np.ndarray, count: np.ndarray, 
         c, s, comps, reason = got
         components.append(comps)
         if options.layout == "hierarchical" and r.writer_count > 1:
-            blocks, why_not = one_block_each(r.writer_segments, r.api)
+            blocks, why_not = premise(r.writer_segments, r.api, r.grows)
             if not blocks:
                 reason = f"{reason}; {why_not}"
         if c == count[i] and s == size[i] and not comps:

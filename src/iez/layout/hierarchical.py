@@ -34,6 +34,7 @@ variable by variable) is never cut: each of its write steps falls into one or a 
 the BT-IO case above. Where the trace does not say (0), an MPI-IO or HDF5 shared file is taken
 as one block per writer, since under libiez-mpi split writing gives each collective-buffering
 aggregator one component whatever the ranks' own extents; a POSIX or stdio one is not cut.
+Nor is a file that grows from run to run (`premise`).
 
 Pure: plain numbers and layouts in and out; a layout Lustre would refuse is an
 `AllocationError` with errno EINVAL (`validate`).
@@ -56,6 +57,15 @@ LUM_MAX = 65536
 
 
 BLOCK_APIS = ("mpiio", "hdf5")  # writers' extents unknown: split writing aligns the aggregators
+
+
+def premise(segments: int, api: str, grows: bool) -> tuple[bool, str]:
+    """Whether a shared file may be cut, and the note's words (`one_block_each`): a file that
+    grows never is, since its writers' blocks move as it grows (IOR's rank r writes at r times its
+    block), so extents cut for its predicted bytes would not follow them."""
+    if grows:
+        return False, "not hierarchical: it grows, and its writers' blocks move as it does"
+    return one_block_each(segments, api)
 
 
 def one_block_each(segments: int, api: str) -> tuple[bool, str]:

@@ -105,10 +105,10 @@ def place(cluster: Cluster, jobs: list[tuple[JobEntry, Workload]]) -> dict[str, 
                 fixed = f.stripe_size if entry.placement in names(kind="lustre") else 0
                 reqs = by_policy.setdefault((entry.placement, fixed, entry.layout), [])
                 shared = len(wl.files) == 1 and wl.ranks > 1
-                reqs.append(Request(path=f.path, write_bytes=f.size, stripe_count=f.stripe_count,
+                reqs.append(Request(path=f.path, write_bytes=round(f.size * entry.planned), stripe_count=f.stripe_count,
                                     rank=0 if shared else k, app=wl.name, comm_size=comm if shared else 1,
                                     writers=len(_writers(wl, f.path)), transfer_size=_transfer(wl),
-                                    writer_segments=_segments(wl, f.path)))
+                                    writer_segments=_segments(wl, f.path), grows=entry.grows))
     snapshot = Snapshot.from_cluster(cluster)
     for (name, fixed, layout), reqs in by_policy.items():
         opts = AllocOptions(stripe_method="fixed", stripe_size=fixed, layout=layout) if fixed \

@@ -94,6 +94,10 @@ class JobEntry:
     layout: str = "keep"
     subset_size: int = 2
     subfiles: int = 0
+    # What a policy is told of each file, as a prediction from earlier runs would tell it: this
+    # share of the bytes it writes, and whether it grows (Request.grows, docs/layouts.md).
+    planned: float = 1.0
+    grows: bool = False
 
 
 @dataclass(frozen=True)
@@ -310,7 +314,7 @@ def _int(v: Any, what: str, lo: int) -> int:
 _JOB_KEYS = {"name", "kind", "ranks", "ranks_per_node", "nodes", "mode", "block", "transfer", "segments",
              "stripe_count", "stripe_size", "write", "read", "particles", "class", "dumps", "tile", "element",
              "collective", "bursts", "compute", "compute_after", "placement", "osts", "submit", "windows",
-             "path", "layout", "subset_size", "subfiles"}
+             "path", "layout", "subset_size", "subfiles", "planned", "grows"}
 LAYOUTS = ("keep", "auto", "hierarchical")
 
 
@@ -379,6 +383,11 @@ def _job(t: dict[str, Any], k: int, base: Path) -> JobEntry:
     if ("subset_size" in t or "subfiles" in t) and layout == "hierarchical" and placement != "list":
         raise ConfigError(f"{w}: subset_size and subfiles are for placement = \"list\"; "
                           f"policy {placement!r} chooses its own hierarchical layout")
+    planned = t.get("planned", 1.0)
+    if isinstance(planned, bool) or not isinstance(planned, (int, float)) or not 0 < planned < 1e6:
+        raise ConfigError(f"{w}.planned: expected a share of the bytes > 0, got {planned!r}")
+    if ("planned" in t or "grows" in t) and placement in ("list", "observed"):
+        raise ConfigError(f"{w}: planned and grows are what a policy is told: give placement = a policy name")
     src_path = ""
     if recorded:
         p = Path(str(t["path"]))
@@ -387,4 +396,5 @@ def _job(t: dict[str, Any], k: int, base: Path) -> JobEntry:
                     osts=tuple(osts), submit=parse_duration(t.get("submit", 0), f"{w}.submit"),
                     windows=tuple(windows), layout=layout,
                     subset_size=_int(t.get("subset_size", 2), f"{w}.subset_size", 1),
-                    subfiles=_int(t.get("subfiles", 0), f"{w}.subfiles", 0))
+                    subfiles=_int(t.get("subfiles", 0), f"{w}.subfiles", 0),
+                    planned=float(planned), grows=bool(t.get("grows", False)))
