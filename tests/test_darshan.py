@@ -1,9 +1,12 @@
-"""Darshan logs -> FileRecords -> Requests, on the real IOR/VPIC logs pydarshan ships."""
+"""Darshan logs -> FileRecords -> Requests, on the real IOR/VPIC logs pydarshan ships and on the
+logs tests/vectors/make_darshan_logs.py rewrote from them (tests/vectors/darshan/)."""
 
 from __future__ import annotations
 
 import random
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,6 +14,7 @@ import pytest
 from iez.trace.darshan import read_log
 from iez.trace.ingest import TraceError, ingest
 
+VECTORS = Path(__file__).resolve().parent / "vectors"
 
 
 def need_log(name: str) -> Path:
@@ -55,8 +59,10 @@ def test_badost_fpp_records_match_pydarshan_own_tables(badost):
         assert list(rec.osts) == osts[rank] and rec.stripe_count == 1 and rec.stripe_size == 1 << 20
         assert rec.layout == f"S=1048576,c=1,o={osts[rank][0]}"
         assert rec.path.endswith(f"ior-posix.out.{rank:08d}")
-    # the input deck lives on a DVS mount, not Lustre
-    assert badost.warnings == ["1 records of files not on a Lustre mount skipped"]
+    # the input deck lives on a DVS mount, not Lustre; the outputs have their LUSTRE records
+    assert badost.warnings == ["1 file skipped: not on Lustre (no LUSTRE record, under no Lustre mount)"]
+    assert badost.notes == ["2048 files on Lustre by the LUSTRE record"]
+    assert badost.decisions == {"lustre_record": 2048, "off_lustre": 1, "files": 2049, "read_only": 1}
 
 
 def test_badost_ingests_to_one_request_per_rank(badost):
@@ -160,3 +166,77 @@ def test_access_facts_from_counters(sizes, kw, want):
     from iez.trace.darshan import _access_facts
 
     assert _access_facts(_counters(sizes, **kw), "POSIX") == want
+
+
+def vector(name: str) -> Path:
+    p = VECTORS / "darshan" / name
+    assert p.is_file(), f"{p} is missing: .venv/bin/python tests/vectors/make_darshan_logs.py"
+    return p
+
+
+def test_a_file_with_a_lustre_record_is_on_lustre_whatever_the_mount_table_says():
+    """VPIC's 2 TiB file opened through a project directory that is a symbolic link to Lustre:
+    no Lustre mount of the table holds its name, its LUSTRE record says where its stripes are."""
+    log = read_log(vector("symlinked-project.darshan"))
+    [q] = ingest(log.records, app="e3sm").requests
+    assert q.path == "/projects/E3SM/run/vpicio.hdf5"
+    assert q.write_bytes == 2199023259968 and q.comm_size == 2048 and q.stripe_count == 24
+    assert q.observed is not None and len(set(q.observed.osts())) == 24
+    assert log.decisions == {"lustre_record_unmounted": 1, "files": 1, "read_only": 0}
+    assert log.warnings == [] and len(log.notes) == 1 and "symbolic link" in log.notes[0]
+
+
+def test_reads_become_bytes_read_and_the_typical_read():
+    """IOR reading back its 48 files: read-only records keep their bytes read and the most common
+    access size as read_size; files off Lustre and anonymised names are skipped, and counted."""
+    log = read_log(vector("read-only.darshan"))
+    assert {(r.created, r.bytes_written, r.bytes_read, r.read_size, r.transfer_size) for r in log.records} == {
+        (False, 0, 1 << 30, 8 << 20, 0)}  # -b 256m -s 4 a file, -t 8m
+    got = ingest(log.records, app="ior")
+    assert got.requests == [] and len(got.reads) == 44
+    assert {(q.read_bytes, q.read_size, q.write_bytes) for q in got.reads} == {(1 << 30, 8 << 20, 0)}
+    assert all(q.observed is not None for q in got.reads)
+    assert log.decisions == {"lustre_record": 44, "off_lustre": 2, "anonymised": 2, "files": 48, "read_only": 48}
+    assert log.warnings == ["2 files skipped: not on Lustre (no LUSTRE record, under no Lustre mount)",
+                            "2 files skipped: anonymised (hashed) names"]
+
+
+@pytest.mark.parametrize("name, want", [
+    # darshan-convert --obfuscate: hashed names after their mount point, and a hashed executable
+    ("noposix.darshan", {"anonymised": 2, "files": 2, "read_only": 1}),
+    ("noposixopens.darshan", {"anonymised": 3, "files": 3, "read_only": 1}),
+])
+def test_anonymised_logs_are_counted_not_imported(name, want):
+    log = read_log(need_log(name))
+    assert log.records == [] and log.decisions == want
+    assert log.warnings == [f"{want['anonymised']} files skipped: anonymised (hashed) names"]
+
+
+def test_a_log_that_knows_no_lustre_keeps_every_file():
+    from iez.trace.darshan import _decide
+
+    # no LUSTRE record and no Lustre mount: the log cannot tell, the file is kept
+    assert _decide("/data/out.h5", False, [("/", "ext4"), ("/data", "xfs")], False, False) == "unknown"
+    assert _decide("/data/out.h5", False, [("/", "ext4"), ("/lus", "lustre")], True, False) == "off_lustre"
+    assert _decide("/lus/p/out.h5", False, [("/", "ext4"), ("/lus", "lustre")], True, False) == "mount"
+    # the deepest mount point decides: a DVS mount inside a Lustre path is not Lustre
+    assert _decide("/lus/dvs/in", False, [("/lus", "lustre"), ("/lus/dvs", "dvs")], True, False) == "off_lustre"
+    assert _decide("/lus/dvs/in", True, [("/lus", "lustre"), ("/lus/dvs", "dvs")], True, False) == (
+        "lustre_record_unmounted")
+    # a hashed name is one only in a log whose executable is hashed too
+    assert _decide("/lus/12345", True, [("/lus", "lustre")], True, True) == "anonymised"
+    assert _decide("/lus/12345", True, [("/lus", "lustre")], True, False) == "lustre_record"
+    assert _decide("/lus/run/12345", True, [("/lus", "lustre")], True, True) == "lustre_record"
+    assert _decide("3710437467", False, [], False, False) == "anonymised"
+
+
+def test_the_vectors_are_what_their_script_writes(tmp_path):
+    """The logs in tests/vectors/darshan come from make_darshan_logs.py: written again, they hold
+    the same records."""
+    subprocess.run([sys.executable, str(VECTORS / "make_darshan_logs.py"), str(tmp_path)], check=True,
+                   capture_output=True, timeout=120)
+    kept = sorted(p.name for p in (VECTORS / "darshan").glob("*.darshan"))
+    assert kept == sorted(p.name for p in tmp_path.glob("*.darshan")) and len(kept) == 3
+    for name in kept:
+        a, b = read_log(vector(name)), read_log(tmp_path / name)
+        assert (a.records, a.decisions, a.nprocs, a.exe) == (b.records, b.decisions, b.nprocs, b.exe), name

@@ -23,8 +23,23 @@ when all of them opened the file, stands for all the job's ranks as writers when
 written (which ranks wrote is not kept).
 
 Darshan cannot tell which files a job created. A file the job wrote to is taken as created by
-it (true of checkpoint and output files, the ones placement is for); files only read are not.
-When the log's mount table names Lustre mounts, only files on them are kept.
+it (true of checkpoint and output files, the ones placement is for); a file only read is not,
+and keeps its bytes read and its readers' typical read (`read_size`: the most common access
+size, which is a read's when the record wrote nothing).
+
+Which files are on Lustre, decided per file and counted per reason (`DarshanLog.decisions`,
+said in `notes` and `warnings`):
+
+- a file with a LUSTRE record is on Lustre, whatever the mount table says: Darshan makes that
+  record from the layout the open file's own file system returned, while the mount table is
+  matched against the name as the job spelled it, so a file opened through a symbolic link into
+  Lustre (a project directory) is under no Lustre mount of the table;
+- else, when the log knows Lustre (a Lustre mount in its table, or LUSTRE records), a file is on
+  Lustre when the longest mount point above its name is a Lustre one (STDIO files have no LUSTRE
+  record), and off Lustre otherwise (skipped);
+- a log that knows no Lustre at all keeps every file: it cannot tell;
+- a record with an anonymised name (darshan-convert --obfuscate: a hash, or a mount point and a
+  hash, in a log whose executable is a hash too) is skipped: its file cannot be named.
 """
 
 from __future__ import annotations
@@ -33,6 +48,7 @@ import json
 import os
 import subprocess
 import sys
+from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -53,7 +69,24 @@ class DarshanLog:
     start_time: float = 0.0  # epoch seconds
     exe: str = ""
     records: list[FileRecord] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # what was skipped, and damage
+    notes: list[str] = field(default_factory=list)  # how the files kept were found on Lustre
+    # Files (distinct names, <STDOUT> and the like aside) per decision: DECISIONS' keys, and
+    # "files" (all of them) and "read_only" (only read, whatever else was decided).
+    decisions: dict[str, int] = field(default_factory=dict)
+
+
+# Why a file was kept or skipped, as the notes and warnings say it ("N file(s) ...").
+DECISIONS = {
+    "lustre_record": "on Lustre by the LUSTRE record",
+    "lustre_record_unmounted": ("on Lustre by the LUSTRE record although under no Lustre mount of the log's mount "
+                                "table (opened through a symbolic link into Lustre?)"),
+    "mount": "on Lustre by the log's mount table (no LUSTRE record)",
+    "unknown": "kept although the log cannot tell whether they are on Lustre (no LUSTRE record, no Lustre mount)",
+    "off_lustre": "skipped: not on Lustre (no LUSTRE record, under no Lustre mount)",
+    "anonymised": "skipped: anonymised (hashed) names",
+}
+KEPT = ("lustre_record", "lustre_record_unmounted", "mount", "unknown")
 
 
 def read_log(path: str | Path) -> DarshanLog:
@@ -78,8 +111,8 @@ def read_log(path: str | Path) -> DarshanLog:
         if c_error and c_error not in why:
             why = f"{why}; {c_error}"
         raise TraceError(f"{p}: {why}")
-    log = DarshanLog(path=str(p), jobid=doc["jobid"], nprocs=doc["nprocs"],
-                     start_time=doc["start_time"], exe=doc["exe"], warnings=doc["warnings"])
+    log = DarshanLog(path=str(p), jobid=doc["jobid"], nprocs=doc["nprocs"], start_time=doc["start_time"],
+                     exe=doc["exe"], warnings=doc["warnings"], notes=doc["notes"], decisions=doc["decisions"])
     log.records = [FileRecord(**{**r, "osts": tuple(r["osts"])}) for r in doc["records"]]
     return log
 
@@ -122,13 +155,47 @@ def _count_records(path: str) -> dict[str, int]:
     return counts
 
 
-def _on_lustre(path: str, mounts: list[tuple[str, str]]) -> bool:
-    best, kind = -1, ""
+def _mount_of(path: str, mounts: list[tuple[str, str]]) -> tuple[str, str]:
+    """(mount point, file system type) of the longest mount point above path; ("", "") if none."""
+    best, found = -1, ("", "")
     for mnt, fstype in mounts:
         root = mnt.rstrip("/") + "/"
         if (path + "/").startswith(root) and len(root) > best:
-            best, kind = len(root), fstype
-    return kind == "lustre"
+            best, found = len(root), (mnt, fstype)
+    return found
+
+
+def _anonymised(name: str, mounts: list[tuple[str, str]], hashed_exe: bool) -> bool:
+    """A name darshan-convert --obfuscate wrote: the hash of the name, after the file's mount
+    point when it had one; it hashes the executable's name too."""
+    if not name.startswith("/"):
+        return True
+    parent, _, base = name.rpartition("/")
+    return hashed_exe and base.isdigit() and any(parent == mnt.rstrip("/") for mnt, _ in mounts)
+
+
+def _decide(name: str, has_lustre_record: bool, mounts: list[tuple[str, str]], knows_lustre: bool,
+            hashed_exe: bool) -> str:
+    """Whether a file is kept, and why: a key of DECISIONS."""
+    if _anonymised(name, mounts, hashed_exe):
+        return "anonymised"
+    mounted = _mount_of(name, mounts)[1] == "lustre"
+    if has_lustre_record:
+        return "lustre_record" if mounted or not any(t == "lustre" for _, t in mounts) else "lustre_record_unmounted"
+    if not knows_lustre:
+        return "unknown"
+    return "mount" if mounted else "off_lustre"
+
+
+def _said(decided: dict[str, set[str]]) -> tuple[list[str], list[str]]:
+    """(notes, warnings) of the decisions: one line per reason that decided a file."""
+    notes: list[str] = []
+    warnings: list[str] = []
+    for key, text in DECISIONS.items():
+        if decided.get(key):
+            n = len(decided[key])
+            (notes if key in KEPT else warnings).append(f"{n} file{'s' * (n != 1)} {text}")
+    return notes, warnings
 
 
 def _lustre_layouts(report: Any) -> dict[int, dict[str, Any]]:
@@ -199,13 +266,18 @@ def _extract(path: str) -> dict[str, Any]:
     report.read_name_records()
     names = report.name_records
     mounts = report.data.get("mounts") or []
-    lustre_only = any(fstype == "lustre" for _, fstype in mounts)
     warnings = [f"module {m} is partial (Darshan ran out of memory for its records)"
                 for m, info in report.modules.items() if info.get("partial_flag")]
     layouts = _lustre_layouts(report)
     if "LUSTRE" in counts and len(report.records.get("LUSTRE", ())) != counts["LUSTRE"]:
         raise _Damaged("corrupt or truncated Darshan log (file-name table damaged)")
-    records, skipped_names, off_lustre = [], 0, 0
+    exe = report.metadata.get("exe", "")
+    hashed_exe = exe.strip().isdigit()
+    knows_lustre = any(fstype == "lustre" for _, fstype in mounts) or bool(layouts)
+    records: list[dict[str, Any]] = []
+    decided: dict[str, set[str]] = defaultdict(set)  # decision -> names
+    wrote: set[str] = set()
+    read: set[str] = set()
     for mod, (api, prefix) in MODULES.items():
         if mod not in report.modules:
             continue
@@ -215,34 +287,39 @@ def _extract(path: str) -> dict[str, Any]:
             raise _Damaged("corrupt or truncated Darshan log (file-name table damaged)")
         for rec in recs:
             name = names.get(rec["id"], "")
-            if not name.startswith("/"):
-                skipped_names += name[:1] != "<"  # <STDOUT> and friends are not files
-                continue
-            if lustre_only and not _on_lustre(name, mounts):
-                off_lustre += 1
+            if name.startswith("<"):  # <STDOUT> and friends are not files
                 continue
             c, f = rec["counters"], rec["fcounters"]
             written = max(0, int(c[f"{prefix}_BYTES_WRITTEN"]))
+            bytes_read = max(0, int(c[f"{prefix}_BYTES_READ"]))
+            key = name or f"#{rec['id']}"
+            (wrote if written else read if bytes_read else set()).add(key)
+            decision = _decide(name, rec["id"] in layouts, mounts, knows_lustre, hashed_exe)
+            decided[decision].add(key)
+            if decision not in KEPT:
+                continue
             lay = layouts.get(rec["id"], {})
             shared = rec["rank"] < 0
-            transfer, align = _access_facts(c, prefix) if written > 0 else (0, 0)
+            # the access sizes count reads and writes together: a record that wrote nothing read them
+            transfer, align = _access_facts(c, prefix) if written or bytes_read else (0, 0)
             records.append(asdict(FileRecord(
                 path=name, rank=0 if shared else int(rec["rank"]), api=api, created=written > 0,
-                bytes_written=written, bytes_read=max(0, int(c[f"{prefix}_BYTES_READ"])),
+                bytes_written=written, bytes_read=bytes_read,
                 max_offset=max(0, int(c.get(f"{prefix}_MAX_BYTE_WRITTEN", -1)) + 1),
                 stripe_count=lay.get("stripe_count", 0), stripe_size=lay.get("stripe_size", 0),
                 osts=tuple(lay.get("osts", ())), layout=lay.get("layout", ""),
                 open_time=start + max(0.0, float(f[f"{prefix}_F_OPEN_START_TIMESTAMP"])),
                 close_time=start + max(0.0, float(f[f"{prefix}_F_CLOSE_END_TIMESTAMP"])),
                 comm_size=nprocs if shared else 1,
-                transfer_size=transfer, write_align=align, writers=nprocs if shared else 1,
+                transfer_size=transfer if written else 0, write_align=align if written else 0,
+                writers=nprocs if shared else 1, read_size=0 if written else transfer,
             )))
-    if skipped_names:
-        warnings.append(f"{skipped_names} records without a full path (anonymised names) skipped")
-    if off_lustre:
-        warnings.append(f"{off_lustre} records of files not on a Lustre mount skipped")
-    return {"ok": True, "jobid": int(job["jobid"]), "nprocs": nprocs, "start_time": start,
-            "exe": report.metadata.get("exe", ""), "records": records, "warnings": warnings}
+    notes, skipped = _said(decided)
+    decisions = {k: len(v) for k, v in decided.items()}
+    decisions["files"] = len(set().union(*decided.values())) if decided else 0
+    decisions["read_only"] = len(read - wrote)
+    return {"ok": True, "jobid": int(job["jobid"]), "nprocs": nprocs, "start_time": start, "exe": exe,
+            "records": records, "warnings": warnings + skipped, "notes": notes, "decisions": decisions}
 
 
 def _child(path: str) -> int:
