@@ -192,8 +192,8 @@ def advise(job: Job, cluster: Cluster | None = None) -> Advice:
                  start_time=job.start_time, n_osts=0, has_layout=bool(seen), files=files,
                  notes=list(job.warnings))
     if not seen:
-        adv.notes.append("no LUSTRE records in this log (not Lustre, or Darshan's LUSTRE module was off): "
-                         "no layouts, OSTCost or simulated times")
+        adv.notes.append("no LUSTRE records for the files of this log (not Lustre, or Darshan's LUSTRE "
+                         "module was off): no layouts, OSTCost or simulated times")
         return adv
     if cluster is None:
         cluster = log_cluster(max(seen) + 1, _job_bytes(files))

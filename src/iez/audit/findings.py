@@ -2,16 +2,16 @@
 
 Five kinds (docs/audit.md, "What iez looks for"):
 
-- `few-osts`: a shared file (several writers) on fewer than half the OSTs iez's automatic layout
+- `few-osts`: a shared file (several writers) on half or fewer of the OSTs iez's automatic layout
   gives it: its writers queue on a few OSTs while the others idle (the OSTCost of seed 000,
   docs/references.md#s000-eq7).
 - `wide-small`: a file striped wider than its bytes fill: objects under 1 MiB each ("a file
   smaller than 1 MB, does not need to be striped", docs/references.md#s001-hierarchical): every
   stripe costs an object, an extent lock and an RPC for no bandwidth.
-- `straddle`: writes that cross stripe boundaries: the stripe size is not a multiple of the
-  writes' power-of-two unit (`layout.auto.stripe_unit`), or Darshan counted writes off the file
-  system's block (its alignment is then unknown, `FileFacts.misaligned`). A straddling write is
-  two RPCs on two OSTs.
+- `straddle`: writes that cross stripe boundaries: of the write size and the stripe size, the
+  smaller does not divide the larger or the writes' offsets, or Darshan counted writes off the
+  file system's block (their alignment is then unknown, `FileFacts.misaligned`). A straddling
+  write is two RPCs on two OSTs.
 - `shared-stripes`: writers sharing stripes: a shared file whose writers each write less than a
   stripe, so every stripe (one OST object) is written by several clients and its extent lock
   moves between them (docs/references.md#s001-fig3).
@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from iez.layout.auto import MIN_STRIPE_BYTES, stripe_unit
+from iez.layout.auto import MIN_STRIPE_BYTES
 from iez.units import format_size
 
 KINDS = ("few-osts", "wide-small", "straddle", "shared-stripes", "reads-everywhere")
@@ -82,11 +82,14 @@ def findings(f: FileFacts, iez_count: int) -> list[Finding]:
                            f"{format_size(f.write_bytes)} over {c} stripes: "
                            f"{format_size(f.write_bytes // c)} an object, under {format_size(MIN_STRIPE_BYTES)}"))
     if f.write_bytes > 0 and f.transfer_size > 0:
-        unit = stripe_unit(f.transfer_size, f.write_align) if f.write_align else f.transfer_size & -f.transfer_size
-        if s % unit and (f.transfer_size < s or f.transfer_size % s):
+        # Writes of t bytes at offsets that are multiples of a fit stripes of s when the smaller
+        # of t and s divides the larger, and the offsets are multiples of it (a = 0: not known).
+        small, large = sorted((f.transfer_size, s))
+        if large % small or f.write_align % small:
             out.append(Finding("straddle", f.path, f.write_bytes,
-                               f"writes of {format_size(f.transfer_size)} in units of {format_size(unit)} "
-                               f"cross {format_size(s)} stripe boundaries"))
+                               f"writes of {format_size(f.transfer_size)}"
+                               + (f" at multiples of {format_size(f.write_align)}" if f.write_align else "")
+                               + f" cross {format_size(s)} stripe boundaries"))
         elif f.misaligned:
             out.append(Finding("straddle", f.path, f.write_bytes,
                                f"writes of {format_size(f.transfer_size)} were seen off the file system's "

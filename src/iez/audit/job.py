@@ -62,7 +62,7 @@ def audit_log(path: str, cluster_toml: str = "", simulate: bool = True) -> dict[
         adv = advise(Job(path, log.jobid, log.nprocs, log.start_time, log.exe, records, tuple(log.warnings)), cluster)
     except IezError as e:
         return {"ok": False, "path": path, "cause": "unusable", "error": f"{path}: {e}"}
-    if simulate:
+    if simulate and adv.has_layout:
         _simulate(adv, records, cluster)
     return {"ok": True, "advice": adv}
 

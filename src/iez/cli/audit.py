@@ -51,11 +51,11 @@ def _cluster_text(path: str | None) -> str:
 
 def cmd_advise(args: argparse.Namespace) -> int:
     from iez.audit.job import audit_log
-    from iez.errors import IezError
+    from iez.trace.ingest import TraceError
 
     out = audit_log(args.log, _cluster_text(args.cluster), simulate=not args.no_sim)
     if not out["ok"]:
-        raise IezError(out["error"])
+        raise TraceError(out["error"])
     adv = out["advice"]
     if args.json:
         json.dump(adv.to_dict(), sys.stdout, indent=1)
