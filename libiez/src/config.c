@@ -9,7 +9,7 @@
  *   IEZ_IOLOG      a directory for I/O event logs of reads and writes on the emulated cluster
  *   IEZ_NID        the client NID those events carry (%r: the rank); default: this host's
  * The rank comes from PMI_RANK, PMIX_RANK, OMPI_COMM_WORLD_RANK, SLURM_PROCID or ALPS_APP_PE; the
- * job and array task ids of the trace header from the batch system's variables (job_ids). */
+ * job and array task ids of the trace header from the batch system's (IEZ_JOB_VARS, IEZ_ARRAY_VARS). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,9 +42,8 @@ static int absolute(char *dst, size_t cap, const char *src)
     return iez_path_normalize(cwd, src, dst, cap) < 0 ? -1 : 0;
 }
 
-/* The batch systems' job and array task ids: Slurm, PBS, LSF, Flux */
-static const char *const job_ids[] = {"SLURM_JOB_ID", "PBS_JOBID", "LSB_JOBID", "FLUX_JOB_ID"};
-static const char *const array_tasks[] = {"SLURM_ARRAY_TASK_ID", "PBS_ARRAY_INDEX", "PBS_ARRAYID", "LSB_JOBINDEX"};
+static const char *const job_ids[] = {IEZ_JOB_VARS};
+static const char *const array_tasks[] = {IEZ_ARRAY_VARS};
 
 /* The first of names set and non-empty, cut to cap ("" if none) */
 static void first_env(char *dst, size_t cap, const char *const *names, size_t n)

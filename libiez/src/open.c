@@ -217,7 +217,7 @@ void iez_open_end(struct iez_open *op, int fd)
                      op->pl.plan, op->pl.be, op->pl.set.data && placed ? &op->pl.set : NULL, op->reading))
             iez_trace_mark(fd, &iez_fd_none[0]);
     } else if (fd >= 0 && IEZ_UNLIKELY(iez_tracing) && iez_fd_get(fd))
-        iez_trace_closed(fd);
+        iez_trace_mark(fd, NULL); /* not iez_trace_closed: this thread is inside libiez's work */
     if (IEZ_UNLIKELY(iez_access_files) && fd >= 0 && !(op->orig_flags & O_PATH))
         access_open(op, fd);
     if (op->active)

@@ -26,6 +26,10 @@ struct iez_plan_env {
 };
 /* The MPI rank's variables, first set wins (the shard header's rank and {rank}). */
 #define IEZ_RANK_VARS "PMI_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "ALPS_APP_PE"
+/* The batch system's job and array task ids, first set wins (the shard header's, {job}, {array}):
+ * Slurm, PBS, LSF, Flux. */
+#define IEZ_JOB_VARS "SLURM_JOB_ID", "PBS_JOBID", "LSB_JOBID", "FLUX_JOB_ID"
+#define IEZ_ARRAY_VARS "SLURM_ARRAY_TASK_ID", "PBS_ARRAY_INDEX", "PBS_ARRAYID", "LSB_JOBINDEX"
 /* This process's fields from its environment and gethostname (docs/plan-format.md). */
 void iez_plan_env_read(struct iez_plan_env *env);
 

@@ -39,7 +39,13 @@ static void stream_wrote(FILE *fp, long n)
         return;
     int64_t off = -1;
     if (__atomic_load_n(&o->ask_pos, __ATOMIC_RELAXED)) {
-        /* the stream's own position: what it has buffered is not in the file yet */
+        /* the stream's own position (what it has buffered is not in the file yet) costs a
+         * system call: asked for bulk writes only, the facts a layout needs; a putc or printf
+         * to a redirected stdout counts its bytes and size without it */
+        if (n < BUFSIZ) {
+            iez_trace_wrote(o, fd, (uint64_t)n, IEZ_OFF_UNKNOWN, 0);
+            return;
+        }
         int saved = errno;
         off_t p = ftello(fp);
         errno = saved;

@@ -167,21 +167,24 @@ static void ofd_put(struct iez_ofd *o)
     free_ofds = o;
 }
 
-/* Point fd at o (NULL: at nothing); the previous occupant, if any. */
-static struct iez_ofd *slot_xchg(int fd, struct iez_ofd *o)
+/* Point fd at o (NULL: at nothing), letting go of the previous occupant, if any (a descriptor
+ * closed behind our back, e.g. by a raw syscall, when fd is being opened). */
+static void slot_set(int fd, struct iez_ofd *o)
 {
     if ((unsigned)fd >= IEZ_FD_CHUNK * IEZ_FD_CHUNKS)
-        return NULL;
+        return;
     struct iez_ofd ***c = &iez_fdtab[(unsigned)fd / IEZ_FD_CHUNK];
     if (!*c) {
         if (!o)
-            return NULL;
+            return;
         struct iez_ofd **chunk = calloc(IEZ_FD_CHUNK, sizeof *chunk);
         if (!chunk)
-            return NULL;
+            return;
         __atomic_store_n(c, chunk, __ATOMIC_RELEASE);
     }
-    return __atomic_exchange_n(&(*c)[(unsigned)fd % IEZ_FD_CHUNK], o, __ATOMIC_ACQ_REL);
+    struct iez_ofd *prev = __atomic_exchange_n(&(*c)[(unsigned)fd % IEZ_FD_CHUNK], o, __ATOMIC_ACQ_REL);
+    if (prev)
+        ofd_put(prev);
 }
 
 static int fd_trackable(int fd) { return (unsigned)fd < IEZ_FD_CHUNK * IEZ_FD_CHUNKS; }
@@ -203,9 +206,7 @@ void iez_trace_opened(int fd, const struct iez_file_info *fi)
         o->iolog = iez_iolog_on && fi->iolog;
         __atomic_store_n(&o->pos, fi->pos, __ATOMIC_RELAXED);
     }
-    struct iez_ofd *prev = slot_xchg(fd, o);
-    if (prev) /* a descriptor closed behind our back (e.g. by a raw syscall) */
-        ofd_put(prev);
+    slot_set(fd, o);
     pthread_mutex_unlock(&lock);
 }
 
@@ -222,11 +223,7 @@ void iez_trace_closed(int fd)
         __atomic_compare_exchange_n(&iez_fdtab[(unsigned)fd / IEZ_FD_CHUNK][(unsigned)fd % IEZ_FD_CHUNK], &was, NULL,
                                     0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
         return;
-    pthread_mutex_lock(&lock);
-    struct iez_ofd *o = slot_xchg(fd, NULL);
-    if (o)
-        ofd_put(o);
-    pthread_mutex_unlock(&lock);
+    iez_trace_mark(fd, NULL);
 }
 
 void iez_trace_dup(int oldfd, int newfd)
@@ -239,9 +236,7 @@ void iez_trace_dup(int oldfd, int newfd)
         __atomic_add_fetch(&o->refs, 1, __ATOMIC_ACQ_REL);
     else if (o && !iez_fd_is_none(o))
         o = NULL;
-    struct iez_ofd *prev = slot_xchg(newfd, o);
-    if (prev)
-        ofd_put(prev);
+    slot_set(newfd, o);
     pthread_mutex_unlock(&lock);
 }
 
@@ -344,7 +339,10 @@ void iez_trace_wrote(struct iez_ofd *o, int fd, uint64_t n, int64_t off, uint64_
     uint64_t end;
     if (off >= 0)
         end = (uint64_t)off + n;
-    else if (!__atomic_load_n(&o->ask_pos, __ATOMIC_RELAXED))
+    else if (off == IEZ_OFF_UNKNOWN) {
+        iez_note_write(r, n, 0, 0, mt);
+        return;
+    } else if (!__atomic_load_n(&o->ask_pos, __ATOMIC_RELAXED))
         end = add(&o->pos, n, mt);
     else if (kernel_pos(o, fd, &end)) {
         iez_note_write(r, n, 0, 0, mt);
@@ -429,9 +427,7 @@ void iez_trace_mark(int fd, struct iez_ofd *none)
     if (!fd_trackable(fd))
         return;
     pthread_mutex_lock(&lock);
-    struct iez_ofd *prev = slot_xchg(fd, none);
-    if (prev)
-        ofd_put(prev);
+    slot_set(fd, none);
     pthread_mutex_unlock(&lock);
 }
 

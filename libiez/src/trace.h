@@ -51,7 +51,7 @@ static inline struct iez_ofd *iez_fd_get(int fd)
  * fstat and one readlink decide, under the rules of an open (open.c); its traced descriptor, or
  * NULL, the slot then holding an iez_fd_none marker. */
 struct iez_ofd *iez_fd_adopt(int fd, int writing);
-/* Put a marker (iez_fd_none) in fd's slot. */
+/* Put a marker (iez_fd_none), or NULL (forget it), in fd's slot. */
 void iez_trace_mark(int fd, struct iez_ofd *none);
 
 /* The traced descriptor fd refers to, adopting an unknown one on its first use; NULL: not traced. */
@@ -107,8 +107,10 @@ static inline void iez_note_write(struct iez_rec *r, uint64_t n, uint64_t end, i
         __atomic_store_n(&r->segments, __atomic_load_n(&r->segments, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
 }
 
-/* Accounting for an operation on a traced descriptor. off < 0: at the file position; t0: when
- * the call started (iez_io_t0), for the I/O event log. */
+/* Accounting for an operation on a traced descriptor. off < 0: at the file position
+ * (IEZ_OFF_UNKNOWN: somewhere not worth asking the kernel for); t0: when the call started
+ * (iez_io_t0), for the I/O event log. */
+#define IEZ_OFF_UNKNOWN (-2)
 void iez_trace_wrote(struct iez_ofd *o, int fd, uint64_t n, int64_t off, uint64_t t0);
 void iez_trace_read(struct iez_ofd *o, int fd, uint64_t n, int64_t off, uint64_t t0);
 void iez_trace_seeked(struct iez_ofd *o, uint64_t pos);
