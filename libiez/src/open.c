@@ -216,8 +216,11 @@ void iez_open_end(struct iez_open *op, int fd)
             trace_fd(fd, op->api, op->abs, op->abslen, op->flags, 0, 0, placed || (op->creating && !op->existed),
                      op->pl.plan, op->pl.be, op->pl.set.data && placed ? &op->pl.set : NULL, op->reading))
             iez_trace_mark(fd, &iez_fd_none[0]);
-    } else if (fd >= 0 && IEZ_UNLIKELY(iez_tracing) && iez_fd_get(fd))
-        iez_trace_mark(fd, NULL); /* not iez_trace_closed: this thread is inside libiez's work */
+    }
+    /* an open not traced forgets what the number held (not iez_trace_closed: this thread is
+     * inside libiez's work); a vfork child's table is its parent's */
+    if (fd >= 0 && IEZ_UNLIKELY(iez_tracing) && !(op->active && op->track) && iez_fd_get(fd) && iez_owner())
+        iez_trace_mark(fd, NULL);
     if (IEZ_UNLIKELY(iez_access_files) && fd >= 0 && !(op->orig_flags & O_PATH))
         access_open(op, fd);
     if (op->active)
