@@ -5,8 +5,11 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
+from iez.fields import Matcher
 from iez.predict import workloads
+from iez.predict.aipa import predict_next_run
 from iez.predict.names import Template, advance, infer, next_label, split, width
+from iez.request import Request
 
 
 def pairs(runs):
@@ -124,3 +127,98 @@ def test_next_label():
     assert next_label(["a", "b7"]) == ""
     assert next_label([]) == ""
     assert next_label(["", ""]) == ""
+
+
+# -- run-time fields: names the job fills in when it runs ------------------------------------------
+
+def created(runs):
+    """(path, rank, job, host, renamed) per file, as aipa hands them to infer."""
+    return [[(q.path, q.rank, q.run, q.host, bool(q.final_path)) for q in run] for run in runs]
+
+
+def next_names(runs):
+    model = infer(created(runs))
+    last = len(runs) - 1
+    return {model.next_path(model.key(last, q.path)) for q in runs[last]}
+
+
+def req(path, run, rank=0, host="", final=""):
+    return Request(path=path, write_bytes=1 << 20, rank=rank, run=run, host=host, final_path=final)
+
+
+def test_job_id_and_host_become_fields():
+    runs = [[req(f"/s/out.{job}.r{k}", str(job), k, host=f"nid{job % 7:05d}") for k in range(3)]
+            + [req(f"/s/slurm-{job}.out", str(job)), req(f"/s/nid{job % 7:05d}.log", str(job), host=f"nid{job % 7:05d}")]
+            for job in (1843301, 1843377, 1844012)]
+    assert next_names(runs) == {"/s/out.{job}.r0", "/s/out.{job}.r1", "/s/out.{job}.r2", "/s/slurm-{job}.out",
+                                "/s/{host}.log"}
+
+
+def test_short_run_ids_and_parts_of_words_are_not_job_ids():
+    """Runs numbered 1, 2, 3 are too short to tell from a name's own numbers; a job id inside a
+    longer word or number is no part of its own."""
+    runs = [[req(f"/s/ckpt{r}.h5", str(r)), req(f"/s/x12345{r}7/f", f"12345{r}")] for r in (1, 2, 3)]
+    assert next_names(runs) == {"/s/ckpt4.h5", "/s/x1234547/f"}  # a counter, stepping 10
+
+
+def test_host_full_and_short():
+    runs = [[req(f"/s/{h}.cluster.org.err", "9001", host=f"{h}.cluster.org"), req(f"/s/{h}/o", "9001", host=f"{h}.cluster.org")]
+            for h in ("c1", "c7")]
+    assert next_names(runs) == {"/s/{fqdn}.err", "/s/{host}/o"}
+
+
+def test_dates_and_times_that_change_become_fields():
+    runs = [[req(f"/s/log.{d}.txt", "1"), req(f"/s/run-{iso}/out", "1"), req(f"/s/snap_{d}_{t}.h5", "1"),
+             req(f"/s/t{t}.dat", "1"), req("/s/step.000100.h5", "1")]
+            for d, iso, t in (("20261101", "2026-11-01T03:00:00", "030007"), ("20261103", "2026-11-03T22:41:09", "224109"),
+                              ("20261124", "2026-11-24T01:15:55", "011555"))]
+    assert next_names(runs) == {"/s/log.{date:%Y%m%d}.txt", "/s/run-{date:%Y-%m-%dT%H:%M:%S}/out",
+                                "/s/snap_{date:%Y%m%d_%H%M%S}.h5", "/s/t{date:%H%M%S}.dat", "/s/step.000100.h5"}
+
+
+def test_counters_are_not_dates():
+    """An 8-digit rank (year 0000), a step counter that steps evenly, a stamp that never changed."""
+    runs = [[req(f"/s/testFile.{k:08d}", "1", k) for k in range(2)] + [req(f"/s/plt{s:06d}", "1"),
+            req("/s/in-2026-01-01.nc", "1")] for s in (100, 200, 300)]
+    assert next_names(runs) == {"/s/testFile.00000000", "/s/testFile.00000001", "/s/plt000400", "/s/in-2026-01-01.nc"}
+
+
+def test_mkstemp_suffixes_become_random_fields_and_one_file():
+    """mkstemp's six characters, the mktemp command's ten: different in every file and run. A
+    run's several temporaries under one template are one file of the next run."""
+    suffixes = [["aB3xQz", "Zq81Lm"], ["k2JdP0", "0aZZ9q"], ["Qm4Tt1", "p9Lk2s"]]
+    runs = [[req(f"/tmp/job/tmp.{s}{s[:4]}", "77" + str(r)) for s in sx] + [req(f"/s/ckpt.{s}", "7") for s in sx[:1]]
+            for r, sx in enumerate(suffixes)]
+    assert next_names(runs) == {"/tmp/job/tmp.{rand:10}", "/s/ckpt.{rand:6}"}
+
+
+def test_a_constant_or_numeric_suffix_is_no_random_part():
+    runs = [[req("/s/data.abcdef1", "1"), req(f"/s/out.{n}", "1")] for n in (100000, 100001)]
+    assert next_names(runs) == {"/s/data.abcdef1", "/s/out.100002"}
+
+
+def test_rsync_temporaries_renamed_in_one_run():
+    """rsync writes .NAME.XXXXXX and renames it to NAME: a temporary from its first run."""
+    run = [req("/dst/.data.bin.Xy12ab", "5", final="/dst/data.bin"), req("/dst/.a.txt.9QwErT", "5", final="/dst/a.txt"),
+           req("/dst/keep.dat", "5")]
+    assert next_names([run]) == {"/dst/.data.bin.{rand:6}", "/dst/.a.txt.{rand:6}", "/dst/keep.dat"}
+
+
+def test_braces_in_names_are_escaped():
+    assert next_names([[req("/s/{weird}.out", "1")]]) == {"/s/{{weird}}.out"}
+
+
+def test_predicted_keys_match_the_next_runs_real_names():
+    """The whole loop in Python: predict from three runs, write the plan keys, and match the
+    fourth run's names as libiez would in its process (iez.fields.Matcher)."""
+    def run(job, day, sfx):
+        return [req(f"/s/out.{job}.{k}", str(job), k, host="cn3") for k in range(2)] + [
+            req(f"/s/log.2026-11-{day:02d}", str(job)), req(f"/s/.res.{sfx}", str(job), final="/s/res")]
+    runs = [run(1000 + 17 * i, 3 + i * 5, f"Ab{i}xY{i}") for i in range(3)]
+    pred = predict_next_run(runs)
+    keys = [q.path for q in pred.requests]
+    assert sorted(keys) == ["/s/.res.{rand:6}", "/s/log.{date:%Y-%m-%d}", "/s/out.{job}.0", "/s/out.{job}.1"]
+    match = Matcher(keys, {"job": "2001", "host": "cn9"})
+    for q in run(2001, 28, "Qz9kL2"):
+        assert match(q.path) is not None, q.path
+    assert match("/s/out.2002.0") is None and match("/s/log.2026-11-32") is None

@@ -101,6 +101,16 @@ def templated(path: str) -> bool:
     return any(isinstance(p, Field) for p in parse_path(path))
 
 
+def _date_pieces(fmt: str) -> list[tuple[str, int]]:
+    """(regex, bytes) of each conversion and separator of a date/time format."""
+    return [(_CONV[c[1]], 4 if c == "%Y" else 2) if c[0] == "%" else (re.escape(c), 1) for c in re.findall(r"%.|[^%]", fmt)]
+
+
+def date_pattern(fmt: str) -> re.Pattern[str]:
+    """What a `{date:FMT}` field matches: fixed-width ASCII digits in range, separators as written."""
+    return re.compile("".join(r for r, _ in _date_pieces(fmt)), re.ASCII)
+
+
 def _pieces(parts: tuple[str | Field, ...], env: Mapping[str, str]) -> list[tuple[str, int]] | None:
     """A key's name in a process with `env`'s fields: (regex, bytes) per piece, None if it can
     never match there (a field unknown to it, a value with a '/', longer than MAX_NAME)."""
@@ -114,8 +124,7 @@ def _pieces(parts: tuple[str | Field, ...], env: Mapping[str, str]) -> list[tupl
         elif p.name == "rand":
             out.append((f"[A-Za-z0-9]{{{p.arg}}}", int(p.arg)))
         else:
-            for conv in re.findall(r"%.|[^%]", p.arg):
-                out.append((_CONV[conv[1]], 4 if conv == "%Y" else 2) if conv[0] == "%" else (re.escape(conv), 1))
+            out += _date_pieces(p.arg)
     return out if sum(n for _, n in out) <= MAX_NAME else None
 
 

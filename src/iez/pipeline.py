@@ -24,6 +24,7 @@ from iez.alloc.registry import DEFAULT_POLICY, get_policy
 from iez.cluster import Cluster, Snapshot, load_cluster, make_cluster
 from iez.db.errors import DatabaseError
 from iez.errors import AllocationError, IezError
+from iez.fields import Matcher
 from iez.plan import Plan, save
 from iez.request import Placement, Request
 from iez.trace.ingest import Ingested, TraceError, ingest
@@ -110,7 +111,20 @@ def asked_counts(tx: Txn, app: str, run: int | None, requests: list[Request]) ->
         return requests
     predicted = tx.find_prediction(app, tx.next_traced_run(app) if run is None else run)
     asked = {q.path: q.stripe_count for q in predicted.requests} if predicted else {}
-    return [replace(q, stripe_count=asked[q.path]) if q.placed and q.path in asked else q for q in requests]
+    matchers: dict[tuple[str, str, int], Matcher] = {}
+
+    def planned(q: Request) -> str | None:
+        """The prediction's key of a traced file: its name, or a template it falls under (its
+        job id, host and rank filled in as libiez filled them: docs/plan-format.md)."""
+        if q.path in asked:
+            return q.path
+        env = (q.run, q.host, q.rank)
+        if env not in matchers:
+            matchers[env] = Matcher(asked, {"job": q.run, "rank": str(q.rank), "fqdn": q.host,
+                                            "host": q.host.split(".")[0]})
+        return matchers[env](q.path)
+
+    return [replace(q, stripe_count=asked[k]) if q.placed and (k := planned(q)) is not None else q for q in requests]
 
 
 def store_trace(tx: Txn, app: str, got: Ingested, run: int | None = None, *, label: str = "", source: str = "",

@@ -60,12 +60,17 @@ class Plan:
         return Matcher(self.entries, env)
 
 
-def check_path(path: str) -> None:
-    """A plan key: absolute, no TAB/LF/CR/NUL, and version 2's field grammar."""
+def check_name(path: str) -> None:
+    """A file's name as a plan can hold it: absolute, no TAB, LF, CR or NUL."""
     if not path.startswith("/"):
         raise ConfigError(f"plan: path {path!r} is not absolute")
     if any(c in path for c in "\t\n\r\0"):
         raise ConfigError(f"plan: path {path!r} holds a tab, newline or NUL")
+
+
+def check_path(path: str) -> None:
+    """A plan key: a name as check_name takes it, in version 2's field grammar (braces doubled)."""
+    check_name(path)
     parse_path(path)
 
 

@@ -33,7 +33,7 @@ from iez.controller.service import Conflict, Controller, HeldBack, Invalid, NotF
 from iez.db.errors import DatabaseError
 from iez.errors import ConfigError, IezError
 from iez.layout.layout import LOV_MAX_STRIPE_COUNT, LOV_MAXPOOLNAME
-from iez.plan import check_path, parse_layout
+from iez.plan import check_name, parse_layout
 from iez.request import Request
 from iez.trace.ingest import API_LEVEL
 from iez.units import parse_size
@@ -70,7 +70,7 @@ class FileRequest(_Strict):
     @field_validator("path")
     @classmethod
     def _path(cls, v: str) -> str:
-        _checked(check_path, v)
+        _checked(check_name, v)
         return v
 
     @field_validator("write_bytes")

@@ -18,40 +18,138 @@ over every run:
 Zero padding is kept: a field written with leading zeros anywhere is formatted `%0<width>d`.
 A file's *key* (template + rank-tied values + offsets) names its role in every run, so the
 predictor can line up the same file across runs and write its next-run name.
+
+Some parts of a name are filled in by the job when it runs and cannot be predicted as values;
+they become run-time fields of the plan key (iez.fields, docs/plan-format.md), which libiez fills
+in or matches when the file is created (docs/prediction.md):
+
+- `{job}`: a part equal to the run's job id (at least 3 characters), `{host}` / `{fqdn}`: one
+  equal to the creating host's name, short or full, each as a whole part (between separators).
+- `{date:FMT}`: a digit run (or a dashed/coloned stamp) that differs between runs and reads as a
+  date or time of a known shape (`DATES`) in every run.
+- `{rand:N}`: the last part of a base name (after `.`, `_` or `-`), of 6 or more letters and
+  digits, that differs in every file and run, and not in its digits alone (mkstemp's `XXXXXX`,
+  the `mktemp` command's ten, rsync's `.NAME.XXXXXX` temporaries), or that a file renamed later
+  carries (a temporary even in one run).
+
+A template field of either kind matches any value, so a run's files under one templated name
+are one file of the next run (predicted once, not as a series of names).
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Sequence
 
-_FIELD = re.compile(r"\d+")
+from iez.fields import date_pattern, escape
 
-Key = tuple[tuple[str, ...], tuple[int, ...]]  # (template literals, rank-tied values and offsets)
+# A value field: a date stamp with separators, else a digit run; a run-time field ({...}) or an
+# escaped brace is literal text.
+_FIELD = re.compile(r"(\{\{|\}\}|\{[^{}]*\})|(?<![0-9])([0-9]{4}-[0-9]{2}-[0-9]{2}(?:[T_][0-9]{2}[:-][0-9]{2}[:-][0-9]{2})?"
+                    r"|[0-9]{8}[T_-][0-9]{6}|[0-9]{2}:[0-9]{2}:[0-9]{2})(?![0-9])|([0-9]+)")
+# Date and time shapes a varying field may be, tried in order (strftime; iez.fields' conversions).
+DATES = ("%Y-%m-%dT%H:%M:%S", "%Y-%m-%d_%H-%M-%S", "%Y%m%dT%H%M%S", "%Y%m%d-%H%M%S", "%Y%m%d_%H%M%S",
+         "%Y-%m-%d", "%H:%M:%S", "%Y%m%d%H%M%S", "%Y%m%d%H%M", "%Y%m%d", "%H%M%S")
+_YEARS = range(1970, 2100)  # a date's plausible years: an 8-digit counter is no date
+_RAND = re.compile(r"(?<=[/._-])[A-Za-z0-9]{6,}$")  # mkstemp's Xs end a base name
+MIN_JOB = 3  # shorter run ids (run 1, 2, ...) are too likely to be other numbers of a name
+
+Key = tuple[tuple[str, ...], tuple[int | str, ...]]  # (template literals, rank-tied values, offsets, fields)
 
 
 def split(path: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """Literal parts (one more than fields) and the digit strings between them."""
-    return tuple(_FIELD.split(path)), tuple(_FIELD.findall(path))
+    """Literal parts (one more than fields) and the value strings between them."""
+    literals, values, at = [], [], 0
+    for m in _FIELD.finditer(path):
+        if m.group(1):
+            continue
+        literals.append(path[at:m.start()])
+        values.append(m.group(0))
+        at = m.end()
+    literals.append(path[at:])
+    return tuple(literals), tuple(values)
+
+
+def date_shape(values: Sequence[str]) -> str:
+    """The first of DATES every value reads as, as a `{date:FMT}` field matches it ("" if none)."""
+    for fmt in DATES:
+        rx = date_pattern(fmt)
+        if all(rx.fullmatch(v) for v in values):
+            try:
+                stamps = [datetime.strptime(v, fmt) for v in values]
+            except ValueError:  # February 30th
+                continue
+            if "%Y" not in fmt or all(t.year in _YEARS for t in stamps):
+                return fmt
+    return ""
+
+
+def _whole(text: str, part: str, field: str) -> str:
+    """text with every whole occurrence of part (between separators or ends) as field."""
+    return re.sub(rf"(?<![A-Za-z0-9]){re.escape(part)}(?![A-Za-z0-9])", field, text) if part else text
+
+
+def generalise(path: str, job: str = "", host: str = "") -> str:
+    """The path as a plan key, the run's job id and the creating host as fields."""
+    key = escape(path)
+    if len(job) >= MIN_JOB:
+        key = _whole(key, escape(job), "{job}")
+    if "." in host:
+        key = _whole(key, escape(host), "{fqdn}")
+    short = host.split(".")[0]
+    return _whole(key, escape(short), "{host}") if len(short) >= 2 else key
+
+
+def random_parts(runs: Sequence[Sequence[tuple[str, bool]]]) -> set[tuple[int, str]]:
+    """The (run, key) whose base name ends in a random part: one that differs in every file of
+    every run among keys alike but for it and their numbers, in its letters too; or whose file
+    was renamed (a temporary)."""
+    groups: dict[str, list[tuple[int, str, str, bool]]] = {}
+    for r, run in enumerate(runs):
+        for key, renamed in run:
+            m = _RAND.search(key)
+            if m:
+                coarse = re.sub(r"[0-9]+", "#", key[:m.start()]) + f"\0{len(m.group())}"
+                groups.setdefault(coarse, []).append((r, key, m.group(), renamed))
+    out = set()
+    for occ in groups.values():
+        parts = [p for _, _, p, _ in occ]
+        # letters change too: a counter's letters stay (plt000100, plt000200)
+        varies = (len({r for r, _, _, _ in occ}) > 1 and len(set(parts)) == len(parts)
+                  and len({re.sub(r"[0-9]+", "#", p) for p in parts}) > 1)
+        out |= {(r, key) for r, key, _, renamed in occ if varies or renamed}
+    return out
+
+
+def with_random(key: str) -> str:
+    """key with its base name's random part as a field."""
+    m = _RAND.search(key)
+    return key[:m.start()] + f"{{rand:{len(m.group())}}}" if m else key
 
 
 @dataclass(frozen=True)
 class Template:
     literals: tuple[str, ...]
     widths: tuple[int, ...]  # zero-padded width of each field, 0 = plain
+    # per field: the text it is written as whatever its value ("{date:%Y%m%d}", a stamp that
+    # never changed), or "" for a number; () = all numbers
+    fixed: tuple[str, ...] = ()
 
-    def render(self, values: Sequence[int]) -> str:
+    def render(self, values: Sequence[int | str]) -> str:
         parts = [self.literals[0]]
-        for lit, width, v in zip(self.literals[1:], self.widths, values):
-            parts.append(f"{v:0{width}d}" if width else str(v))
+        for i, (lit, width, v) in enumerate(zip(self.literals[1:], self.widths, values)):
+            text = self.fixed[i] if self.fixed and self.fixed[i] else None
+            parts.append(text if text is not None else f"{v:0{width}d}" if width else str(v))
             parts.append(lit)
         return "".join(parts)
 
     def __str__(self) -> str:
-        """printf form, as the docs and IOR write it: `testFile.%08d`."""
+        """printf form, as the docs and IOR write it: `testFile.%08d`; run-time fields as written."""
         lits = [lit.replace("%", "%%") for lit in self.literals]
-        fields = [f"%0{w}d" if w else "%d" for w in self.widths]
+        fixed = self.fixed or ("",) * len(self.widths)
+        fields = [f or (f"%0{w}d" if w else "%d") for w, f in zip(self.widths, fixed)]
         return lits[0] + "".join(f + lit for f, lit in zip(fields, lits[1:]))
 
 
@@ -89,8 +187,9 @@ class _Shape:
 class NameModel:
     """Templates inferred from past runs: keys that line files up across runs, next-run names."""
 
-    def __init__(self, shapes: dict[tuple[str, ...], _Shape]):
+    def __init__(self, shapes: dict[tuple[str, ...], _Shape], keys: dict[tuple[int, str], str]):
         self._shapes = shapes
+        self._keys = keys  # (run, path) -> the path as a plan key with run-time fields
 
     @property
     def templates(self) -> list[Template]:
@@ -98,47 +197,86 @@ class NameModel:
 
     def key(self, run: int, path: str) -> Key:
         """The role of `path` (created in run number `run` of the inferred runs)."""
-        literals, digits = split(path)
+        literals, values = split(self._keys.get((run, path), escape(path)))
         shape = self._shapes[literals]
+        fixed = shape.template.fixed
         norm = tuple(
-            int(s) if c is not None else int(s) - bases[run]
-            for s, c, bases in zip(digits, shape.rank_offset, shape.bases)
+            "" if fixed[i] else int(s) if c is not None else int(s) - bases[run]
+            for i, (s, c, bases) in enumerate(zip(values, shape.rank_offset, shape.bases))
         )
         return literals, norm
 
     def next_path(self, key: Key) -> str:
+        """The next run's name: a plan key, run-time fields included (iez.fields)."""
         literals, norm = key
         shape = self._shapes[literals]
-        values = [v if c is not None else b + v for v, c, b in zip(norm, shape.rank_offset, shape.next_base)]
+        values = [v if c is not None or isinstance(v, str) else b + v
+                  for v, c, b in zip(norm, shape.rank_offset, shape.next_base)]
         return shape.template.render(values)
 
     def rank_of(self, key: Key) -> int | None:
         """The rank a rank-tied field names, or None when the name carries no rank."""
         literals, norm = key
         for v, c in zip(norm, self._shapes[literals].rank_offset):
-            if c is not None:
+            if c is not None and isinstance(v, int):
                 return v - c
         return None
 
 
-def infer(runs: Sequence[Sequence[tuple[str, int]]]) -> NameModel:
-    """Name templates from past runs, each a sequence of (path, rank) in create order."""
+Created = tuple[str, int] | tuple[str, int, str, str, bool]  # (path, rank[, job, host, renamed])
+
+
+def infer(runs: Sequence[Sequence[Created]]) -> NameModel:
+    """Name templates from past runs, each a sequence of (path, rank) in create order, or of
+    (path, rank, job id, host, renamed later) to find run-time fields."""
+    keyed = [[(c[0], c[1], generalise(c[0], *c[2:4]) if len(c) > 2 else escape(c[0]), len(c) > 4 and c[4])
+              for c in run] for run in runs]
+    rand = random_parts([[(key, renamed) for _, _, key, renamed in run] for run in keyed])
+    keys = {(r, path): with_random(key) if (r, key) in rand else key
+            for r, run in enumerate(keyed) for path, _, key, _ in run}
     seen: dict[tuple[str, ...], list[tuple[int, tuple[str, ...], int]]] = {}
-    for r, run in enumerate(runs):
-        for path, rank in run:
-            literals, digits = split(path)
-            seen.setdefault(literals, []).append((r, digits, rank))
-    ranks = [len({rank for _, rank in run}) for run in runs]
-    return NameModel({lits: _shape(lits, occ, ranks) for lits, occ in seen.items()})
+    for r, run in enumerate(keyed):
+        for path, rank, _, _ in run:
+            literals, values = split(keys[r, path])
+            seen.setdefault(literals, []).append((r, values, rank))
+    ranks = [len({c[1] for c in run}) for run in runs]
+    return NameModel({lits: _shape(lits, occ, ranks) for lits, occ in seen.items()}, keys)
+
+
+def _date_field(texts: list[str], occ: list[tuple[int, tuple[str, ...], int]]) -> str:
+    """The run-time field a value field is, or "" for a number: "{date:FMT}" when it differs
+    between runs and reads as a date every time (a time without a date only when its runs do
+    not step evenly, as a counter would); a stamp that does not vary is written as it is."""
+    numbers = all(t.isdigit() for t in texts)
+    per_run: dict[int, str] = {}
+    for (r, _, _), t in zip(occ, texts):
+        per_run.setdefault(r, t)
+    if len(set(per_run.values())) > 1 and (fmt := date_shape(texts)):
+        history = [int(per_run[r]) for r in sorted(per_run)] if numbers else []
+        steps = {b - a for a, b in zip(history, history[1:])}
+        if "%Y" in fmt or len(steps) > 1:
+            return f"{{date:{fmt}}}"
+    return "" if numbers else texts[-1]
 
 
 def _shape(literals: tuple[str, ...], occ: list[tuple[int, tuple[str, ...], int]], ranks: list[int]) -> _Shape:
     files: dict[int, int] = {}
     for r, _, _ in occ:
         files[r] = files.get(r, 0) + 1
-    widths, offsets, bases, nexts = [], [], [], []
+    widths: list[int] = []
+    offsets: list[int | None] = []
+    bases: list[dict[int, int]] = []
+    nexts: list[int] = []
+    fixed: list[str] = []
     for f in range(len(literals) - 1):
         digits = [d[f] for _, d, _ in occ]
+        fixed.append(_date_field(digits, occ))
+        if fixed[-1]:
+            widths.append(0)
+            offsets.append(None)
+            bases.append({})
+            nexts.append(0)
+            continue
         widths.append(width(digits))
         values = [int(s) for s in digits]
         ties = {v - rank for v, (_, _, rank) in zip(values, occ)}
@@ -152,7 +290,7 @@ def _shape(literals: tuple[str, ...], occ: list[tuple[int, tuple[str, ...], int]
         )
         history = [per_run[r] for r in sorted(per_run)]
         nexts.append(history[-1] if counts else advance(history))
-    return _Shape(Template(literals, tuple(widths)), tuple(offsets), tuple(bases), tuple(nexts))
+    return _Shape(Template(literals, tuple(widths), tuple(fixed)), tuple(offsets), tuple(bases), tuple(nexts))
 
 
 def next_label(labels: Sequence[str]) -> str:
@@ -165,6 +303,8 @@ def next_label(labels: Sequence[str]) -> str:
         return ""
     literals = shapes.pop()
     fields = [split(lbl)[1] for lbl in labels]
+    if not all(v.isdigit() for f in fields for v in f):  # a stamp is no counter
+        return ""
     template = Template(literals, tuple(width([f[i] for f in fields]) for i in range(len(literals) - 1)))
     return template.render([advance([int(f[i]) for f in fields]) for i in range(len(literals) - 1)])
 
