@@ -32,7 +32,7 @@ def platform(scn: Scenario, n_clients: int) -> dict[str, Any]:
                  for o in c.osts],
         "clients": [{"name": f"c{k:05d}", "nic_bw": sim.client_nic_bw,
                      **({"router": k % sim.lnet_routers} if sim.lnet_routers else {})} for k in range(n)],
-        "mds": {"create_rate": c.mds.create_rate, "open_rate": sim.mds_open_rate},
+        "mds": {"create_rate": sim.mds_create_rate or c.mds.create_rate, "open_rate": sim.mds_open_rate},
     }
     if sim.lnet_routers:
         p["routers"] = [{"name": f"rtr{k}", "bw": sim.lnet_router_bw} for k in range(sim.lnet_routers)]

@@ -17,7 +17,7 @@ from typing import Callable, Iterable
 
 from iez.errors import ConfigError
 from iez.sim.trace import workload_from_records
-from iez.sim.workload import Generator, Pattern, Workload, bt_io, generated, hacc_io, ior, mpi_tile_io
+from iez.sim.workload import Generator, Pattern, Workload, bt_io, generated, hacc_io, ior, mpi_open, mpi_tile_io
 from iez.trace.darshan import read_log
 from iez.trace.record import FileRecord
 from iez.trace.shard import read_shards
@@ -42,6 +42,7 @@ KINDS: dict[str, Kind] = {
     "hacc-io": _generated(hacc_io),
     "bt-io": _generated(bt_io, repeats=False),  # its 40 dumps are its bursts
     "mpi-tile-io": _generated(mpi_tile_io),
+    "mpi-open": _generated(mpi_open),
     "trace": _recorded(read_shards),
     "darshan": _recorded(lambda path: read_log(path).records),
 }

@@ -47,7 +47,12 @@ def hierarchical(osts: Sequence[int], size: int, subfiles: int, subset_size: int
 
 
 def _writers(wl: Workload, path: str) -> set[int]:
-    return {e.rank for ph in wl.phases if ph.kind == "write" for e in ph.extents if e.path == path}
+    """The ranks that write `path`; for a file the job only reads, those that read it (they
+    wrote it in the run that made it)."""
+    def ranks(kind: str) -> set[int]:
+        return {e.rank for ph in wl.phases if ph.kind == kind for e in ph.extents if e.path == path}
+
+    return ranks("write") or ranks("read")
 
 
 def _segments(wl: Workload, path: str) -> int:

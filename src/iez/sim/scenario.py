@@ -67,6 +67,7 @@ class SimParams:
     osc_overhead: float = 0.0  # extra client seconds per call for each OST it talks to
     contention: tuple[tuple[float, float], ...] = ()  # OST efficiency vs concurrent streams
     mds_open_rate: float = 40000.0
+    mds_create_rate: float = 0.0  # creates a second on the MDS (0 = the cluster file's [mds] create_rate)
     optim: str = "Full"  # SimGrid network/optim; docs/simulator.md says why not Lazy
 
 
@@ -294,6 +295,7 @@ def _sim(t: dict[str, Any]) -> SimParams:
         osc_overhead=parse_duration(t.get("osc_overhead", 0), "sim.osc_overhead"),
         contention=tuple(cont),
         mds_open_rate=float(t.get("mds_open_rate", d.mds_open_rate)),
+        mds_create_rate=float(t.get("mds_create_rate", d.mds_create_rate)),
         optim=str(t.get("optim", d.optim)),
     )
     if s.rpc_size <= 0:
@@ -302,6 +304,8 @@ def _sim(t: dict[str, Any]) -> SimParams:
         raise ConfigError(f"sim.optim: {s.optim!r} is not Full or Lazy")
     if s.mds_open_rate <= 0:
         raise ConfigError("sim.mds_open_rate must be > 0")
+    if s.mds_create_rate < 0:
+        raise ConfigError("sim.mds_create_rate must be >= 0 (0 = the cluster's)")
     return s
 
 
@@ -314,7 +318,8 @@ def _int(v: Any, what: str, lo: int) -> int:
 _JOB_KEYS = {"name", "kind", "ranks", "ranks_per_node", "nodes", "mode", "block", "transfer", "segments",
              "stripe_count", "stripe_size", "write", "read", "particles", "class", "dumps", "tile", "element",
              "collective", "bursts", "compute", "compute_after", "placement", "osts", "submit", "windows",
-             "path", "layout", "subset_size", "subfiles", "planned", "grows"}
+             "path", "layout", "subset_size", "subfiles", "planned", "grows",
+             "split_writing"}
 LAYOUTS = ("keep", "auto", "hierarchical")
 
 
@@ -358,6 +363,7 @@ def _job(t: dict[str, Any], k: int, base: Path) -> JobEntry:
         bursts=_int(t.get("bursts", 1), f"{w}.bursts", 1),
         compute=parse_duration(t.get("compute", 0), f"{w}.compute"),
         compute_after=bool(t.get("compute_after", False)),
+        split_writing=bool(t.get("split_writing", False)),
     )
     windows: list[tuple[float, float]] = []
     for pair in t.get("windows", []):

@@ -94,6 +94,7 @@ class Pattern:
     bursts: int = 1  # compute/I-O cycles
     compute: float = 0.0  # seconds of compute in each burst
     compute_after: bool = False  # each burst is I/O then compute (default: compute then I/O)
+    split_writing: bool = False  # mpi-open: one rank creates, the others open nothing (docs/references.md#s001-hierarchical)
     prefix: str = "/lustre/scratch"
     extra: dict = field(default_factory=dict, compare=False)
 
@@ -218,6 +219,16 @@ def bt_io(p: Pattern) -> tuple[list[FileSpec], list[Phase]]:
                             creates=((0, 1),) if k == 0 else (),
                             opens=tuple((r, 1) for r in range(1, p.ranks)) if k == 0 else ()))
     return files, phases
+
+
+def mpi_open(p: Pattern) -> tuple[list[FileSpec], list[Phase]]:
+    """A collective MPI_File_open creating one shared file, no data (the PVFS2 microbenchmark of
+    seed 001 Table 2, docs/references.md#s001-table2): ROMIO opens it on every rank, so one rank
+    creates it and the others open it; with split writing rank 0 alone creates it, the others'
+    subfiles waiting for their first write (docs/references.md#s001-hierarchical)."""
+    path = f"{p.prefix}/{p.name}/open.out"
+    opens = () if p.split_writing else tuple((r, 1) for r in range(1, p.ranks))
+    return [FileSpec(path, 0, p.stripe_count, p.stripe_size)], [Phase("write", "open", creates=((0, 1),), opens=opens)]
 
 
 def mpi_tile_io(p: Pattern) -> tuple[list[FileSpec], list[Phase]]:
