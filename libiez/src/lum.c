@@ -1,4 +1,4 @@
-/* lov_user_md encoder; offsets and sizes from lustre_user.h @2.16.0 (references: l-abi-structs).
+/* lov_user_md encoder and decoder; offsets and sizes from lustre_user.h @2.16.0 (references: l-abi-structs).
  * Byte-for-byte equal to iez.layout.lum.encode (tests/vectors/lum). */
 #include "lum.h"
 
@@ -101,4 +101,90 @@ void iez_lum_number_components(void *buf, const struct iez_layout *lay)
         return;
     for (uint32_t i = 0; i < lay->ncomp; i++)
         put32((unsigned char *)buf + LCM_SIZE + (size_t)LCME_SIZE * i, i + 1); /* lcme_id */
+}
+
+static uint16_t get16(const unsigned char *p) { uint16_t v; memcpy(&v, p, 2); return v; }
+static uint32_t get32(const unsigned char *p) { uint32_t v; memcpy(&v, p, 4); return v; }
+static uint64_t get64(const unsigned char *p) { uint64_t v; memcpy(&v, p, 8); return v; }
+
+#define LCM_MIRROR_COUNT_AT 16
+#define LOV_ALL_STRIPES 0xFFFF
+
+/* One lov_mds_md_v1/v3 blob of n bytes at b into s, its objects' OST indices into osts (room
+ * for IEZ_MAX_STRIPE_COUNT): 0 or -1. */
+static int decode_stripe(const unsigned char *b, size_t n, struct iez_stripe *s, uint16_t *osts)
+{
+    if (n < LUM_V1_SIZE)
+        return -1;
+    uint32_t magic = get32(b);
+    size_t objects = magic == IEZ_LOV_USER_MAGIC_V1 ? LUM_V1_SIZE : LUM_V3_SIZE;
+    if ((magic != IEZ_LOV_USER_MAGIC_V1 && magic != IEZ_LOV_USER_MAGIC_V3 && magic != IEZ_LOV_USER_MAGIC_SPECIFIC) ||
+        n < objects)
+        return -1;
+    s->pattern = get32(b + 4);
+    s->size = get32(b + 24);
+    uint16_t count = get16(b + 28);
+    size_t nobj = (n - objects) / LUM_OST_SIZE;
+    if (nobj > IEZ_MAX_STRIPE_COUNT || (count != LOV_ALL_STRIPES && nobj > count))
+        return -1;
+    s->count = count == LOV_ALL_STRIPES ? (nobj ? (int32_t)nobj : -1) : count;
+    s->offset = -1;
+    s->nosts = (uint32_t)nobj;
+    s->osts = osts;
+    for (size_t i = 0; i < nobj; i++) {
+        uint32_t idx = get32(b + objects + LUM_OST_SIZE * i + 20); /* l_ost_idx */
+        if (idx > IEZ_MAX_OST_INDEX) /* a slot without an object yet (DUMMY_OST) */
+            s->nosts = 0;
+        else
+            osts[i] = (uint16_t)idx;
+    }
+    if (s->nosts && (uint32_t)s->count != s->nosts)
+        s->nosts = 0;
+    return 0;
+}
+
+int iez_lum_decode(const void *buf, size_t n, struct iez_layout *out)
+{
+    const unsigned char *b = buf;
+    memset(out, 0, sizeof *out);
+    if (n < 4)
+        return -1;
+    int composite = get32(b) == IEZ_LOV_USER_MAGIC_COMP_V1;
+    uint32_t ncomp = 1;
+    if (composite) {
+        if (n < LCM_SIZE || get32(b + 4) > n || get16(b + 14) == 0 || get16(b + LCM_MIRROR_COUNT_AT))
+            return -1; /* a mirrored (FLR) file's bytes are in several places */
+        ncomp = get16(b + 14);
+        if (LCM_SIZE + (size_t)LCME_SIZE * ncomp > n)
+            return -1;
+    }
+    out->comp = calloc(ncomp, sizeof *out->comp);
+    out->osts_mem = malloc((size_t)ncomp * IEZ_MAX_STRIPE_COUNT * sizeof *out->osts_mem);
+    if (!out->comp || !out->osts_mem)
+        goto bad;
+    out->composite = composite;
+    out->ncomp = ncomp;
+    for (uint32_t i = 0; i < ncomp; i++) {
+        struct iez_comp *c = &out->comp[i];
+        const unsigned char *blob = b;
+        size_t len = n;
+        c->start = 0;
+        c->end = IEZ_LUSTRE_EOF;
+        if (composite) {
+            const unsigned char *e = b + LCM_SIZE + (size_t)LCME_SIZE * i;
+            uint32_t at = get32(e + 24), sz = get32(e + 28);
+            if ((uint64_t)at + sz > n)
+                goto bad;
+            c->start = get64(e + 8);
+            c->end = get64(e + 16);
+            blob = b + at;
+            len = sz;
+        }
+        if (decode_stripe(blob, len, &c->s, out->osts_mem + (size_t)i * IEZ_MAX_STRIPE_COUNT))
+            goto bad;
+    }
+    return 0;
+bad:
+    iez_layout_free(out);
+    return -1;
 }

@@ -25,5 +25,11 @@ void *iez_lum_alloc(const struct iez_layout *lay, size_t *len);
 /* Number a composite layout's components 1..n in lcme_id, as an MDS stores them (a create
  * request carries 0); buf holds iez_lum_encode's bytes of lay. */
 void iez_lum_number_components(void *buf, const struct iez_layout *lay);
+/* The layout in n bytes read back from a file (the lustre.lov xattr, or user.lustre.lov on the
+ * emulated cluster), as iez.layout.lum.decode reads it: components' extents, stripe size and
+ * count, pattern, and each stripe's OST when every slot has an object (else nosts = 0). A stripe
+ * count of -1 means "all OSTs" without objects to count. 0, or -1 when malformed or mirrored
+ * (FLR). Free with iez_layout_free. */
+int iez_lum_decode(const void *buf, size_t n, struct iez_layout *out);
 
 #endif

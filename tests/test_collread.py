@@ -1,0 +1,110 @@
+"""The Lustre-aware collective read under libiez-mpi (docs/references.md#s003-figs4-5;
+docs/libiez.md, "Lustre-aware collective read"). Real MPI programs under MPICH's mpiexec on an
+emulated cluster of 16 OSTs: the seeded fuzzer (tests/c/collread_fuzz.c) compares what libiez's
+read delivers with the file's bytes and with MPICH's own collective read, for random views,
+sizes, offsets and layouts of 1 to 15 OSTs with 1 to 16 ranks; the I/O event log shows one client
+per OST with it and several with MPICH's; a view it cannot serve falls back, logged."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import BUILD, need_built
+from iez.cluster import make_cluster
+from iez.emulated.mds_client import running_cluster
+from iez.layout import lum
+from iez.plan import parse_layout
+from iez.profile import analysis
+from iez.profile.report import load_profile
+from test_split_writing import Job
+
+LIBDIR = BUILD / "libiez"
+MPILIB, FUZZ, IOR = LIBDIR / "libiez-mpi.so", LIBDIR / "iez-test-collread", LIBDIR / "iez-test-collread-ior"
+BENCH = BUILD / "bench_app" / "iez-bench"
+# layouts of 1 to 15 OSTs: plain, with explicit OST lists, and PFL (docs/plan-format.md)
+LAYOUTS = [
+    "S=65536,c=1",
+    "S=65536,c=15",
+    "S=131072,c=4,o=3:9:12:0",
+    "S=65536,c=7",
+    "0-524288/S=65536,c=2;524288-EOF/S=196608,c=5",
+    "S=262144,c=3,o=14:1:7",
+]
+
+
+@pytest.fixture(scope="module")
+def emu(tmp_path_factory):
+    need_built(MPILIB, FUZZ, IOR, BENCH)
+    with running_cluster(tmp_path_factory.mktemp("collread") / "emu", make_cluster(4, 4), seed=3) as cd:
+        yield cd
+
+
+def run(job: Job, n: int, argv: list, collread: str = "lustre") -> str:
+    """argv under mpiexec with n ranks, libiez-mpi and IEZ_COLLREAD=collread; one client NID
+    per rank in the I/O event log."""
+    return job.mpi(n, argv, IEZ_COLLREAD=collread, IEZ_NID="10.0.0.%r@tcp")
+
+
+@pytest.fixture
+def job(emu, tmp_path):
+    return Job(emu, tmp_path, tmp_path.name)
+
+
+# (ranks, seed, iterations, files): one rank, fewer ranks than OSTs, more, and 16; oversubscribed
+# on a small machine, so the larger jobs read fewer times (a few seconds each)
+@pytest.mark.parametrize("ranks,seed,iterations,nfiles",
+                         [(1, 11, 40, 3), (2, 12, 25, 3), (3, 13, 10, 2), (5, 14, 5, 2), (8, 15, 3, 2), (16, 16, 3, 1)])
+def test_fuzzed_reads_equal_the_file_and_mpichs_read(job, ranks, seed, iterations, nfiles):
+    specs = [LAYOUTS[(seed + i) % len(LAYOUTS)] for i in range(nfiles)]
+    job.plan({f"f{i}": spec for i, spec in enumerate(specs)})
+    files = [job.path(f"f{i}") for i in range(nfiles)]
+    out = run(job, ranks, [FUZZ, seed, iterations, *files])
+    assert f"collread fuzz: {ranks * nfiles * iterations} reads" in out
+    # every read went through libiez's path: nothing fell back
+    assert "MPI's own read" not in job.log(), job.log()
+    for f, spec in zip(files, specs):  # on the planned layouts
+        got = lum.decode(os.getxattr(f, "user.lustre.lov"))
+        assert [c.layout.stripe_count for c in got.components] == \
+            [c.layout.stripe_count for c in parse_layout(spec).components]
+
+
+def profiled_read(tmp: Path, iez_cmd: list[str], collread: str) -> dict[int, dict[str, float]]:
+    """Seed 003's interleaved collective read, in small (6 ranks, 4 OSTs, block = transfer =
+    stripe), profiled with `iez profile` on a fresh emulated cluster: each OST's bytes per client."""
+    with running_cluster(tmp / "emu", make_cluster(4, 4), seed=3) as cd:
+        job = Job(cd, tmp, "j")
+        job.plan({"ssf": "S=65536,c=4"})
+        argv = [IOR, job.path("ssf"), 65536, 8]
+        job.mpi(6, [*argv, "write"])
+        out = tmp / "prof"
+        iez = [*iez_cmd, "profile"]
+        subprocess.run([*iez, "start", "--cluster", cd.root, "--out", out, "--interval", "0.05"], check=True)
+        got = job.mpi(6, [*argv, "read"], IEZ_COLLREAD=collread, IEZ_IOLOG=str(cd.root / "iolog"),
+                      IEZ_NID="10.0.0.%r@tcp")
+        assert "read 3145728 bytes" in got
+        subprocess.run([*iez, "stop", "--cluster", cd.root, "--out", out], check=True)
+        osts = lum.decode(os.getxattr(job.path("ssf"), "user.lustre.lov")).plain.osts
+    if collread == "lustre":  # the report says it (drawing its charts takes seconds: once)
+        report = subprocess.run([*iez, "report", out, "-o", out / "report.html"], check=True, capture_output=True,
+                                text=True).stdout
+        assert report.count("served one client at a time") == 4, report
+    prof = load_profile(out)
+    view = analysis.join(prof.bins, prof.rpcs, prof.exports)
+    assert sorted(view.osts()) == sorted(osts)
+    return {o: view.per_client(o) for o in view.osts()}
+
+
+def test_the_profile_shows_one_client_per_ost_with_iez_and_several_with_mpich(tmp_path, iez_cmd):
+    mpich = profiled_read(tmp_path / "mpich", iez_cmd, "off")
+    iez = profiled_read(tmp_path / "iez", iez_cmd, "lustre")
+    # MPICH: ROMIO reads the contiguous blocks independently, rank r stripe 6s + r: each OST
+    # serves 3 ranks (docs/references.md#s003-figs4-5, Fig. 4)
+    assert [len(c) for c in mpich.values()] == [3, 3, 3, 3]
+    # iez: one aggregator per OST reads all of that OST's stripes (Fig. 5)
+    assert [len(c) for c in iez.values()] == [1, 1, 1, 1]
+    assert len({client for c in iez.values() for client in c}) == 4
+    assert [sum(c.values()) for c in iez.values()] == [sum(c.values()) for c in mpich.values()]
