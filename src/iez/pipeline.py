@@ -1,7 +1,7 @@
 """The control plane's pipeline (docs/references.md#s000-fig4), one function per step, shared by the `iez`
 commands and the controller:
 
-    load_trace(PATH, app)            a libiez shard directory or Darshan log -> one run's requests
+    load_trace(PATH, app)            a libiez shard directory or Darshan log -> one run's requests and reads
     predict(db, app)                 AIPA: the next run's requests, stored as its prediction
     allocate(db, app, run, ...)      placements on a snapshot with other plans' space reserved,
                                      checked, stored with that snapshot
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections import defaultdict
 from dataclasses import dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
@@ -33,9 +34,22 @@ if TYPE_CHECKING:
     from iez.alloc.policy import AllocOptions
     from iez.db import Database, PlacementSet, PredictionInfo, Txn
     from iez.predict import Prediction
+    from iez.trace.shard import Shard
 
 
 # -- trace -------------------------------------------------------------------------------------
+
+# Programs that start or wrap the program a job runs, never the one a run is named after: MPI
+# and batch launchers and their proxies, shells, and the wrappers job scripts put in front of a
+# program (docs/trace-format.md "One run, many programs").
+LAUNCHERS = frozenset({
+    "mpiexec", "mpirun", "mpiexec.hydra", "mpiexec.mpich", "mpirun.mpich", "mpiexec.openmpi", "mpirun.openmpi",
+    "orterun", "hydra_pmi_proxy", "pmi_proxy", "srun", "slurmstepd", "orted", "prted", "prterun", "prun",
+    "aprun", "jsrun", "flux", "charmrun", "ibrun", "mpiexec_mpt",
+    "sh", "bash", "dash", "zsh", "ksh", "mksh", "csh", "tcsh", "fish", "busybox",
+    "env", "time", "timeout", "nohup", "nice", "ionice", "taskset", "numactl", "stdbuf", "setsid", "chrt",
+    "xargs", "parallel", "strace", "ltrace", "valgrind", "perf",
+})
 
 
 @dataclass
@@ -46,38 +60,108 @@ class LoadedTrace:
     nprocs: int
     ingested: Ingested
     meta: dict[str, Any] = field(default_factory=dict)
+    app: str = ""  # the application the run is stored as: --app, else the program the trace names
+    notes: list[str] = field(default_factory=list)  # how the import decided (programs merged, Lustre)
 
 
-def load_trace(path: str | Path, app: str) -> LoadedTrace:
-    """Read one PATH and turn it into one run's requests (no database access)."""
+def launched_program(written: dict[str, int], processes: dict[str, int]) -> str:
+    """The program a run of several programs is named after: not a launcher or wrapper
+    (LAUNCHERS) when another ran; of those, the one that wrote the most bytes, then the one with
+    the most processes. `written` and `processes` are per program name."""
+    others = [p for p in processes if p not in LAUNCHERS] or list(processes)
+    return min(others, key=lambda p: (-written.get(p, 0), -processes[p], p))
+
+
+def _one_run(p: Path, shards: list[Shard]) -> list[Shard]:
+    """The shards of the one run a directory holds: one run id, whatever program each process
+    ran (a launcher and the program it started, a job script and its commands)."""
+    runs: dict[str, list[Shard]] = defaultdict(list)
+    for s in shards:
+        if s.run or s.records:  # a shard whose header is damaged has a warning and nothing else
+            runs[s.run].append(s)
+    if not runs:
+        raise TraceError(f"{p}: no libiez trace shards (*.shard) here")
+    if len(runs) > 1:
+        names = ", ".join(f"{run} ({', '.join(sorted({s.program or s.app for s in ss}))})"
+                          for run, ss in sorted(runs.items())[:3])
+        raise TraceError(f"{p}: holds shards of {len(runs)} runs ({names}{', ...' if len(runs) > 3 else ''}): "
+                         "give each run's shards as their own directory")
+    [(run, ours)] = runs.items()
+    given = sorted({s.app for s in ours if s.app_given})
+    if len(given) > 1:
+        raise TraceError(f"{p}: run {run} holds shards of {len(given)} applications named by IEZ_APP "
+                         f"({', '.join(given)}): give each application's shards as their own directory")
+    return ours
+
+
+def _program_name(p: Path, app: str, given: str, programs: dict[str, int], written: dict[str, int]) -> str:
+    """The application a run is stored as: --app, else IEZ_APP as the run gave it, else its program."""
+    from iez.db import check_app_name
+
+    name = app or given or launched_program(written, programs)
+    try:
+        return check_app_name(name)
+    except IezError:
+        raise TraceError(f"{p}: the run's program {name!r} is not an application name: give --app NAME") from None
+
+
+def _load_shards(p: Path, app: str) -> LoadedTrace:
+    from iez.trace.shard import Trace, read_trace
+
+    trace = read_trace(p)
+    shards = _one_run(p, trace.shards)
+    programs: dict[str, int] = defaultdict(int)  # processes per program
+    written: dict[str, int] = defaultdict(int)
+    for s in shards:
+        programs[s.program or s.app] += 1  # shards before version 3 name the program as app
+        written[s.program or s.app] += sum(r.bytes_written for r in s.records)
+    given = next((s.app for s in shards if s.app_given), "")
+    name = _program_name(p, app, given, programs, written)
+    run = shards[0].run
+    notes = []
+    if len(programs) > 1:
+        each = ", ".join(f"{prog} ({n} process{'es' * (n != 1)}, {written[prog]} bytes written"
+                         f"{', launcher' if prog in LAUNCHERS else ''})" for prog, n in sorted(programs.items()))
+        notes.append(f"run {run}: merged the processes of {len(programs)} programs into one run of {name}: {each}")
+    meta: dict[str, Any] = {"warnings": trace.warnings, "plan_rejected": any(s.plan == "rejected" for s in shards),
+                            "programs": dict(programs), "notes": notes}
+    records = Trace(shards).records
+    got = ingest(records, app=name)
+    if not got.requests and not got.reads:
+        in_place = {r.path for r in records if r.bytes_written > 0}
+        raise TraceError(f"{p}: nothing to import: the run created no file and read none "
+                         f"({len(in_place)} files only written in place, "
+                         f"{len({r.path for r in records} - in_place)} only opened)")
+    return LoadedTrace(p, "libiez", run, len(shards), got, meta, name, notes)
+
+
+def _load_darshan(p: Path, app: str) -> LoadedTrace:
+    from iez.trace.darshan import read_log
+
+    log = read_log(p)
+    program = Path(log.exe.split()[0]).name if log.exe.split() else ""
+    name = _program_name(p, app, "", {program: log.nprocs}, {})
+    got = ingest(log.records, app=name)
+    if not got.requests and not got.reads:
+        d = log.decisions
+        raise TraceError(f"{p}: nothing to import: of the log's {d.get('files', 0)} files none was written or "
+                         f"read on Lustre ({d.get('read_only', 0)} only read, {d.get('off_lustre', 0)} off Lustre, "
+                         f"{d.get('anonymised', 0)} with anonymised (hashed) names)")
+    return LoadedTrace(p, "darshan", str(log.jobid), log.nprocs, got,
+                       {"exe": log.exe, "warnings": [f"{p}: {w}" for w in log.warnings], "notes": log.notes,
+                        "start_time": log.start_time}, name, [f"{p}: {n}" for n in log.notes])
+
+
+def load_trace(path: str | Path, app: str = "") -> LoadedTrace:
+    """Read one PATH, a libiez shard directory or a Darshan log, into one run's requests (the
+    files it created) and reads (the files it read and did not create), stored as `app`, else
+    as the program the trace names (no database access)."""
     p = Path(path)
     if p.is_dir():
-        from iez.trace.shard import read_trace
-
-        trace = read_trace(p)
-        runs = trace.runs()
-        if len(runs) > 1:
-            names = ", ".join(f"{r.app}/{r.run}" for r in runs[:3])
-            raise TraceError(f"{p}: holds shards of {len(runs)} runs ({names}{', ...' if len(runs) > 3 else ''}): "
-                             "give each run's shards as their own directory")
-        if not runs:
-            raise TraceError(f"{p}: no libiez trace shards (*.shard) here")
-        run = runs[0]
-        meta: dict[str, Any] = {"warnings": trace.warnings, "plan_rejected": run.plan_rejected}
-        loaded = LoadedTrace(p, "libiez", run.run, run.processes, ingest(trace.records, app=app), meta)
-    elif p.is_file():
-        from iez.trace.darshan import read_log
-
-        log = read_log(p)
-        loaded = LoadedTrace(p, "darshan", str(log.jobid), log.nprocs, ingest(log.records, app=app),
-                             {"exe": log.exe, "warnings": [f"{p}: {w}" for w in log.warnings],
-                              "start_time": log.start_time})
-    else:
-        raise TraceError(f"{p}: no such shard directory or Darshan log")
-    if not loaded.ingested.requests:
-        raise TraceError(f"{p}: the run created no file ({loaded.ingested.not_created} files were only read "
-                         "or written in place): nothing to place")
-    return loaded
+        return _load_shards(p, app)
+    if p.is_file():
+        return _load_darshan(p, app)
+    raise TraceError(f"{p}: no such shard directory or Darshan log")
 
 
 def prediction_notes(app: str, number: int, got: Ingested, predicted: PredictionInfo | None,
@@ -130,14 +214,19 @@ def asked_counts(tx: Txn, app: str, run: int | None, requests: list[Request]) ->
 def store_trace(tx: Txn, app: str, got: Ingested, run: int | None = None, *, label: str = "", source: str = "",
                 source_path: str = "", nprocs: int = 0, meta: dict[str, Any] | None = None) -> tuple[int, list[str]]:
     """Store one traced run of `app` (`run`, e.g. the predicted one it followed, else the next
-    number) and say how well it was foreseen; returns its number and the notes."""
+    number), its files created and its reads, and say how well it was foreseen; returns its
+    number and the notes."""
     meta = meta or {}
     requests = asked_counts(tx, app, run, got.requests)
     got = replace(got, requests=requests)
     number = tx.add_trace(app, requests, run, label=label, source=source, source_path=source_path,
-                          nprocs=nprocs, plan_hits=got.plan_hits, plan_misses=got.plan_misses, meta=meta)
-    return number, prediction_notes(app, number, got, tx.find_prediction(app, number),
-                                    meta.get("plan_rejected", False))
+                          nprocs=nprocs, plan_hits=got.plan_hits, plan_misses=got.plan_misses, meta=meta,
+                          reads=got.reads)
+    notes = prediction_notes(app, number, got, tx.find_prediction(app, number), meta.get("plan_rejected", False))
+    if not requests:
+        notes.append(f"run {number}: read {len(got.reads)} files and created none: no layout to choose, "
+                     "no plan to make; its reads are stored")
+    return number, notes
 
 
 # -- predict -----------------------------------------------------------------------------------

@@ -4,7 +4,7 @@
     iez predict APP                        AIPA: the next run's requests
     iez allocate APP --policy P -o PLAN    OSTs for each predicted file, and the plan libiez loads
     iez plan APP --run N -o PLAN           (re)write a run's plan from stored placements
-    iez report APP [-o DIR]                OSTCost and OST/OSS utilization, policy by policy
+    iez report APP [-o DIR]                OSTCost and OST/OSS utilization, policy by policy; the run's reads
 
 Each command reads what the previous one stored in the interaction database (--db URL).
 """
@@ -23,12 +23,14 @@ from iez.alloc.policy import LAYOUTS
 from iez.alloc.registry import DEFAULT_POLICY, display_rank
 from iez.cli.trace_import import db_option, open_db
 from iez.errors import IezError
+from iez.plan import format_layout
 from iez.report.balance import (CHANGED_COLUMNS, COST_NOTE, PolicyBalance, changed_rows, check_one_cluster,
                                 policy_balance, report_rows)
 from iez.units import format_size, parse_duration
 
 if TYPE_CHECKING:
     from iez.db import Txn
+    from iez.request import Request
 
 
 def reservation_ttl_option(p: argparse.ArgumentParser) -> None:
@@ -229,11 +231,36 @@ def print_changed(rows: Sequence[PolicyBalance], limit: int) -> None:
     Console().print(table)
 
 
+def print_reads(app: str, run: int, reads: Sequence[Request], limit: int) -> None:
+    """The files a traced run read and did not create (no layout was chosen for them), the
+    most read first."""
+    if not reads:
+        return
+    table = Table(title=f"{app} run {run}: {len(reads)} files read, not created "
+                        f"({format_size(sum(q.read_bytes for q in reads))} read)", title_justify="left")
+    for col in ("path", "read", "typical read", "layout"):
+        table.add_column(col, justify="right" if col in ("read", "typical read") else "left", overflow="fold")
+    for q in sorted(reads, key=lambda q: (-q.read_bytes, q.path))[:limit]:
+        table.add_row(q.path, format_size(q.read_bytes), format_size(q.read_size) if q.read_size else "-",
+                      format_layout(q.observed) if q.observed else "-")
+    Console().print(table)
+    if len(reads) > limit:
+        print(f"(and {len(reads) - limit} more)")
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     from iez.db import DatabaseError
 
     with open_db(args) as db, db.begin() as tx:
-        sets = tx.placement_sets(args.app, args.run)
+        try:
+            sets = tx.placement_sets(args.app, args.run)
+        except DatabaseError:
+            reads = tx.run_reads(args.app, args.run) if args.run is not None else []
+            if not reads:
+                raise
+            print_reads(args.app, args.run, reads, REPORT_NOTES_SHOWN)  # a read-only run: nothing was placed
+            return 0
+        reads = tx.run_reads(args.app, sets[0].run)
         snaps = {s.snapshot_id: tx.snapshot(s.snapshot_id) for s in sets}
         try:
             asked = {q.path: q.stripe_count for q in tx.prediction(args.app, sets[0].run).requests}
@@ -247,6 +274,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     Console().print(balance_table(f"{args.app} run {sets[0].run}", rows))
     print(COST_NOTE)
     print_changed(rows, REPORT_NOTES_SHOWN)
+    print_reads(args.app, sets[0].run, reads, REPORT_NOTES_SHOWN)
     if args.output:
         from iez.report.balance_page import write_report
 

@@ -1,5 +1,5 @@
 """`iez trace show DIR`: what libiez traced in a shard directory, per run and per file, with the
-writers' facts the automatic layout reads; with `--app`, whether iez changed the layout of each
+writers' facts the automatic layout reads and the readers' (bytes read, typical read); with `--app`, whether iez changed the layout of each
 file placed from a plan, and why, from the interaction database (a trace records the layout a
 file got, not the one it asked for)."""
 
@@ -90,9 +90,9 @@ def cmd_show(args: argparse.Namespace) -> int:
         out.print(f"app {run.app} run {run.run}: {run.processes} processes, {run.files} files; {plan}{retrace}",
                   markup=False)
     table = Table(box=None, pad_edge=False)
-    right = ("rank", "pid", "comm", "written", "max offset", "writers", "xfer", "align")
+    right = ("rank", "pid", "comm", "written", "max offset", "writers", "xfer", "align", "read", "rsize")
     for col in ("path", "rank", "pid", "api", "comm", "created", "written", "max offset", "writers", "xfer", "align",
-                "layout", "plan"):
+                "read", "rsize", "layout", "plan"):
         table.add_column(col, justify="right" if col in right else "left", overflow="fold")
     notes = planned[2] if planned else {}
     changed: dict[str, str] = {}
@@ -105,7 +105,8 @@ def cmd_show(args: argparse.Namespace) -> int:
         table.add_row(r.path, str(r.rank), str(r.pid), r.api, str(r.comm_size), "yes" if r.created else "",
                       format_size(r.bytes_written), str(r.max_offset), str(r.writers),
                       format_size(r.transfer_size) if r.transfer_size else "-",
-                      format_size(r.write_align) if r.write_align else "-", r.layout or "-", plan)
+                      format_size(r.write_align) if r.write_align else "-", format_size(r.bytes_read),
+                      format_size(r.read_size) if r.read_size else "-", r.layout or "-", plan)
     out.print(table)
     if planned:
         out.print(f"plan of {args.app} run {planned[0]} ({planned[1]}): iez changed {len(changed)} of the layouts "

@@ -21,13 +21,23 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import CONTENT_TYPE_LATEST
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from iez import __version__
 from iez.alloc.policy import MAX_WRITE_BYTES
 from iez.alloc.registry import names as policy_names
+from iez.cluster import check_host_name
 from iez.tokens import ADMIN, SITE, Tokens
 from iez.controller.service import Conflict, Controller, HeldBack, Invalid, NotFound, check_app
 from iez.db.errors import DatabaseError
@@ -66,6 +76,12 @@ class FileRequest(_Strict):
     write_align: StrictInt = Field(0, ge=0, le=MAX_WRITE_BYTES,
                                    description="the largest power of two dividing every write's offset and size")
     placed: StrictBool = Field(False, description="created from the plan (traces only): its stripe count is iez's")
+    writer_segments: StrictInt = Field(0, ge=0, lt=1 << 31,
+                                       description="contiguous extents one writer wrote (1: one block each; 0: unknown)")
+    read_bytes: StrictInt | str = Field(0, description="bytes read in the run: an integer, or a size such as '1GiB'")
+    read_size: StrictInt = Field(0, ge=0, le=MAX_WRITE_BYTES, description="bytes of the readers' typical read")
+    host: str = Field("", max_length=64, description="the host that created (else first read) it")
+    final_path: str = Field("", max_length=MAX_PATH, description="the name a rename in the run gave it ('': none)")
 
     @field_validator("path")
     @classmethod
@@ -73,10 +89,24 @@ class FileRequest(_Strict):
         _checked(check_name, v)
         return v
 
-    @field_validator("write_bytes")
+    @field_validator("final_path")
     @classmethod
-    def _bytes(cls, v: int | str) -> int:
-        n = _checked(parse_size, v, "write_bytes")
+    def _final_path(cls, v: str) -> str:
+        if v:
+            _checked(check_name, v)
+        return v
+
+    @field_validator("host")
+    @classmethod
+    def _host(cls, v: str) -> str:
+        if v:
+            _checked(check_host_name, v, "host")
+        return v
+
+    @field_validator("write_bytes", "read_bytes")
+    @classmethod
+    def _bytes(cls, v: int | str, info: ValidationInfo) -> int:
+        n = _checked(parse_size, v, info.field_name)
         if n > MAX_WRITE_BYTES:
             raise ValueError(f"{n} bytes is more than iez handles in one file (4 PiB)")
         return n
@@ -115,7 +145,8 @@ class FileRequest(_Strict):
                        api=self.api, pool=self.pool,
                        observed=None if self.observed is None else parse_layout(self.observed),
                        writers=self.writers, transfer_size=self.transfer_size, write_align=self.write_align,
-                       placed=self.placed)
+                       placed=self.placed, writer_segments=self.writer_segments, read_bytes=int(self.read_bytes),
+                       read_size=self.read_size, host=self.host, final_path=self.final_path)
 
 
 def _checked(fn: Callable, *args: Any) -> Any:
@@ -126,16 +157,20 @@ def _checked(fn: Callable, *args: Any) -> Any:
         raise ValueError(str(e)) from None
 
 
+def _once(files: list[FileRequest]) -> None:
+    seen: set[str] = set()
+    for r in files:
+        if r.path in seen:
+            raise ValueError(f"{r.path} is listed twice")
+        seen.add(r.path)
+
+
 class _Requests(_Strict):
     requests: list[FileRequest] = Field(max_length=10_000_000)
 
     @model_validator(mode="after")
     def _unique(self) -> "_Requests":
-        seen: set[str] = set()
-        for r in self.requests:
-            if r.path in seen:
-                raise ValueError(f"{r.path} is listed twice")
-            seen.add(r.path)
+        _once(self.requests)
         return self
 
 
@@ -149,6 +184,17 @@ class TraceUpload(_Requests):
     plan_hits: StrictInt = Field(0, ge=0, description="created files placed from the plan")
     plan_misses: StrictInt = Field(0, ge=0, description="created files the loaded plan did not name")
     warnings: list[str] = Field(default_factory=list, max_length=1000)
+    reads: list[FileRequest] = Field(default_factory=list, max_length=10_000_000,
+                                     description="files the run read and did not create (no layout to choose)")
+
+    @model_validator(mode="after")
+    def _reads_apart(self) -> "TraceUpload":
+        _once(self.reads)
+        made = {r.path for r in self.requests}
+        both = next((r.path for r in self.reads if r.path in made), None)
+        if both is not None:
+            raise ValueError(f"{both} is both created and only read")
+        return self
 
 
 class RequestsUpload(_Requests):
@@ -349,12 +395,13 @@ def create_app(controller: Controller, tokens: Tokens, uploads: str = SITE, caps
         return plan_response(app, run)
 
     @app.post("/apps/{app}/traces", tags=["uploads"], status_code=201, dependencies=[upload],
-              summary="upload what a run created; the next run is then predicted and planned")
+              summary="upload what a run created and read; the next run is then predicted and planned")
     def upload_trace(app: AppName, body: TraceUpload) -> dict[str, Any]:
         name = check_app(app)
         return controller.upload_trace(name, [r.request(name) for r in body.requests], body.run, label=body.label,
                                        source=body.source, nprocs=body.nprocs, plan_hits=body.plan_hits,
-                                       plan_misses=body.plan_misses, meta={"warnings": body.warnings})
+                                       plan_misses=body.plan_misses, meta={"warnings": body.warnings},
+                                       reads=[r.request(name) for r in body.reads])
 
     @app.post("/apps/{app}/requests", tags=["uploads"], status_code=202, dependencies=[upload],
               summary="upload the files a coming run will create; they are planned")

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
+from iez.cluster import HOST_NAME
 from iez.tokens import client_token
 from iez.errors import ConfigError, IezError
 from iez.plan import format_layout
@@ -55,7 +56,10 @@ def request_json(q: Request, observed: bool = False) -> dict[str, Any]:
     d: dict[str, Any] = {"path": q.path, "write_bytes": q.write_bytes, "stripe_count": q.stripe_count,
                          "rank": q.rank, "comm_size": q.comm_size, "create_time": q.create_time,
                          "api": q.api, "pool": q.pool, "writers": q.writers, "transfer_size": q.transfer_size,
-                         "write_align": q.write_align, "placed": q.placed}
+                         "write_align": q.write_align, "placed": q.placed, "writer_segments": q.writer_segments,
+                         "read_bytes": q.read_bytes, "read_size": q.read_size,
+                         # a host name the controller would refuse is left out, not the whole upload
+                         "host": q.host if HOST_NAME.fullmatch(q.host) else "", "final_path": q.final_path}
     if observed and q.observed is not None:
         d["observed"] = format_layout(q.observed)
     return d
@@ -146,21 +150,25 @@ class ControllerClient:
 
     def upload_trace(self, app: str, trace: str | Path, run: int | None = None) -> dict[str, Any]:
         """Read a run's trace here (libiez shard directory or Darshan log, iez trace import's
-        rules) and upload what it created, with its plan hits and misses."""
+        rules) and upload what it created and read, with its plan hits and misses and how the
+        import decided (its notes, with the warnings)."""
         from iez.pipeline import load_trace
 
         t = load_trace(trace, app)
         return self.upload_ingested(app, t.ingested.requests, run, label=t.label, source=t.source, nprocs=t.nprocs,
                                     plan_hits=t.ingested.plan_hits, plan_misses=t.ingested.plan_misses,
-                                    warnings=[str(w) for w in t.meta.get("warnings", [])])
+                                    warnings=[str(w) for w in t.meta.get("warnings", []) + t.notes],
+                                    reads=t.ingested.reads)
 
     def upload_ingested(self, app: str, requests: Sequence[Request], run: int | None = None, *, label: str = "",
                         source: str = "libiez", nprocs: int = 0, plan_hits: int = 0, plan_misses: int = 0,
-                        warnings: Sequence[str] = ()) -> dict[str, Any]:
-        """POST /apps/APP/traces: what a run created. Returns the run number and accuracy notes."""
+                        warnings: Sequence[str] = (), reads: Sequence[Request] = ()) -> dict[str, Any]:
+        """POST /apps/APP/traces: what a run created and what it only read. Returns the run number
+        and accuracy notes."""
         body = {"run": run, "label": label, "source": source, "nprocs": nprocs, "plan_hits": plan_hits,
                 "plan_misses": plan_misses, "warnings": list(warnings)[:1000],
-                "requests": [request_json(q, observed=True) for q in requests]}
+                "requests": [request_json(q, observed=True) for q in requests],
+                "reads": [request_json(q, observed=True) for q in reads]}
         return self._upload(f"/apps/{app}/traces", body)
 
     def upload_requests(self, app: str, requests: Sequence[Request], run: int | None = None) -> dict[str, Any]:

@@ -171,8 +171,9 @@ class Controller:
 
     def upload_trace(self, app: str, requests: Sequence[Request], run: int | None = None, *, label: str = "",
                      source: str = "libiez", nprocs: int = 0, plan_hits: int = 0, plan_misses: int = 0,
-                     meta: dict[str, Any] | None = None) -> dict[str, Any]:
-        """Store what a run created; the worker then predicts the next run and plans it."""
+                     meta: dict[str, Any] | None = None, reads: Sequence[Request] = ()) -> dict[str, Any]:
+        """Store what a run created and what it only read; when it created files, the worker
+        then predicts the next run and plans it."""
         from iez.predict import needs_retrace
         from iez.trace.ingest import Ingested
 
@@ -182,11 +183,11 @@ class Controller:
                 info = run_info(tx, app, run)
                 if info is not None and info.traced:
                     raise Conflict(f"run {run} of {app} already has a trace")
-            got = Ingested(list(requests), plan_hits=plan_hits, plan_misses=plan_misses)
+            got = Ingested(list(requests), plan_hits=plan_hits, plan_misses=plan_misses, reads=list(reads))
             number, notes = pipeline.store_trace(tx, app, got, run, label=label, source=source, nprocs=nprocs,
                                                  meta=meta)
         self.wake.set()
-        return {"app": app, "run": number, "files": len(requests), "notes": notes,
+        return {"app": app, "run": number, "files": len(requests), "reads": len(reads), "notes": notes,
                 "retrace": needs_retrace(plan_hits, plan_misses), "next": number + 1}
 
     def upload_requests(self, app: str, requests: Sequence[Request], run: int | None = None) -> dict[str, Any]:

@@ -2,7 +2,8 @@
 work still to do, which is how it recovers after a crash. Nothing is queued in memory; the
 database says it all:
 
-- predict: an application whose newest traced run has no prediction of a later run;
+- predict: an application whose newest traced run that created files has no prediction of a
+  later run (a run that only read files teaches prediction nothing);
 - allocate: a predicted run that is neither traced nor planned (uploaded requests, or a
   prediction made just before a crash).
 
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 from sqlalchemy import func, select
 
 from iez.db import RunInfo, Txn
-from iez.db.schema import applications, predictions, runs
+from iez.db.schema import applications, predictions, runs, traced_requests
 from iez.pipeline import make_plan
 from iez.plan import dumps
 
@@ -26,7 +27,7 @@ from iez.plan import dumps
 class Work:
     kind: str  # "predict" | "allocate"
     app: str
-    run: int  # predict: the newest traced run; allocate: the run to place
+    run: int  # predict: the newest traced run that created files; allocate: the run to place
     version: int = 0  # allocate: the newest prediction's id (a new upload is new work)
 
     @property
@@ -44,7 +45,9 @@ def pending_work(tx: Txn) -> list[Work]:
     c = tx.conn
     traced = dict(c.execute(select(applications.c.name, func.max(runs.c.number))
                             .join(runs, runs.c.app_id == applications.c.id)
-                            .where(runs.c.traced_at.is_not(None)).group_by(applications.c.name)).all())
+                            .where(runs.c.traced_at.is_not(None),
+                                   select(traced_requests.c.id).where(traced_requests.c.run_id == runs.c.id).exists())
+                            .group_by(applications.c.name)).all())
     predicted = dict(c.execute(select(applications.c.name, func.max(runs.c.number))
                                .join(runs, runs.c.app_id == applications.c.id)
                                .join(predictions, predictions.c.run_id == runs.c.id)
