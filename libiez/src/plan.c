@@ -867,8 +867,8 @@ static const char *first_env(const char *const *names, size_t n)
 
 void iez_plan_env_read(struct iez_plan_env *env)
 {
-    static const char *const job[] = {"SLURM_JOB_ID", "PBS_JOBID", "LSB_JOBID", "FLUX_JOB_ID"};
-    static const char *const array[] = {"SLURM_ARRAY_TASK_ID", "PBS_ARRAY_INDEX", "PBS_ARRAYID", "LSB_JOBINDEX"};
+    static const char *const job[] = {IEZ_JOB_VARS};
+    static const char *const array[] = {IEZ_ARRAY_VARS};
     static const char *const ranks[] = {IEZ_RANK_VARS};
     memset(env, 0, sizeof *env);
     env->val[IEZ_FIELD_JOB] = first_env(job, sizeof job / sizeof *job);
