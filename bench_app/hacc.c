@@ -73,18 +73,28 @@ static int64_t *header_of(const struct bench_params *p, const struct hacc_file *
     return w;
 }
 
-/* Move this rank's nine variables; on read, compare them with what was written when verifying. */
+/* Move this rank's nine variables; on read, compare them with what was written when verifying.
+ * Collective (-c): every rank of the file makes as many calls as the one with the most
+ * particles, the calls past its own particles moving nothing, as collective calls must. */
 static int variables(const struct bench_params *p, const struct bench_comm *c, struct bench_result *r,
                      enum bench_access access, struct bench_file *f, const struct hacc_file *h, void *buf,
                      void *want)
 {
     struct bench_times *t = &r->phase[access];
-    uint64_t count = p->particles[c->rank];
+    uint64_t count = p->particles[c->rank], most = count;
+    for (int i = 0; p->collective && i < h->members; i++)
+        if (p->particles[h->first + i] > most)
+            most = p->particles[h->first + i];
     uint64_t off = p->header + h->in_file * HACC_RECORD;
     for (int v = 0; v < HACC_VARS; v++) {
         uint64_t size = hacc_var_size(v), step = CHUNK / size;
-        for (uint64_t i = 0; i < count; i += step) {
-            uint64_t n = count - i < step ? count - i : step;
+        for (uint64_t i = 0; i < most; i += step) {
+            uint64_t n = i >= count ? 0 : count - i < step ? count - i : step;
+            if (!n) { /* a collective call with nothing of this rank's */
+                if (p->api->xfer(access, f, buf, 0, off))
+                    return -1;
+                continue;
+            }
             if (access == BENCH_WRITE)
                 hacc_fill(v, buf, h->before + i, n, c->rank);
             if (p->api->xfer(access, f, buf, n * size, off + i * size))
@@ -176,6 +186,9 @@ static int phase(const struct bench_params *p, const struct bench_comm *c, struc
     if (variables(p, c, r, access, f, h, buf, want))
         goto fail;
     t->xfer_end = t->close_start = bench_now();
+    /* collective: the other ranks of the file join the header's write with nothing */
+    if (writing && !leader && p->header && p->collective && p->api->xfer(access, f, buf, 0, 0))
+        goto fail;
     if (writing && ((leader && p->header && write_header(p, r, f, h)) || sync_file(p, c) ||
                     (p->fsync && p->api->fsync(f))))
         goto fail;

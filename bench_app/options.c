@@ -298,8 +298,8 @@ int bench_parse(int argc, char **argv, struct bench_params *p, int *child_rank, 
                    "mpiexec -n RANKS iez-bench -a %s ...", p->api->name, p->api->name);
     if (p->collective && !p->api->mpi)
         return bad("-c: collective I/O is MPI's: add -a MPIIO or -a HDF5");
-    if (p->collective && p->workload == BENCH_HACC)
-        return bad("-c is an option of the IOR-like workload (HACC-IO's ranks make different numbers of calls)");
+    if (p->collective && p->workload == BENCH_HACC && p->api != &bench_mpiio_api)
+        return bad("-c with --workload hacc-io: -a MPIIO only");
     if (p->workload == BENCH_IOR) {
         if (counts || header_set)
             return bad("%s is an option of --workload hacc-io", counts ? "-p" : "--header-size");

@@ -17,8 +17,10 @@ from conftest import BUILD, need_built
 from iez.cluster import make_cluster
 from iez.emulated.mds_client import running_cluster
 from iez.layout import lum
+from iez.layout.raid0 import ost_of_offset
 from iez.plan import parse_layout
 from iez.profile import analysis
+from iez.profile.ioevents import read_event_dir
 from iez.profile.report import load_profile
 from test_split_writing import Job
 
@@ -108,3 +110,37 @@ def test_the_profile_shows_one_client_per_ost_with_iez_and_several_with_mpich(tm
     assert [len(c) for c in iez.values()] == [1, 1, 1, 1]
     assert len({client for c in iez.values() for client in c}) == 4
     assert [sum(c.values()) for c in iez.values()] == [sum(c.values()) for c in mpich.values()]
+
+
+def readers_per_ost(log_dir: Path, path: Path) -> dict[int, set[str]]:
+    """From the I/O event log: the client NIDs that read each OST of path, stripe by stripe."""
+    layout = lum.decode(os.getxattr(path, "user.lustre.lov"))
+    size = layout.plain.stripe_size
+    events, skipped = read_event_dir(log_dir)
+    assert not skipped
+    out: dict[int, set[str]] = {}
+    for e in events:
+        if e.op == "read" and e.path == str(path):
+            for stripe in range(e.offset // size, (e.offset + e.length - 1) // size + 1):
+                out.setdefault(ost_of_offset(layout, stripe * size), set()).add(e.nid)
+    return out
+
+
+@pytest.mark.parametrize("workload", [
+    ["-b", "192k", "-t", "64k", "-s", "3"],  # IOR-like: a shared file, three segments
+    ["--workload", "hacc-io", "-p", "3000,20000,0,9000,7", "--header-size", "65536"],  # HACC-IO-like
+])
+def test_iez_bench_reads_back_collectively_one_client_per_ost(job, workload):
+    """iez-bench -r: collective reads of what a collective write put in the file, byte-checked
+    (--verify), served by libiez's read: each OST read by one client."""
+    name = "hacc" if "hacc-io" in workload else "ior"
+    target = job.path(name + "-Part00000000-of-00000001.data" if name == "hacc" else name)
+    job.plan({target.name: "S=65536,c=3"})
+    bench = [BENCH, "-a", "MPIIO", "-c", *workload, "-k", "-o", job.path(name)]
+    job.mpi(5, [*bench, "-w"], IEZ_COLLREAD="off")
+    out = job.mpi(5, [*bench, "-r", "--verify"], IEZ_COLLREAD="lustre", IEZ_NID="10.0.0.%r@tcp",
+                  IEZ_IOLOG=str(job.tmp / "reads"))
+    assert "all as written" in out
+    assert "MPI's own read" not in job.log(), job.log()
+    per_ost = readers_per_ost(job.tmp / "reads", target)
+    assert len(per_ost) == 3 and all(len(nids) == 1 for nids in per_ost.values()), per_ost

@@ -112,8 +112,8 @@ def test_one_line_errors(tmp_path):
     assert errors(r) == ["-n 3: the MPI launcher started 2 ranks (iez-bench --help)"]  # rank 0 alone says it
     r = mpi(1, "-c", "-o", tmp_path / "x", check=2)
     assert "collective I/O is MPI's" in errors(r)[0]
-    r = mpi(1, "-a", "MPIIO", "-c", "--workload", "hacc-io", "-p", 1, "-o", tmp_path / "x", check=2)
-    assert "-c is an option of the IOR-like workload" in errors(r)[0]
+    r = mpi(1, "-a", "HDF5", "-c", "--workload", "hacc-io", "-p", 1, "-o", tmp_path / "x", check=2)
+    assert "-c with --workload hacc-io: -a MPIIO only" in errors(r)[0]
     assert list(tmp_path.iterdir()) == []
     missing = tmp_path / "no" / "where"
     r = mpi(2, "-a", "MPIIO", "-o", missing, check=None)
