@@ -29,6 +29,7 @@ from iez.fields import Matcher
 from iez.plan import Plan, save
 from iez.request import Placement, Request
 from iez.trace.ingest import Ingested, TraceError, ingest
+from iez.units import format_size
 
 if TYPE_CHECKING:
     from iez.alloc.policy import AllocOptions
@@ -120,7 +121,7 @@ def _load_shards(p: Path, app: str) -> LoadedTrace:
     run = shards[0].run
     notes = []
     if len(programs) > 1:
-        each = ", ".join(f"{prog} ({n} process{'es' * (n != 1)}, {written[prog]} bytes written"
+        each = ", ".join(f"{prog} ({n} process{'es' * (n != 1)}, {format_size(written[prog])} written"
                          f"{', launcher' if prog in LAUNCHERS else ''})" for prog, n in sorted(programs.items()))
         notes.append(f"run {run}: merged the processes of {len(programs)} programs into one run of {name}: {each}")
     meta: dict[str, Any] = {"warnings": trace.warnings, "plan_rejected": any(s.plan == "rejected" for s in shards),
