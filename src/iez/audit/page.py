@@ -18,6 +18,15 @@ from iez.units import format_size
 
 GIB = 1 << 30
 BATCH = 1000  # rows per Parquet row group
+# The two sides, named as the demo names them so the charts colour them alike (report.charts):
+# "default" is what the job got (the user's or the file system's layouts), "iez" what iez plans.
+RECORDED, IEZ = "default", "iez"
+LEGEND = f"{RECORDED}: the layouts the log recorded; {IEZ}: iez's layouts for the same files."
+
+
+def _scale(values: list[int]) -> tuple[float, str]:
+    big = max(values, default=0)
+    return (GIB, "GiB") if big >= GIB else (1 << 20, "MiB")
 
 
 def _secs(v: float | None) -> str:
@@ -51,15 +60,16 @@ def advice_page(adv: Advice, out: Path) -> Path:
         rec, iez = _per_ost(adv, "recorded"), _per_ost(adv, "iez")
         osts = sorted(set(rec) | set(iez) | set(range(adv.n_osts)))
         png = out / "osts.png"
+        unit, name = _scale([*rec.values(), *iez.values()])
         grouped_bars(png, f"Job {adv.jobid}: bytes written per OST", [str(o) for o in osts],
-                     {"recorded": [rec.get(o, 0) / GIB for o in osts], "iez": [iez.get(o, 0) / GIB for o in osts]},
-                     "GiB")
-        page.image(png, "bytes per OST, recorded and iez")
+                     {RECORDED: [rec.get(o, 0) / unit for o in osts], IEZ: [iez.get(o, 0) / unit for o in osts]},
+                     name)
+        page.image(png, "bytes per OST, recorded and iez").para(LEGEND, note=True)
         if adv.time_lost is not None:
             png = out / "times.png"
             grouped_bars(png, f"Job {adv.jobid}: simulated I/O time", ["write", "read"],
-                         {"recorded": [adv.write_recorded or 0.0, adv.read_recorded or 0.0],
-                          "iez": [adv.write_iez or 0.0, adv.read_iez or 0.0]}, "seconds")
+                         {RECORDED: [adv.write_recorded or 0.0, adv.read_recorded or 0.0],
+                          IEZ: [adv.write_iez or 0.0, adv.read_iez or 0.0]}, "seconds")
             page.image(png, "simulated write and read time, recorded and iez")
     else:
         page.para("No layout figures: the log has no LUSTRE records.", note=True)
@@ -95,9 +105,9 @@ def site_page(site: Site, out: Path) -> Path:
         png = out / "worst_jobs.png"
         grouped_bars(png, "Worst jobs: simulated I/O time, recorded vs iez's layouts",
                      [f"{r['jobid']} {r['app']}"[:30] for r in worst],
-                     {"recorded": [(r["write_recorded"] or 0) + (r["read_recorded"] or 0) for r in worst],
-                      "iez": [(r["write_iez"] or 0) + (r["read_iez"] or 0) for r in worst]}, "seconds")
-        page.heading("Worst jobs by simulated time lost").image(png, "worst jobs")
+                     {RECORDED: [(r["write_recorded"] or 0) + (r["read_recorded"] or 0) for r in worst],
+                      IEZ: [(r["write_iez"] or 0) + (r["read_iez"] or 0) for r in worst]}, "seconds")
+        page.heading("Worst jobs by simulated time lost").image(png, "worst jobs").para(LEGEND, note=True)
         page.table(["job", "user", "app", "day", "time lost (s)", "OSTCost recorded", "OSTCost iez", "log"],
                    [[str(r["jobid"]), r["user"], r["app"], r["day"], _secs(r["time_lost"]),
                      f"{r['ost_cost_recorded']:.2f}", f"{r['ost_cost_iez']:.2f}", r["log"]] for r in worst])
@@ -107,16 +117,17 @@ def site_page(site: Site, out: Path) -> Path:
                    [[k, str(g.jobs), _secs(g.time_lost), format_size(g.bad_bytes), format_size(g.bytes_written)]
                     for k, g in site.ranked(groups)])
     png = out / "problems.png"
+    unit, name = _scale(list(site.bad_bytes.values()))
     grouped_bars(png, "Bytes on badly striped files, by problem", [TITLES[k] for k in KINDS],
-                 {"GiB": [site.bad_bytes.get(k, 0) / GIB for k in KINDS]}, "GiB")
+                 {RECORDED: [site.bad_bytes.get(k, 0) / unit for k in KINDS]}, name)
     page.heading("Bytes on badly striped files").image(png, "bytes by problem")
     page.table(["problem", "files", "bytes"],
                [[TITLES[k], str(site.findings[k]), format_size(site.bad_bytes.get(k, 0))] for k in KINDS])
     labels = cost_labels()
     png = out / "ost_cost.png"
     grouped_bars(png, "Jobs by OSTCost (max/mean bytes per OST; 1 = balanced)", labels,
-                 {"recorded": [site.cost_recorded.get(b, 0) for b in labels],
-                  "iez": [site.cost_iez.get(b, 0) for b in labels]}, "jobs")
+                 {RECORDED: [site.cost_recorded.get(b, 0) for b in labels],
+                  IEZ: [site.cost_iez.get(b, 0) for b in labels]}, "jobs")
     page.heading("OSTCost distribution").image(png, "OSTCost distribution")
     days = sorted(site.days.items())
     if days:
