@@ -1,6 +1,6 @@
 """The automatic layout on the simulator (the real iez-sim engine through iez.sim): an auto layout
 is never slower to write, nor to read back, than the layout the user had, on IOR-like and
-HACC-IO-like shared files from 1 to 1,024 writers and on every run of the scenarios in scenarios/
+HACC-IO-like shared files from 1 to 1,024 writers, on segmented IOR files (-s 4), and on every run of the scenarios in scenarios/
 whose jobs a policy places (today seed000-fig10; the others list their OSTs).
 
 The user's layout is what the benchmarks ask for by default, one stripe of 1 MiB, placed by
@@ -51,6 +51,20 @@ def test_auto_is_never_slower_than_the_users_layout_on_a_shared_file(tmp_path, k
         assert got.write_bw >= user.write_bw * (1 - SLACK), (policy, got.write_bw, user.write_bw)
         assert got.read_bw >= user.read_bw * (1 - SLACK), (policy, got.read_bw, user.read_bw)
     if ranks >= 16:  # a wide shared file: one OST against all of them
+        assert got.write_bw > 2 * user.write_bw
+
+
+@pytest.mark.parametrize("ranks,per_segment", [(16, 16 * MIB), (64, 4 * MIB), (256, MIB)])
+def test_auto_and_hierarchical_are_never_slower_on_a_segmented_shared_file(tmp_path, ranks, per_segment):
+    """IOR -s 4: each writer's bytes in 4 blocks. `hierarchical` leaves it the automatic layout."""
+    def seg(placement, layout):
+        return [job("ior", ranks, per_segment, placement, layout, segments=4)]
+
+    user = run({"title": "segmented", "job": seg("rr", "keep")}, tmp_path, "user").results.job("app")
+    for layout in ("auto", "hierarchical"):
+        got = run({"title": "segmented", "job": seg("balanced", layout)}, tmp_path, layout).results.job("app")
+        assert got.write_bw >= user.write_bw * (1 - SLACK), (layout, got.write_bw, user.write_bw)
+        assert got.read_bw >= user.read_bw * (1 - SLACK), (layout, got.read_bw, user.read_bw)
         assert got.write_bw > 2 * user.write_bw
 
 
