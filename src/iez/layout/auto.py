@@ -46,12 +46,13 @@ example, `-E 4M -c 1 -E 64M -c 4 -E -1 -c -1` (docs/references.md#l-manual-pfl):
 grows, from one stripe to every usable OST.
 
 A file that grows (its bytes rose over the traced runs) gets the same idea fitted to it: its
-layout for the predicted bytes, as above, up to them, then one component to EOF striped as the
-model stripes the file as its bytes grow without bound (`growth_count`: T(c) with the objects'
-cost t_obj gone, which is what t_obj weighs against W/c as W grows, and without the 1 MiB an
-object bound, which fewer bytes than the tail's never set). The run's share F stays: a file of a
-file-per-process run keeps the count its run's OSTs allow. Only a tail wider than the head is
-worth a component.
+layout for the predicted bytes up to them, then one component to EOF with the count the model
+gives the file as its bytes grow without bound (`growth_count`). As W grows, an object's cost
+t_obj shrinks against its W/c bytes, so that count is the one minimising T(c) without t_obj; the
+1 MiB an object bound falls away too. The run's share F stays, so a file of a file-per-process
+run keeps the count its run's OSTs allow. Only a tail wider than the head is worth a component;
+its stripe size is the file system's (the allocator's, docs/layouts.md), since its bytes are
+not known.
 
 A file whose writers each write several segments (IOR -s, HACC-IO's variable by variable:
 `segments` > 1) with a known block (W / writers / segments) gets a stripe size that follows the
