@@ -49,8 +49,9 @@ def iez(iez_cmd, subenv, db_url, tmp_path):
     return run
 
 
-def one_line_error(p: subprocess.CompletedProcess) -> str:
-    assert p.returncode == 2, p.stdout + p.stderr
+def one_line_error(p: subprocess.CompletedProcess, code: int = 2) -> str:
+    """The one error line; `code` 2 for bad input, 1 for a failure while working."""
+    assert p.returncode == code, p.stdout + p.stderr
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("iez: error: "), p.stderr
     return lines[0]
@@ -248,7 +249,7 @@ def test_allocate_on_an_emulated_cluster_sees_its_usage(iez, iez_cmd, subenv, db
     iez("trace", "import", str(sample("sample-goodost.darshan")), "--app", "ior")
     iez("predict", "ior")
     # 48 GiB do not fit on 6 x 8 GiB with 6 GiB taken: a one-line ENOSPC, nothing stored
-    assert "ENOSPC" in one_line_error(iez("allocate", "ior", "--emulated", str(cdir), *NO_GATE, ok=False))
+    assert "ENOSPC" in one_line_error(iez("allocate", "ior", "--emulated", str(cdir), *NO_GATE, ok=False), 1)
     with Database(db_url) as db, db.begin() as tx:
         tx.add_prediction("ior", 2, [Request(f"/emu/f{i}", 1 << 30, 1, rank=i) for i in range(6)], {}, [1])
     iez("allocate", "ior", "--emulated", str(cdir), "-o", "emu.plan", *NO_GATE)
@@ -341,7 +342,7 @@ def test_allocation_waits_for_an_idle_host(iez, db_url):
         tx.add_prediction("a", 2, [Request("/mnt/a", 1 << 20, 1)], {}, [1])
     # no host uses under 0.01% of its memory: the gate stays shut, nothing is placed
     err = one_line_error(iez("allocate", "a", "--max-cpu", "1000", "--max-mem", "0.0001", "--gate-wait", "0.5",
-                             ok=False))
+                             ok=False), 1)
     assert "not allocating now, host busy: memory" in err
     assert "no placements" in one_line_error(iez("report", "a", ok=False))
     assert "max cpu -1.0 must be a positive fraction" in one_line_error(

@@ -2,11 +2,17 @@
 
 
 class IezError(Exception):
-    """Base for every error iez reports to a user (bad input, missing backend, ...)."""
+    """Base for every error iez reports to a user (bad input, missing backend, ...).
+
+    `exit_code` is the command's exit status: 2 (the default, as for argparse's own errors)
+    when what the user typed or gave must change; 1 when doing the work failed (the file
+    system, an allocation, the host gate)."""
+
+    exit_code = 2
 
 
 class ConfigError(IezError):
-    """A cluster or plan file that cannot be used."""
+    """A cluster or plan file (or an option's value) that cannot be used."""
 
 
 class LayoutError(IezError):
@@ -21,6 +27,8 @@ class AllocationError(IezError):
     inactive). Raise as `AllocationError("why", errno="ENOSPC")`.
     """
 
+    exit_code = 1
+
     def __init__(self, message: str, errno: str = "ENOSPC"):
         super().__init__(message)
         self.errno = errno
@@ -28,6 +36,8 @@ class AllocationError(IezError):
 
 class BackendError(IezError):
     """A file-system operation failed or is unavailable on this backend."""
+
+    exit_code = 1
 
 
 def shown(value: object, limit: int = 60) -> str:

@@ -20,6 +20,8 @@ DEFAULT_MAX_MEM = 0.50
 class GateClosed(IezError):
     """The host is too busy to allocate now."""
 
+    exit_code = 1
+
 
 @dataclass(frozen=True)
 class GateLimits:

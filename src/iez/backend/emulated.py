@@ -7,11 +7,13 @@ scan of the files and their layouts, the same computation the MDS publishes in `
 
 from __future__ import annotations
 
+import errno
 import os
 import time
+from dataclasses import replace
 from pathlib import Path
 
-from iez.backend import layout_from_xattr
+from iez.backend import layout_from_xattr, stripe_from_xattr
 from iez.cluster import Snapshot
 from iez.emulated.mds_client import MdsClient
 from iez.emulated.clusterdir import XATTR, find_cluster_dir, open_cluster_dir, stored_form
@@ -19,10 +21,19 @@ from iez.emulated.mds import df_rows, snapshot_from_space, space_from_scan
 from iez.emulated.usage import UsageScanner
 from iez.errors import BackendError
 from iez.layout.layout import FileLayout, Layout
+from iez.lustre.getstripe import LCME_FL_INIT, FileStripe
 from iez.lustre.lfsdf import DfRow
 from iez.plan import format_layout, parse_layout
 
 __all__ = ["EmulatedBackend", "find_cluster_dir"]
+
+
+FID_SEQ_NORMAL = 0x2_0000_0400  # the first sequence an MDT hands to files (lustre_fid.h)
+
+
+def emulated_fid(ino: int) -> tuple[int, int, int]:
+    """A FID for an emulated file, from its inode number (an emulated MDT has no FIDs)."""
+    return FID_SEQ_NORMAL + (ino >> 32), ino & 0xFFFF_FFFF, 0
 
 
 class EmulatedBackend:
@@ -67,6 +78,13 @@ class EmulatedBackend:
         if not d.is_dir():
             raise BackendError(f"{directory} is not a directory")
         fl = FileLayout.of(layout)
+        if fl == FileLayout(plain=Layout()):  # all defaults: no default left, as the MDS does (lfs setstripe -d)
+            try:
+                os.removexattr(d, XATTR)
+            except OSError as e:
+                if e.errno != errno.ENODATA:
+                    raise BackendError(f"cannot delete the default layout of {directory}: {e.strerror}") from None
+            return fl
         known = set(self.cluster.ost_indices())
         for i in fl.osts():
             if i not in known:
@@ -83,6 +101,30 @@ class EmulatedBackend:
     def get_layout(self, path: str | Path) -> FileLayout:
         self._check_inside(Path(path))
         return layout_from_xattr(path, XATTR, f"no {XATTR} xattr: created outside iez's emulated MDS")
+
+    def getstripe(self, path: str | Path) -> FileStripe:
+        """As Lustre shows it: a PFL component is instantiated (init, with objects) once the
+        file reaches it (the first at create); the emulated MDS chose every component's OSTs
+        at create, so a later one shows its OSTs only from then on. Objects have no ids here."""
+        p = self._check_inside(Path(path))
+        st = os.stat(p)
+        fs = stripe_from_xattr(p, XATTR, emulated_fid(st.st_ino))
+        fs = replace(fs, path=str(path))
+        if fs.layout is None or fs.is_default or not fs.layout.components:
+            return fs
+        init = [i == 0 or c.start < st.st_size for i, c in enumerate(fs.layout.components)]
+        comps = tuple(replace(c, flags=c.flags | LCME_FL_INIT) if on
+                      # the request's offset is gone (the MDS resolved it): -1, as for most requests
+                      else replace(c, flags=c.flags & ~LCME_FL_INIT, layout=replace(c.layout, osts=(), stripe_offset=-1))
+                      for on, c in zip(init, fs.layout.components))
+        objects = tuple(objs if on else () for on, objs in zip(init, fs.objects)) if fs.objects else ()
+        return replace(fs, layout=FileLayout(components=comps), objects=objects)
+
+    def pool_osts(self, pool: str) -> tuple[int, ...]:
+        return self.cluster.pool(pool)
+
+    def fs_default(self) -> Layout:
+        return Layout(self.cluster.default_stripe_size, self.cluster.default_stripe_count)
 
     def _space(self):
         scan = UsageScanner(self.cd.fs).scan()

@@ -27,6 +27,7 @@ LL_SUPER_MAGIC = 0x0BD00BD0  # statfs f_type of a Lustre client mount (docs/refe
 O_LOV_DELAY_CREATE = 0o100000000 | os.O_NOCTTY | 0o20000
 LL_IOC_LOV_SETSTRIPE = 0x4008669A  # _IOW('f', 154, long) on LP64 (docs/references.md#l-abi-setstripe)
 XATTR_LOV = "lustre.lov"
+LL_IOC_PATH2FID = 0x801066AD  # _IOR('f', 173, struct lu_fid), lustre_user.h: what lfs path2fid calls
 
 
 class _Statfs(ctypes.Structure):
@@ -123,6 +124,43 @@ class LustreBackend:
         # (docs/references.md#l-abi-xattr; why a file can be layout-less: #l-abi-delay-create)
         return layout_from_xattr(path, XATTR_LOV, "not instantiated yet")
 
+    def fid(self, path: str | Path) -> tuple[int, int, int]:
+        """The file's FID (LL_IOC_PATH2FID), as lfs path2fid gives it."""
+        import struct
+
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        try:
+            buf = fcntl.ioctl(fd, LL_IOC_PATH2FID, bytes(16))
+        except OSError as e:
+            raise BackendError(f"path2fid {path}: {e.strerror}") from None
+        finally:
+            os.close(fd)
+        seq, oid, ver = struct.unpack("<QII", buf)
+        return seq, oid, ver
+
+    def getstripe(self, path: str | Path):
+        from iez.backend import stripe_from_xattr
+
+        return stripe_from_xattr(path, XATTR_LOV, self.fid(path))
+
+    def pool_osts(self, pool: str) -> tuple[int, ...]:
+        from iez.lustre.targets import parse_target_name
+
+        members = self._tree().get(f"lov.*.pools.{pool}")
+        if not members:
+            raise BackendError(f"pool {pool!r} does not exist (lctl pool_list lists the pools)")
+        names = (parse_target_name(w.removesuffix("_UUID")) for v in members.values() for w in v.split())
+        return tuple(sorted({n[2] for n in names if n is not None and n[1] == "OST"}))
+
+    def fs_default(self) -> Layout:
+        from iez.lustre.targets import striping_tunables
+
+        tree = self._tree()
+        tunables, _ = striping_tunables({**tree.get("lov.*.stripecount"), **tree.get("lov.*.stripesize")})
+        for t in tunables.values():  # the client's lov device(s); lfs takes its file system's
+            return Layout(t.stripe_size or 1 << 20, t.stripe_count if t.stripe_count is not None else 1)
+        raise BackendError("no lov.*.stripecount found: is a Lustre client mounted here?")
+
     def _tree(self):
         from iez.lustre.params import ParamTree
 
@@ -149,7 +187,8 @@ class LustreBackend:
 
         from iez.lustre.lfsdf import parse_lfs_df
 
-        cmd = ["lfs", "df"] + (["-i"] if inodes else []) + [str(self.mount)]
+        # -v: inactive OSTs too (iez df drops them unless asked, as lfs df does)
+        cmd = ["lfs", "df", "-v"] + (["-i"] if inodes else []) + [str(self.mount)]
         try:
             out = subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=60).stdout
         except FileNotFoundError:
