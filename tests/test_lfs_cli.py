@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import need_tool
 
 MiB = 1 << 20
 
@@ -294,3 +295,40 @@ def test_version_names_the_libiez_found(iez_cmd, tmp_path):
     assert f"libiez 0.1.0: {libiez_path()}" in r.stdout
     r = run(iez_cmd + ["--version"], env=dict(os.environ, IEZ_LIBIEZ=str(tmp_path / "nope.so")))
     assert r.returncode == 0 and "libiez: not found" in r.stdout
+
+
+def test_json_from_predict_allocate_and_report(tmp_path, capsys):
+    """What a script reads: the pipeline commands' --json (tables otherwise)."""
+    from darshan.log_utils import get_log_path
+
+    from iez.cli import main
+
+    db = ["--db", f"sqlite:///{tmp_path / 'iez.db'}"]
+    toml = tmp_path / "c.toml"
+    toml.write_text('[[oss]]\nname = "oss0"\nosts = [0, 1, 2, 3]\n[ost_defaults]\nsize = "1TiB"\n')
+
+    def doc(*args: str):
+        capsys.readouterr()
+        assert main([*args, *db]) == 0
+        return json.loads(capsys.readouterr().out)
+
+    assert main(["trace", "import", get_log_path("sample-goodost.darshan"), "--app", "ior", *db]) == 0
+    pred = doc("predict", "ior", "--json")
+    assert pred["app"] == "ior" and pred["files"] and all(f["write_bytes"] > 0 for f in pred["files"])
+    placed = doc("allocate", "ior", "--cluster", str(toml), "--no-gate", "--policy", "balanced,rr", "--json")
+    assert set(placed["policies"]) == {"balanced", "rr"} and placed["plan"] is None
+    assert placed["policies"]["rr"]["files"] == len(pred["files"])
+    report = doc("report", "ior", "--json")
+    assert report["policies"].keys() == placed["policies"].keys() and report["run"] == placed["run"]
+
+
+def test_bash_completion_knows_every_subcommand_and_option(iez_cmd, tmp_path):
+    bash = need_tool("bash", "apt-get install bash")
+    script = run(iez_cmd + ["completion", "bash"]).stdout
+    (tmp_path / "xfile").touch()
+    probe = script + (
+        'comp() { COMP_WORDS=("$@"); COMP_CWORD=$(( $# - 1 )); _iez; echo "${COMPREPLY[*]}"; }\n'
+        "comp iez gets; comp iez getstripe --component-c; comp iez trace im; comp iez getstripe -c xf\n")
+    r = run([bash, "-c", probe], cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == ["getstripe", "--component-count", "import", "xfile"]

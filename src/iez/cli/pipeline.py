@@ -25,7 +25,7 @@ from iez.cli.trace_import import db_option, open_db
 from iez.errors import IezError
 from iez.plan import format_layout
 from iez.report.balance import (CHANGED_COLUMNS, COST_NOTE, PolicyBalance, changed_rows, check_one_cluster,
-                                policy_balance, report_rows)
+                                policy_balance, report_json, report_rows)
 from iez.units import format_size, parse_duration
 
 if TYPE_CHECKING:
@@ -60,9 +60,10 @@ def _command(sub: argparse._SubParsersAction, name: str, help: str, description:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    _command(sub, "predict", "predict APP's next run from its traced runs (AIPA)",
-             "Fit AIPA's ARIMA models on every traced run of APP and store the requests of the next run.",
-             cmd_predict)
+    p = _command(sub, "predict", "predict APP's next run from its traced runs (AIPA)",
+                 "Fit AIPA's ARIMA models on every traced run of APP and store the requests of the next run.",
+                 cmd_predict)
+    json_option(p, "the predicted files and the models")
 
     p = _command(sub, "allocate", "choose OSTs for every file of APP's predicted run",
                  "Place the newest predicted run of APP (or --run N) with each policy.", cmd_allocate,
@@ -83,6 +84,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "(auto and PFL components per writer group); default: the cluster file's [defaults] "
                         "layout, else auto (docs/layouts.md)")
     p.add_argument("-o", "--output", metavar="PLAN", help="also write the plan file (one policy only)")
+    json_option(p, "each policy's placement balance (as iez report --json)")
     reservation_ttl_option(p)
     gate = p.add_argument_group("controller-host gate (seed 000 §III-B2)")
     gate.add_argument("--max-cpu", type=float, metavar="F",
@@ -103,6 +105,17 @@ def register(sub: argparse._SubParsersAction) -> None:
                  "Compare the policies that placed run N of APP (seed 000 Figs. 7 and 11).", cmd_report,
                  "default: the newest run with placements")
     p.add_argument("-o", "--output", metavar="DIR", help="also write PNG charts, report.json and index.html here")
+    json_option(p, "the comparison, as report.json holds it")
+
+
+def json_option(p: argparse.ArgumentParser, what: str) -> None:
+    p.add_argument("--json", action="store_true", help=f"print {what} as JSON instead of tables")
+
+
+def print_json(doc: Any) -> None:
+    import json
+
+    print(json.dumps(doc, indent=1, default=str))
 
 
 # -- predict ---------------------------------------------------------------------------------
@@ -113,6 +126,12 @@ def cmd_predict(args: argparse.Namespace) -> int:
     with open_db(args) as db:
         got = pipeline.predict(db, args.app, progress=err.is_terminal)
     reqs = got.prediction.requests
+    if args.json:
+        print_json({"app": args.app, "run": got.run, "from_runs": list(got.from_runs),
+                    "files": [{"path": q.path, "write_bytes": q.write_bytes, "stripe_count": q.stripe_count,
+                               "comm_size": q.comm_size, "rank": q.rank} for q in reqs],
+                    "templates": list(got.prediction.templates), "models": got.models})
+        return 0
     print(f"{args.app}: predicted run {got.run} from run(s) {', '.join(str(n) for n in got.from_runs)}: "
               f"{len(reqs)} files, {format_size(sum(q.write_bytes for q in reqs))} written, "
               f"{sum(q.comm_size > 1 for q in reqs)} shared")
@@ -186,6 +205,9 @@ def cmd_allocate(args: argparse.Namespace) -> int:
     asked = {q.path: q.stripe_count for q in done.requests}
     rows = [policy_balance(n, done.cluster, done.snapshot, done.placements[n], asked)
             for n in sorted(done.placements, key=display_rank)]
+    if args.json:
+        print_json({**report_json(args.app, done.run, rows), "plan": args.output})
+        return 0
     Console().print(balance_table(f"{args.app} run {done.run}: placed {len(done.requests)} files", rows))
     print(COST_NOTE)
     print_changed(rows, NOTES_SHOWN)
@@ -258,6 +280,10 @@ def cmd_report(args: argparse.Namespace) -> int:
             reads = tx.run_reads(args.app, args.run) if args.run is not None else []
             if not reads:
                 raise
+            if args.json:
+                print_json({"app": args.app, "run": args.run, "policies": {},
+                            "reads": [{"path": q.path, "read_bytes": q.read_bytes} for q in reads]})
+                return 0
             print_reads(args.app, args.run, reads, REPORT_NOTES_SHOWN)  # a read-only run: nothing was placed
             return 0
         reads = tx.run_reads(args.app, sets[0].run)
@@ -271,6 +297,10 @@ def cmd_report(args: argparse.Namespace) -> int:
         cluster, snap = snaps[s.snapshot_id]
         rows.append(policy_balance(s.policy, cluster, snap, s.placements, asked))
     check_one_cluster(args.app, sets[0].run, rows)
+    if args.json:
+        print_json({**report_json(args.app, sets[0].run, rows),
+                    "reads": [{"path": q.path, "read_bytes": q.read_bytes} for q in reads]})
+        return 0
     Console().print(balance_table(f"{args.app} run {sets[0].run}", rows))
     print(COST_NOTE)
     print_changed(rows, REPORT_NOTES_SHOWN)
