@@ -335,7 +335,7 @@ class Controller:
         except IezError as e:
             raise HeldBack(f"cannot read this host's load ({e}): not allocating") from None
         if not d.open:
-            raise HeldBack(f"held back: {d.reason}")
+            raise HeldBack(f"held back: {d.reason} (iez controller --no-gate, or --max-cpu/--max-mem, lift it)")
 
     def _predict(self, app: str) -> None:
         # workers=1: the ARIMA grid would otherwise fork this multi-threaded process.
@@ -372,7 +372,8 @@ class Controller:
                 view = self.view.snapshot(time.time())
             stale = view.stale
             if not view.snapshot.osts:
-                raise HeldBack("waiting for fresh statistics: no collector has reported any OST recently")
+                raise HeldBack("waiting for fresh statistics: no collector has reported any OST recently (run iez "
+                               "collect on the OSSs; iez controller --stale-after sets how old is too old)")
             return pipeline.ClusterState(self.cluster, view.snapshot, "controller")
 
         def plan(tx: Txn, done: pipeline.Allocation) -> None:
