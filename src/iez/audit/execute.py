@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 from iez.audit.job import audit_log
-from iez.audit.site import finding_rows, job_row
+from iez.audit.page import Tables
+from iez.audit.site import Site, finding_rows, job_row
 from iez.errors import ConfigError
 
 def task(path: str, cluster_toml: str = "", simulate: bool = True) -> dict[str, Any]:
@@ -53,8 +54,10 @@ def expand(specs: Iterable[str]) -> Iterator[str]:
 
 
 def run(paths: Iterable[str], on_answer: Callable[[dict[str, Any]], None], *, scheduler: str = "",
-        workers: int = 0, cluster_toml: str = "", simulate: bool = True, window: int = 0) -> None:
-    """Run `task` over `paths` on Dask, calling `on_answer` with each answer as it arrives."""
+        workers: int = 0, cluster_toml: str = "", simulate: bool = True, window: int = 0,
+        fn: Callable[[str, str, bool], dict[str, Any]] = task) -> None:
+    """Run `fn` (`task`, or a stand-in with its signature and answers) over `paths` on Dask,
+    calling `on_answer` with each answer as it arrives."""
     from distributed import Client, LocalCluster, as_completed
 
     if scheduler:
@@ -70,7 +73,7 @@ def run(paths: Iterable[str], on_answer: Callable[[dict[str, Any]], None], *, sc
         it = iter(paths)
         pending = as_completed()
         for path in it:
-            pending.add(client.submit(task, path, cluster_toml, simulate, pure=False))
+            pending.add(client.submit(fn, path, cluster_toml, simulate, pure=False))
             if pending.count() >= window:
                 break
         for fut in pending:
@@ -79,8 +82,32 @@ def run(paths: Iterable[str], on_answer: Callable[[dict[str, Any]], None], *, sc
             on_answer(answer)
             nxt = next(it, None)
             if nxt is not None:
-                pending.add(client.submit(task, nxt, cluster_toml, simulate, pure=False))
+                pending.add(client.submit(fn, nxt, cluster_toml, simulate, pure=False))
     finally:
         client.close()
         if local is not None:
             local.close()
+
+
+def audit(paths: Iterable[str], out: Path, progress: Callable[[dict[str, Any]], None] = lambda a: None,
+          **kw: Any) -> Site:
+    """`run` with every answer added to the site view and the Parquet tables in `out`;
+    `progress` sees each answer after."""
+    out.mkdir(parents=True, exist_ok=True)
+    site, tables = Site(), Tables(out)
+
+    def on_answer(a: dict[str, Any]) -> None:
+        if a["ok"]:
+            site.add(a["job"], a["findings"])
+            tables.add("jobs", [a["job"]])
+            tables.add("findings", a["findings"])
+        else:
+            site.fail(a["path"], a["cause"], a["error"])
+            tables.add("failures", [{"log": a["path"], "cause": a["cause"], "error": a["error"]}])
+        progress(a)
+
+    try:
+        run(paths, on_answer, **kw)
+    finally:
+        tables.close()
+    return site

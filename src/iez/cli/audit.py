@@ -10,7 +10,9 @@ from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
+
+
+SHOWN = 20  # files with problems printed; --json and the page have all
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -90,25 +92,27 @@ def _print_advice(adv: Any, console: Console) -> None:
     if not found:
         console.print("  no known striping problem")
         return
-    t = Table(title=f"{len(found)} problems")
-    for col in ("file", "problem", "bytes", "evidence", "iez's layout"):
-        t.add_column(col)
-    iez = {f.facts.path: f.iez for f in adv.files}
-    for x in found[:40]:
-        t.add_row(x.path, TITLES[x.kind], format_size(x.bytes), x.text, iez.get(x.path, "") or "-")
-    console.print(t)
-    if len(found) > 40:
-        console.print(f"  ... {len(found) - 40} more (--json or -o for all)")
+    by_file: dict[str, list[Any]] = {}
+    for x in found:
+        by_file.setdefault(x.path, []).append(x)
+    advice = {f.facts.path: f for f in adv.files}
+    for path, xs in list(by_file.items())[:SHOWN]:
+        console.print(f"[bold]{path}[/] ({format_size(xs[0].bytes)})", highlight=False)
+        for x in xs:
+            console.print(f"  {TITLES[x.kind]}: {x.text}", highlight=False)
+        f = advice[path]
+        if f.iez:
+            console.print(f"  iez: {f.iez}\n       {f.why}", highlight=False)
+    if len(by_file) > SHOWN:
+        console.print(f"... {len(by_file) - SHOWN} more files with problems (--json or -o for all)")
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
-    from iez.audit.execute import expand, run
-    from iez.audit.page import Tables, site_page
-    from iez.audit.site import Site
+    from iez.audit.execute import audit, expand
+    from iez.audit.page import site_page
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    site, tables = Site(), Tables(out)
     console = Console(stderr=True)
     paths = list(expand(args.logs))  # the progress bar needs the total; paths only, not logs
 
@@ -116,22 +120,14 @@ def cmd_audit(args: argparse.Namespace) -> int:
                   console=console, transient=True, disable=args.json) as prog:
         bar = prog.add_task("auditing", total=len(paths))
 
-        def on_answer(a: dict[str, Any]) -> None:
-            if a["ok"]:
-                site.add(a["job"], a["findings"])
-                tables.add("jobs", [a["job"]])
-                tables.add("findings", a["findings"])
-            else:
-                site.fail(a["path"], a["cause"], a["error"])
-                tables.add("failures", [{"log": a["path"], "cause": a["cause"], "error": a["error"]}])
-                if args.verbose:
-                    prog.console.print(f"iez: skipped: {a['error']} [{a['cause']}]", markup=False,
-                                       highlight=False, soft_wrap=True)
+        def progress(a: dict[str, Any]) -> None:
+            if not a["ok"] and args.verbose:
+                prog.console.print(f"iez: skipped: {a['error']} [{a['cause']}]", markup=False,
+                                   highlight=False, soft_wrap=True)
             prog.advance(bar)
 
-        run(paths, on_answer, scheduler=args.scheduler or "", workers=args.workers,
-            cluster_toml=_cluster_text(args.cluster), simulate=not args.no_sim)
-    tables.close()
+        site = audit(paths, out, progress, scheduler=args.scheduler or "", workers=args.workers,
+                     cluster_toml=_cluster_text(args.cluster), simulate=not args.no_sim)
     page = site_page(site, out)
     doc = site.to_dict()
     (out / "site.json").write_text(json.dumps(doc, indent=1))
