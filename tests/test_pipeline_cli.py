@@ -94,6 +94,34 @@ def test_import_errors_are_one_line(iez, args, msg):
     assert msg in one_line_error(iez("trace", "import", *args, ok=False))
 
 
+VECTORS = Path(__file__).resolve().parent / "vectors" / "darshan"
+
+
+def test_darshan_logs_as_they_come(iez, db_url):
+    """The logs of tests/vectors/darshan: a file opened through a symbolic link into Lustre is
+    imported (its LUSTRE record), a read-only run imports its reads and says there is nothing to
+    place, a log with nothing on Lustre says what it found, and iez report shows the reads."""
+    p = iez("trace", "import", str(VECTORS / "symlinked-project.darshan"))  # named after its executable
+    assert "vpicio_uni: imported" in p.stdout and "symbolic link into Lustre" in p.stdout
+    assert traced(db_url, "vpicio_uni") == [(1, 1)]
+    p = iez("trace", "import", str(VECTORS / "read-only.darshan"), "--app", "ior")
+    assert "run 1: read 44 files and created none: no layout to choose, no plan to make" in p.stdout
+    assert "2 files skipped: anonymised (hashed) names" in p.stderr
+    with Database(db_url) as db, db.begin() as tx:
+        [info] = tx.runs("ior")
+        reads = tx.run_reads("ior", 1)
+    assert (info.n_traced, info.n_reads, info.meta["notes"]) == (0, 44, ["44 files on Lustre by the LUSTRE record"])
+    assert {(q.read_bytes, q.read_size) for q in reads} == {(1 << 30, 8 << 20)}
+    p = iez("report", "ior", "--run", "1")
+    assert "ior run 1: 44 files read, not created (44.0G read)" in p.stdout and "(and 24 more)" in p.stdout
+    err = one_line_error(iez("trace", "import", str(VECTORS / "off-lustre.darshan"), "--app", "ior", ok=False))
+    assert err.endswith("off-lustre.darshan: nothing to import: of the log's 48 files none was written or read on "
+                        "Lustre (0 only read, 48 off Lustre, 0 with anonymised (hashed) names)")
+    err = one_line_error(iez("trace", "import", str(sample("noposix.darshan")), "--app", "ior", ok=False))
+    assert err.endswith("(1 only read, 0 off Lustre, 2 with anonymised (hashed) names)")
+    assert traced(db_url, "ior") == []
+
+
 def seed_placements(db_url: str) -> tuple[list[Request], dict[str, list[Placement]]]:
     """A traced run, its prediction, and two policies' placements (as iez allocate stores them)."""
     reqs = [Request(path=f"/mnt/iez/hacc/FPP1-Part{r:08d}-of-00000008.data", write_bytes=803405824,

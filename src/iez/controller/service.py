@@ -240,7 +240,8 @@ class Controller:
         last = next((r for r in reversed(runs) if r.traced), None)
         return {
             "app": app,
-            "runs": [{"run": r.number, "traced": r.traced, "files": r.n_traced, "planned": r.planned_policy or None,
+            "runs": [{"run": r.number, "traced": r.traced, "files": r.n_traced, "reads": r.n_reads,
+                      "planned": r.planned_policy or None,
                       "plan_hits": r.plan_hits, "plan_misses": r.plan_misses, "source": r.source or None}
                      for r in runs],
             "pending": [{"work": w.kind, "run": w.run, "failed": self.failed.get(w.key)} for w in work],
