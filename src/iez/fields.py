@@ -129,16 +129,18 @@ def _pieces(parts: tuple[str | Field, ...], env: Mapping[str, str]) -> list[tupl
 
 
 class Matcher:
-    """Which entry a created name falls under, as libiez decides it in a process whose known
-    fields are `env` (job, array, host, fqdn, rank; docs/plan-format.md): a literal entry, or
-    one its known fields fill in to the name, first; else the earliest entry whose date and
-    random fields match. Filled-in names are grouped by length (every field has a fixed
-    width once known), so a lookup tries the entries of its own length only."""
+    """Which key a created name falls under, as libiez decides it in a process whose known
+    fields are `env` (job, array, host, fqdn, rank; docs/plan-format.md): a literal key, or one
+    its known fields fill in to the name, first; else the earliest key whose date and random
+    fields match. Every field has a fixed width once the known ones are filled in, so a templated
+    key is filed under its length and the literal text before its first variable field: a
+    lookup tries one bucket per such prefix length, not every key."""
 
     def __init__(self, keys: Iterable[str], env: Mapping[str, str]):
         self._exact: dict[str, str] = {}
-        self._by_len: dict[int, list[tuple[re.Pattern[str], str]]] = {}
-        for key in keys:
+        # name length -> prefix length -> prefix -> (line, regex, key) in key order
+        self._var: dict[int, dict[int, dict[str, list[tuple[int, re.Pattern[str], str]]]]] = {}
+        for line, key in enumerate(keys):
             if "{" not in key and "}" not in key:
                 self._exact.setdefault(key, key)
                 continue
@@ -146,19 +148,30 @@ class Matcher:
             pieces = _pieces(parts, env)
             if pieces is None:
                 continue
-            if any(isinstance(p, Field) and p.name in _VARIABLE for p in parts):
-                rx = re.compile("".join(r for r, _ in pieces), re.ASCII)
-                self._by_len.setdefault(sum(n for _, n in pieces), []).append((rx, key))
-            else:
-                filled = "".join(p if isinstance(p, str) else env[p.name] for p in parts)
-                self._exact.setdefault(filled, key)
+            if not any(isinstance(p, Field) and p.name in _VARIABLE for p in parts):
+                self._exact.setdefault("".join(p if isinstance(p, str) else env[p.name] for p in parts), key)
+                continue
+            prefix = ""
+            for p in parts:
+                if isinstance(p, Field) and p.name in _VARIABLE:
+                    break
+                prefix += p if isinstance(p, str) else env[p.name]
+            rx = re.compile("".join(r for r, _ in pieces), re.ASCII)
+            size = sum(n for _, n in pieces)
+            self._var.setdefault(size, {}).setdefault(len(prefix), {}).setdefault(prefix, []).append((line, rx, key))
 
     def __call__(self, name: str) -> str | None:
         """The plan key `name` (a created file's absolute path) falls under, or None."""
         hit = self._exact.get(name)
         if hit is not None:
             return hit
-        return next((key for rx, key in self._by_len.get(len(name.encode()), ()) if rx.fullmatch(name)), None)
+        best: tuple[int, str] | None = None
+        for plen, bucket in self._var.get(len(name.encode()), {}).items():
+            for line, rx, key in bucket.get(name[:plen], ()):
+                if (best is None or line < best[0]) and rx.fullmatch(name):
+                    best = (line, key)
+                    break
+        return best[1] if best else None
 
 
 def fields_of(environ: Mapping[str, str], hostname: str) -> dict[str, str]:
