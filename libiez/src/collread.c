@@ -592,6 +592,8 @@ static int prepare(const struct crfile *f, MPI_File fh, int at, MPI_Offset off, 
     for (size_t i = 0; i < b.n; i++) /* a view's typemap: increasing, not overlapping (MPI 4.0 §14.3) */
         if (b.off[i] < 0 || (i && b.off[i] < b.off[i - 1] + b.len[i - 1]))
             goto out;
+    if (b.n == 1 && b.off[0] == 0 && b.len[0] == text) /* a contiguous view (bytes, ints, ...): one run */
+        b.len[0] = tsize = text = INT64_MAX / 4;
     c->etypes = c->bytes / esize;
     rc = c->bytes ? cut(f, c, disp, &b, tsize, text, pos * esize, c->bytes) : 0;
 out:
@@ -608,9 +610,11 @@ static int by_aggr(const void *a, const void *b)
     return x->aggr != y->aggr ? (x->aggr > y->aggr) - (x->aggr < y->aggr) : (x->pos > y->pos) - (x->pos < y->pos);
 }
 
-/* An aggregator's piece: where it is in the file and where its bytes go in the send buffer. */
+/* An aggregator's piece: where it is in the file and where its bytes go: at `at` in the send
+ * buffer, or to dst, the aggregator's own data, when it asked for them itself. */
 struct item {
     int64_t off, len, at;
+    char *dst;
 };
 
 static int by_off(const void *a, const void *b)
@@ -642,9 +646,9 @@ static int read_range(const struct crfile *f, char *buf, int64_t off, int64_t le
 
 #define MAX_RUN (16ll << 20)         /* one pread reads at most this much, unless one piece is larger */
 
-/* The aggregator's part: read every item into send (item.at), in runs of sorted, touching or
+/* The aggregator's part: read every item into its place, in runs of sorted, touching or
  * same-stripe items. 0 or -1; *eof: the file's size. */
-static int serve(struct crfile *f, struct item *it, size_t n, char *send, int64_t *eof)
+static int serve(struct crfile *f, struct item *it, size_t n, int64_t *eof)
 {
     struct stat st;
     if (f->fd < 0 && f->path) {
@@ -676,7 +680,7 @@ static int serve(struct crfile *f, struct item *it, size_t n, char *send, int64_
             j++;
         }
         if (j == i + 1) { /* one piece: straight into its place */
-            rc = read_range(f, send + it[i].at, a, b - a, *eof);
+            rc = read_range(f, it[i].dst, a, b - a, *eof);
         } else {
             char *r = realloc(run, (size_t)(b - a));
             if (!r) {
@@ -686,7 +690,7 @@ static int serve(struct crfile *f, struct item *it, size_t n, char *send, int64_
             run = r;
             rc = read_range(f, run, a, b - a, *eof);
             for (size_t k = i; k < j && !rc; k++)
-                memcpy(send + it[k].at, run + (it[k].off - a), (size_t)it[k].len);
+                memcpy(it[k].dst, run + (it[k].off - a), (size_t)it[k].len);
         }
         i = j;
     }
@@ -713,10 +717,14 @@ static int exchange(struct crfile *f, struct call *c, char *stream, int64_t *got
         recv = malloc((size_t)c->bytes + 1);
         ok = req && recv && c->n < INT_MAX / 2;
     }
+    size_t self = c->n; /* the first of the pieces this rank serves itself (sorted: one run) */
     for (size_t i = 0; ok && i < c->n; i++) {
         int r = c->p[i].aggr;
         sc[r] += 2;
-        drc[r] += (int)c->p[i].len;
+        if (r != f->rank) /* its own pieces it reads straight into place */
+            drc[r] += (int)c->p[i].len;
+        else if (self == c->n)
+            self = i;
         req[2 * i] = c->p[i].off;
         req[2 * i + 1] = c->p[i].len;
     }
@@ -724,11 +732,15 @@ static int exchange(struct crfile *f, struct call *c, char *stream, int64_t *got
         sd[r] = sd[r - 1] + sc[r - 1];
         drd[r] = drd[r - 1] + drc[r - 1];
     }
-    /* agreement 1: every rank can describe its request */
-    if (iez_pmpi.PMPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, f->comm) != MPI_SUCCESS || !ok)
+    /* agreement 1, in the counts' exchange: -1 to everyone from a rank that cannot describe its
+     * request, so that every rank sees it */
+    for (int r = 0; !ok && cnt && r < P; r++)
+        sc[r] = -1;
+    if (!cnt || fn.alltoall(sc, 1, MPI_INT, rcn, 1, MPI_INT, f->comm) != MPI_SUCCESS)
         goto out;
-    if (fn.alltoall(sc, 1, MPI_INT, rcn, 1, MPI_INT, f->comm) != MPI_SUCCESS)
-        goto out;
+    for (int r = 0; r < P; r++)
+        if (rcn[r] < 0)
+            goto out;
     int64_t total = 0;
     for (int r = 0; r < P; r++) {
         rd[r] = (int)total;
@@ -749,14 +761,23 @@ static int exchange(struct crfile *f, struct call *c, char *stream, int64_t *got
     for (int r = 0; ok && r < P; r++) {
         dsd[r] = (int)bytes;
         for (int k = rd[r] / 2; k < (rd[r] + rcn[r]) / 2; k++) {
-            it[k] = (struct item){in[2 * k], in[2 * k + 1], bytes};
-            bytes += in[2 * k + 1];
-            ok &= !too_big(bytes) && in[2 * k] >= 0 && in[2 * k + 1] > 0;
+            int64_t len = in[2 * k + 1];
+            ok &= in[2 * k] >= 0 && len > 0;
+            if (r == f->rank) {
+                it[k] = (struct item){in[2 * k], len, 0, stream + c->p[self++].pos};
+                continue;
+            }
+            it[k] = (struct item){in[2 * k], len, bytes, NULL};
+            bytes += len;
+            ok &= !too_big(bytes);
         }
         dsc[r] = (int)(bytes - dsd[r]);
     }
     send = ok ? malloc((size_t)bytes + 1) : NULL;
-    int64_t verdict[2] = {!(ok && send && (n == 0 || serve(f, it, n, send, &eof) == 0)), n ? eof : -1};
+    for (size_t k = 0; send && k < n; k++)
+        if (!it[k].dst)
+            it[k].dst = send + it[k].at;
+    int64_t verdict[2] = {!(ok && send && (n == 0 || serve(f, it, n, &eof) == 0)), n ? eof : -1};
     /* agreement 3: every aggregator has read its pieces; the largest size any of them saw */
     if (iez_pmpi.PMPI_Allreduce(MPI_IN_PLACE, verdict, 2, MPI_LONG_LONG, MPI_MAX, f->comm) != MPI_SUCCESS ||
         verdict[0])
@@ -767,8 +788,10 @@ static int exchange(struct crfile *f, struct call *c, char *stream, int64_t *got
     int64_t at = 0, valid = 0;
     for (size_t i = 0; i < c->n; i++) {
         const struct piece *p = &c->p[i];
-        memcpy(stream + p->pos, recv + at, (size_t)p->len);
-        at += p->len;
+        if (p->aggr != f->rank) {
+            memcpy(stream + p->pos, recv + at, (size_t)p->len);
+            at += p->len;
+        }
         int64_t below = verdict[1] - p->off;
         valid += below <= 0 ? 0 : below < p->len ? below : p->len;
     }
