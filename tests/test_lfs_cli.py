@@ -332,3 +332,13 @@ def test_bash_completion_knows_every_subcommand_and_option(iez_cmd, tmp_path):
     r = run([bash, "-c", probe], cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines() == ["getstripe", "--component-count", "import", "xfile"]
+
+
+def test_the_host_gate_refusal_names_its_way_out():
+    from iez.alloc.gate import GateClosed, GateLimits
+    from iez.collect.host import require_open
+
+    with pytest.raises(GateClosed) as e:
+        require_open(GateLimits(max_cpu=1000, max_mem=1e-9))  # no host uses under a billionth of its memory
+    assert "host busy: memory" in str(e.value) and "--no-gate" in str(e.value) and "--gate-wait" in str(e.value)
+    assert e.value.exit_code == 1

@@ -49,7 +49,8 @@ def require_open(limits: GateLimits = GateLimits(), proc: str | Path = "/proc", 
     """`check`, raising GateClosed (one line) when the gate is shut."""
     d = check(limits, proc, cores)
     if not d.open:
-        raise GateClosed(f"not allocating now, {d.reason} (wait for it with --gate-wait SECONDS, raise --max-cpu/--max-mem, or skip the gate with --no-gate)")
+        raise GateClosed(f"not allocating now, {d.reason} (wait for it with --gate-wait SECONDS, "
+                         "raise --max-cpu/--max-mem, or skip the gate with --no-gate)")
     return d
 
 
