@@ -190,3 +190,47 @@ def test_audit_directory_on_embedded_dask(iez_cmd, subenv, tmp_path):
     html = (out / "index.html").read_text()
     for png in ("worst_jobs.png", "problems.png", "ost_cost.png", "days.png"):
         assert (out / png).stat().st_size > 5000 and png in html
+
+
+def generated_job(d: Path) -> Path:
+    """A job with one file per problem, and one file with none (iez.audit.synthetic)."""
+    from iez.audit.synthetic import SynthFile, write_log
+
+    files = [
+        SynthFile("/lustre/run/ckpt.h5", 8 << 30, osts=(3,), shared=True, transfer=4 * MIB),  # few-osts
+        *(SynthFile(f"/lustre/run/small.{i}", 256 << 10, osts=tuple(range(8)), rank=i, transfer=64 << 10)
+          for i in range(4)),  # wide-small
+        SynthFile("/lustre/run/odd.dat", 1 << 30, osts=(4, 5, 6, 7), rank=1, transfer=3 * 512 << 10),  # straddle
+        SynthFile("/lustre/run/tiny-shared.dat", 8 * MIB, stripe_size=4 * MIB, osts=(8, 9), shared=True,
+                  transfer=64 << 10),  # shared-stripes: 64 writers of 128 KiB on 4 MiB stripes
+        SynthFile("/lustre/run/input.dat", 0, osts=tuple(range(15, -1, -1)), shared=True,
+                  read_bytes=64 << 30),  # reads-everywhere: 64 readers of 1 GiB over 16 stripes
+        SynthFile("/lustre/run/fine.dat", 256 * MIB, osts=(10,), rank=2, transfer=4 * MIB),
+    ]
+    return write_log(d / "alice_sim_id77_11-23-100-abc_1.darshan", files, jobid=77, nprocs=64)
+
+
+def test_advise_on_a_generated_log_finds_each_planted_problem(tmp_path):
+    got = audit_log(str(generated_job(tmp_path)))
+    assert got["ok"], got
+    adv = got["advice"]
+    assert (adv.user, adv.app, adv.jobid, adv.nprocs, adv.n_osts) == ("alice", "sim", 77, 64, 16)
+    kinds = {f.facts.path.rsplit("/", 1)[1]: {x.kind for x in f.findings} for f in adv.files}
+    assert kinds == {"ckpt.h5": {"few-osts"}, **{f"small.{i}": {"wide-small"} for i in range(4)},
+                     "odd.dat": {"straddle"}, "tiny-shared.dat": {"shared-stripes"},
+                     "input.dat": {"reads-everywhere"}, "fine.dat": set()}
+    ckpt = next(f for f in adv.files if f.facts.path.endswith("ckpt.h5"))
+    assert ckpt.iez_count >= 8 and ckpt.facts.writers == 64
+    assert adv.ost_cost_iez < adv.ost_cost_recorded
+    assert adv.write_iez < adv.write_recorded and adv.read_iez == pytest.approx(adv.read_recorded)
+
+
+def test_generated_log_without_lustre_records(tmp_path):
+    from iez.audit.synthetic import SynthFile, write_log
+
+    p = write_log(tmp_path / "nolustre.darshan", [SynthFile("/lustre/a", 1 << 30, osts=(), shared=True)], nprocs=8)
+    got = audit_log(str(p))
+    assert got["ok"]
+    adv = got["advice"]
+    assert not adv.has_layout and [f.facts.write_bytes for f in adv.files] == [1 << 30]
+    assert any("no LUSTRE records" in n for n in adv.notes) and adv.write_recorded is None

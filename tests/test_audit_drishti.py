@@ -59,10 +59,22 @@ def test_the_comparison_sees_drishtis_striping_insights():
     assert ("P19", ["/global/cscratch1/sd/ssnyder/test123.h5"]) in drishti(need_log("ior_hdf5_example.darshan"))
 
 
-@pytest.mark.parametrize("name", LOGS)
-def test_iez_reports_every_striping_problem_drishti_reports(name):
-    log = need_log(name)
+def generated(d: Path) -> Path:
+    """A generated job (iez.audit.synthetic) whose shared file is written off the block."""
+    from iez.audit.synthetic import SynthFile, write_log
+
+    return write_log(d / "bob_wrf_id91_11-23-200-def_1.darshan", [
+        SynthFile("/lustre/wrf/out.nc", 4 << 30, osts=(0, 1), shared=True, transfer=3 << 20, aligned=False),
+        SynthFile("/lustre/wrf/restart.nc", 1 << 30, osts=(5,), rank=0, transfer=1 << 20),
+    ], jobid=91, nprocs=32)
+
+
+@pytest.mark.parametrize("name", [*LOGS, "generated"])
+def test_iez_reports_every_striping_problem_drishti_reports(name, tmp_path):
+    log = generated(tmp_path) if name == "generated" else need_log(name)
     theirs = drishti(log)
+    if name == "generated":
+        assert [code for code, _ in theirs] == ["P08"]  # the planted problem, seen by Drishti
     got = audit_log(str(log), simulate=False)
     assert got["ok"], got
     adv = got["advice"]
