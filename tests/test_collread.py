@@ -144,3 +144,12 @@ def test_iez_bench_reads_back_collectively_one_client_per_ost(job, workload):
     assert "MPI's own read" not in job.log(), job.log()
     per_ost = readers_per_ost(job.tmp / "reads", target)
     assert len(per_ost) == 3 and all(len(nids) == 1 for nids in per_ost.values()), per_ost
+
+
+def test_a_file_off_lustre_falls_back_to_mpichs_read_logged(job, tmp_path):
+    """Outside the cluster's fs/ the layout is unknown: every rank takes MPICH's read, which
+    reads the right bytes, and the log says why once."""
+    f = tmp_path / "plain"
+    job.mpi(3, [IOR, f, 65536, 2, "write"])
+    assert "read 393216 bytes" in run(job, 3, [IOR, f, 65536, 2, "read"])
+    assert job.log().count("is not on Lustre, or its layout is not one it serves: MPI's own read") == 1
