@@ -83,16 +83,10 @@ class FileRequest(_Strict):
     host: str = Field("", max_length=64, description="the host that created (else first read) it")
     final_path: str = Field("", max_length=MAX_PATH, description="the name a rename in the run gave it ('': none)")
 
-    @field_validator("path")
+    @field_validator("path", "final_path")
     @classmethod
-    def _path(cls, v: str) -> str:
-        _checked(check_name, v)
-        return v
-
-    @field_validator("final_path")
-    @classmethod
-    def _final_path(cls, v: str) -> str:
-        if v:
+    def _name(cls, v: str, info: ValidationInfo) -> str:
+        if v or info.field_name == "path":  # final_path "": the file kept its name
             _checked(check_name, v)
         return v
 
