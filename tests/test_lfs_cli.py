@@ -342,3 +342,9 @@ def test_the_host_gate_refusal_names_its_way_out():
         require_open(GateLimits(max_cpu=1000, max_mem=1e-9))  # no host uses under a billionth of its memory
     assert "host busy: memory" in str(e.value) and "--no-gate" in str(e.value) and "--gate-wait" in str(e.value)
     assert e.value.exit_code == 1
+
+
+def test_mdt_index(iez, emu):
+    iez("setstripe", "-c", "1", "onmdt")
+    assert iez("getstripe", "-m", "onmdt") == "0\n"
+    assert iez("getstripe", "-m", "-v", "onmdt") == "onmdt\nmdt_index:\t0\n"

@@ -32,6 +32,9 @@ class Backend(Protocol):
         """What `lfs getstripe` reads of a file or directory: its layout (None when it has none),
         objects, generation and FID; a directory's is its default (`is_default`)."""
 
+    def mdt_index(self, path: str | Path) -> int:
+        """The MDT holding the file or directory (lfs getstripe -m)."""
+
     def fs_default(self) -> Layout:
         """The file system's default stripe count and size (lov.*.stripecount, stripesize)."""
 

@@ -123,6 +123,10 @@ class EmulatedBackend:
     def pool_osts(self, pool: str) -> tuple[int, ...]:
         return self.cluster.pool(pool)
 
+    def mdt_index(self, path: str | Path) -> int:
+        self._check_inside(Path(path))
+        return 0  # one MDT (MDT0000)
+
     def fs_default(self) -> Layout:
         return Layout(self.cluster.default_stripe_size, self.cluster.default_stripe_count)
 

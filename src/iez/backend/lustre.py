@@ -27,6 +27,7 @@ LL_SUPER_MAGIC = 0x0BD00BD0  # statfs f_type of a Lustre client mount (docs/refe
 O_LOV_DELAY_CREATE = 0o100000000 | os.O_NOCTTY | 0o20000
 LL_IOC_LOV_SETSTRIPE = 0x4008669A  # _IOW('f', 154, long) on LP64 (docs/references.md#l-abi-setstripe)
 XATTR_LOV = "lustre.lov"
+LL_IOC_GET_MDTIDX = 0x800466AF  # _IOR('f', 175, int), lustre_user.h: what lfs getstripe -m calls
 LL_IOC_PATH2FID = 0x801066AD  # _IOR('f', 173, struct lu_fid), lustre_user.h: what lfs path2fid calls
 
 
@@ -137,6 +138,17 @@ class LustreBackend:
             os.close(fd)
         seq, oid, ver = struct.unpack("<QII", buf)
         return seq, oid, ver
+
+    def mdt_index(self, path: str | Path) -> int:
+        import struct
+
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        try:
+            return struct.unpack("<i", fcntl.ioctl(fd, LL_IOC_GET_MDTIDX, bytes(4)))[0]
+        except OSError as e:
+            raise BackendError(f"get_mdtidx {path}: {e.strerror}") from None
+        finally:
+            os.close(fd)
 
     def getstripe(self, path: str | Path):
         from iez.backend import stripe_from_xattr

@@ -70,6 +70,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="alone: only flags; with FLAGS (init,^init,...): components with them")
     p.add_argument("--component-start", nargs="?", const="", metavar="[+-]N", help="alone: only starts; else a filter")
     p.add_argument("-E", "--component-end", nargs="?", const="", metavar="[+-]N", help="alone: only ends; else a filter")
+    p.add_argument("-m", "--mdt-index", "--mdt", dest="mdt", action="store_true", help="only the MDT index")
     p.add_argument("-v", "--verbose", action="store_true", help="every field, with magic, FID and offsets")
     p.add_argument("-y", "--yaml", action="store_true", help="YAML, as lfs setstripe --yaml reads it")
     p.add_argument("-d", "--directory", action="store_true", help="a directory's default only, not its files")
@@ -173,7 +174,7 @@ def getstripe_show(args: argparse.Namespace) -> gs.Show:
             verbose, depth = verbose | bit, 0
         elif value is not None:
             filters[key] = parse(value)
-    if args.directory:
+    if args.directory or args.mdt:
         depth = 0
     if args.verbose:
         verbose = gs.VERBOSE_DEFAULT | gs.VERBOSE_DETAIL
@@ -238,6 +239,10 @@ def cmd_getstripe(args: argparse.Namespace) -> int:
         try:
             b = backend_for(top)
             for path, is_dir in _walk(top, show.depth):
+                if args.mdt:  # cb_get_mdt_index
+                    index = b.mdt_index(path)
+                    print(f"{path}\nmdt_index:\t{index}" if show.verbose & gs.VERBOSE_DETAIL else index)
+                    continue
                 f = b.getstripe(path)
                 if args.json:
                     found.append(_stripe_json(f))
