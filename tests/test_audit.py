@@ -18,21 +18,11 @@ from iez.layout.raid0 import bytes_per_ost
 from iez.plan import parse_layout
 from iez.sim import engine
 from iez.trace.darshan import read_log
+from test_darshan import need_log
 
 MIB = 1 << 20
 LOGS = ("sample.darshan", "sample-badost.darshan", "sample-goodost.darshan", "ior_hdf5_example.darshan",
         "dxt.darshan", "noposix.darshan")
-
-
-def need_log(name: str) -> Path:
-    try:
-        from darshan.log_utils import get_log_path
-    except ImportError:
-        pytest.fail("pydarshan is not installed: .venv/bin/pip install darshan")
-    p = Path(get_log_path(name))
-    if not p.is_file():
-        pytest.fail(f"{name} is not shipped with this pydarshan: .venv/bin/pip install 'darshan>=3.4'")
-    return p
 
 
 @pytest.fixture(scope="module", autouse=True)

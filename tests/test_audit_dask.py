@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from test_audit import need_log
+from test_darshan import need_log
 
 LOGS = ("ior_hdf5_example.darshan", "sample-goodost.darshan", "dxt.darshan")
 

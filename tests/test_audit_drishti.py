@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from iez.audit.job import audit_log
-from test_audit import need_log
+from test_darshan import need_log
 
 # Drishti code -> the iez findings that are the same problem (docs/audit.md, "iez and Drishti").
 SAME = {

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from conftest import need_tool
-from test_audit import need_log
+from test_darshan import need_log
 
 
 def screenshot(page_path: Path, png: Path) -> dict:
