@@ -224,3 +224,16 @@ def test_generated_log_without_lustre_records(tmp_path):
     adv = got["advice"]
     assert not adv.has_layout and [f.facts.write_bytes for f in adv.files] == [1 << 30]
     assert any("no LUSTRE records" in n for n in adv.notes) and adv.write_recorded is None
+
+
+def test_cluster_file_sets_the_osts(tmp_path):
+    from conftest import ROOT
+
+    log = str(need_log("sample-goodost.darshan"))
+    wide = audit_log(log, (ROOT / "scenarios" / "seed001-cluster46.toml").read_text(), simulate=False)["advice"]
+    own = audit_log(log, simulate=False)["advice"]
+    assert (own.n_osts, wide.n_osts) == (24, 46)
+    # The same bytes on the same OSTs: OSTCost scales with the OSTs counted (max / mean).
+    assert wide.ost_cost_recorded == pytest.approx(own.ost_cost_recorded * 46 / 24)
+    small = audit_log(log, (ROOT / "scenarios" / "seed000-testbed.toml").read_text(), simulate=False)["advice"]
+    assert not small.has_layout and any("does not have" in n for n in small.notes)
