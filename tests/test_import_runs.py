@@ -108,6 +108,40 @@ def test_a_run_that_created_and_read_nothing_says_what_it_found(subenv, tmp_path
                             "(1 files only written in place, 0 only opened)")
 
 
+READER = """
+import sys
+with open(sys.argv[1], "rb") as f:
+    while f.read(1 << 20):
+        pass
+"""
+
+
+def test_a_run_that_only_read_imports_its_reads(subenv, tmp_path, iez_cmd):
+    """A real process reading a file on the (emulated) Lustre under plain LD_PRELOAD: no file
+    created, its read is imported and stored, and the import says there is nothing to place."""
+    emu, traces, url = tmp_path / "emu", tmp_path / "traces", f"sqlite:///{tmp_path / 'iez.db'}"
+    subprocess.run([*iez_cmd, "emulate", "init", str(emu)], check=True, env=subenv, capture_output=True)
+    subprocess.run([*iez_cmd, "emulate", "up", str(emu)], check=True, env=subenv, capture_output=True)
+    try:
+        data = emu / "fs" / "input.dat"
+        data.write_bytes(os.urandom(3 << 20))
+        subprocess.run(["python3", "-c", READER, str(data)], check=True, timeout=60,
+                       env=preloaded(subenv, traces, IEZ_EMULATED=str(emu), IEZ_RUN="train1"))
+    finally:
+        subprocess.run([*iez_cmd, "emulate", "down", str(emu)], env=subenv, capture_output=True)
+    t = load_trace(traces, "dlio")
+    assert t.ingested.requests == []
+    assert [(q.path, q.read_bytes, q.read_size, q.write_bytes) for q in t.ingested.reads] == [
+        (str(data), 3 << 20, 1 << 20, 0)]
+    p = subprocess.run([*iez_cmd, "trace", "import", str(traces), "--app", "dlio", "--db", url], capture_output=True,
+                       text=True, env=subenv, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert "run 1: read 1 files and created none: no layout to choose, no plan to make" in p.stdout
+    with Database(url) as db, db.begin() as tx:
+        assert [(q.path, q.read_bytes) for q in tx.run_reads("dlio", 1)] == [(str(data), 3 << 20)]
+        assert tx.traced_runs("dlio") == []
+
+
 @pytest.mark.parametrize("programs, written, want", [
     ({"mpiexec": 1, "hydra_pmi_proxy": 1, "ior": 4}, {"mpiexec": 536, "ior": 1 << 30}, "ior"),
     ({"srun": 1, "bash": 2, "python3": 1}, {"bash": 10}, "python3"),  # not a launcher, though it wrote nothing
