@@ -1,9 +1,19 @@
+import os
+import subprocess
+
 import pytest
 
+from conftest import BUILD
 from iez import fields as F
 from iez import plan as P
+from iez.alloc.policy import AllocOptions
+from iez.alloc.registry import get_policy
+from iez.cluster import Snapshot, make_cluster
 from iez.errors import ConfigError
 from iez.layout import LUSTRE_EOF, Component, FileLayout, Layout
+from iez.pipeline import check_placements, make_plan
+from iez.predict.aipa import predict_next_run
+from iez.request import Request
 
 MiB = 1 << 20
 
@@ -78,7 +88,6 @@ def test_save_never_writes_through_a_planted_link(tmp_path):
 
 
 def _umask() -> int:
-    import os
     old = os.umask(0o022)
     os.umask(old)
     return old
@@ -87,7 +96,6 @@ def _umask() -> int:
 @pytest.mark.timeout(20)
 def test_load_refuses_what_is_not_a_bounded_regular_file(tmp_path):
     """A FIFO as a plan hung the reader; a device fed it forever; a huge file filled memory."""
-    import os
     os.mkfifo(tmp_path / "fifo")
     big = tmp_path / "big"
     with open(big, "wb") as f:
@@ -137,3 +145,29 @@ def test_fields_of_the_process():
                                                  "fqdn": "nid001.cluster.org"}
     assert F.fields_of({"FLUX_JOB_ID": "f2yFjNm7h", "LSB_JOBINDEX": "0", "PMI_RANK": "x", "PMIX_RANK": "1"},
                        "") == {"job": "f2yFjNm7h", "array": "0", "rank": "1"}
+
+
+def test_predicted_templates_are_placed_written_and_matched_by_libiez(tmp_path):
+    """The loop over a templated name: runs whose names carry a job id, a date and an rsync
+    temporary → prediction (keys with fields) → allocation (keyed by them) → the plan file
+    (version 2) → libiez's parser, in a process of the next job, finds each new name's layout."""
+    def run(job: int, day: int, sfx: str) -> list[Request]:
+        return [Request(f"/lus/out.{job}.{k}", (k + 1) << 24, rank=k, run=str(job)) for k in range(2)] + [
+            Request(f"/lus/log.2026-11-{day:02d}", 1 << 20, run=str(job)),
+            Request(f"/lus/.res.bin.{sfx}", 64 << 20, run=str(job), final_path="/lus/res.bin")]
+
+    pred = predict_next_run([run(4100 + 9 * i, 2 + 3 * i, f"aB{i}cD{i}") for i in range(3)])
+    cluster = make_cluster(2, 4)
+    placed = get_policy("balanced").place(pred.requests, cluster, Snapshot.from_cluster(cluster), AllocOptions())
+    check_placements("balanced", pred.requests, placed)
+    plan = make_plan("app", 4, "balanced", cluster, placed, created=0)
+    P.save(plan, tmp_path / "plan")
+    assert (tmp_path / "plan").read_text().startswith("#iez-plan 2\n")
+    names = ["/lus/out.5000.0", "/lus/out.5000.1", "/lus/log.2026-12-01", "/lus/.res.bin.Zz9Yy8", "/lus/out.4118.0"]
+    probe = BUILD / "libiez" / "iez-probe"
+    out = subprocess.run([str(probe), "find", str(tmp_path / "plan"), *names], capture_output=True, text=True,
+                         env={**{k: v for k, v in os.environ.items() if not k.startswith("SLURM")}, "SLURM_JOB_ID": "5000"},
+                         timeout=60).stdout.splitlines()
+    want = {p.path: P.format_layout(p.layout) for p in placed}
+    assert out == [want["/lus/out.{job}.0"], want["/lus/out.{job}.1"], want["/lus/log.{date:%Y-%m-%d}"],
+                   want["/lus/.res.bin.{rand:6}"], "-"]
