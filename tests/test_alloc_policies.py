@@ -81,11 +81,11 @@ POLICIES = names()
 def test_policy_names():
     # Display order: Lustre's baselines, the paper's algorithm, iez's own (as the paper's figures,
     # docs/references.md#s000-figs7-9).
-    assert POLICIES == ("rr", "qos", "iez-paper", "balanced") and DEFAULT_POLICY in POLICIES
+    assert POLICIES == ("rr", "qos", "bpio", "iez-paper", "balanced") and DEFAULT_POLICY in POLICIES
     assert names(kind="lustre") == ("rr", "qos") and names(kind="iez") == ("balanced",)
     assert [get_policy(n).name for n in POLICIES] == list(POLICIES)
     assert get_policy("rr") is not get_policy("rr")  # a new instance each time: no state shared
-    with pytest.raises(ConfigError, match="unknown allocation policy 'fastest'.*rr, qos, iez-paper, balanced"):
+    with pytest.raises(ConfigError, match="unknown allocation policy 'fastest'.*rr, qos, bpio, iez-paper, balanced"):
         get_policy("fastest")
 
 

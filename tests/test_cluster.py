@@ -221,3 +221,51 @@ def test_snapshot_debit_rounds_up_as_the_osts_report_free_space(written):
     assert debited.osts[0].kbytesavail == empty.osts[0].kbytesavail - -(-written // 1024)
     assert Snapshot(0.0, {0: replace(empty.osts[0], kbytesfree=None)}).debit({0: written}).osts[0].kbytesfree is None
     assert empty.debit({0: 1 << 62}).osts[0].kbytesavail == 0  # never below empty
+
+
+# -- topology: LNet routers and client groups (docs/cluster-toml.md, "Topology") -------------------
+
+TOPO = (Path(__file__).parent / "vectors" / "topology" / "small.toml").read_text()
+
+
+def test_topology_parses_groups_ranges_and_roundtrips(tmp_path):
+    c = parse_cluster(TOPO)
+    t = c.topology
+    assert t is not None and [r.name for r in t.routers] == ["r0", "r1", "r2"]
+    a, b = t.clients
+    assert a.nodes == ("n1", "n2", "login1") and a.routers == ("r0", "r1")  # the group's routers
+    assert b.routers == ("r1", "r2") and t.routers[1].bw == 2e9
+    assert t.group_of("n2", 150) is a  # the host decides before the rank
+    assert t.group_of("elsewhere", 150) is b and t.group_of("elsewhere", 8) is None
+    assert t.router_group(t.routers[2]) == "r2"  # a router without group is its own
+    p = tmp_path / "c.toml"
+    p.write_text(dump_cluster(c))
+    assert load_cluster(p) == c
+
+
+def test_no_topology_is_none():
+    assert parse_cluster(OK).topology is None and make_cluster().topology is None
+
+
+@pytest.mark.parametrize("text, msg", [
+    (TOPO.replace('oss = ["oss1"]', "oss = []"), "router r2: serves no OSS"),
+    (TOPO.replace('oss = ["oss1"]', 'oss = ["oss9"]'), "router r2: serves unknown OSS 'oss9'"),
+    (TOPO.replace('routers = ["r1", "r2"]', "routers = []"), "client group b: reaches no router"),
+    (TOPO.replace('routers = ["r1", "r2"]', 'routers = ["r7"]'), "client group b: unknown router or router group 'r7'"),
+    # oss1 is served by r1 and r2 only; nobody reaches them
+    (TOPO.replace('routers = ["r1", "r2"]', 'routers = ["r0"]').replace('routers = ["g0"]', 'routers = ["r0"]'),
+     "OSS oss1: unreachable"),
+    (TOPO.replace('name = "r2"', 'name = "r1"'), "router[2].name: router 'r1' is defined twice"),
+    (TOPO.replace('group = "g0"\noss = ["oss0"]', 'group = "r2"\noss = ["oss0"]'), "group 'r2' has the name of a router"),
+    (TOPO.replace('nodes = ["n3"]', 'nodes = ["n2"]'), "client group b: node n2 is already in client group a"),
+    (TOPO.replace('ranks = [100, 199]', 'ranks = 4'), "client_group[1].ranks: expected [first, last]"),
+    (TOPO.replace('"n[1-2]"', '"n[2-1]"'), "client_group[0].nodes[0]: expected a range"),
+    (TOPO.replace('"login1"', '"../x"'), "client_group[0].nodes[1]: expected 1-64 letters"),
+    (TOPO.replace("bw = 2e9", "bw = -1"), "router[1].bw: expected a finite number > 0"),
+    (TOPO.replace("bw = 2e9", "speed = 1"), "router[1].speed: unknown key"),
+    (TOPO.split("[[client_group]]")[0], "give both [[router]] and [[client_group]]"),
+])
+def test_bad_topology_is_one_line_naming_the_element(text, msg):
+    with pytest.raises(ConfigError) as e:
+        parse_cluster(text, source="t.toml")
+    assert msg in str(e.value) and str(e.value).startswith("t.toml") and "\n" not in str(e.value)

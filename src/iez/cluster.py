@@ -16,6 +16,13 @@ A cluster is described by a TOML file (see docs/cluster-toml.md):
     state = "degraded"
     [pools]
     fast = [0, 1, 2]
+    [[router]]           # optional topology: LNet routers and the client groups reaching them
+    name = "rtr0"
+    oss = ["oss0"]
+    [[client_group]]
+    name = "cab0"
+    nodes = ["nid[00000-00099]"]
+    routers = ["rtr0"]
 
 Pure data: loading parses text, nothing here touches a file system other than reading the TOML.
 Every cluster description goes through one schema (`SCHEMA` and the checks of `cluster_from_doc`):
@@ -70,14 +77,19 @@ MIN_OST_SIZE = 1 << 20  # below 1 MiB kbytes and the OSP's MiB watermarks round 
 # Every table and key a cluster file may hold ("oss" and "ost" are arrays of tables; [pools]
 # maps pool names to OST lists; [sim] belongs to the simulator, which checks it: docs/simulator.md).
 SCHEMA: dict[str, tuple[str, ...]] = {
-    "": ("fsname", "mds", "defaults", "lod", "oss", "ost_defaults", "ost", "pools", "sim"),
+    "": ("fsname", "mds", "defaults", "lod", "oss", "ost_defaults", "ost", "pools", "sim", "router",
+         "client_group"),
     "mds": ("name", "nid", "create_rate"),
     "defaults": ("stripe_count", "stripe_size", "layout"),
     "lod": ("qos_threshold_rr", "qos_prio_free"),
     "oss": ("name", "osts", "nid", "nic_bw"),
     "ost_defaults": ("size", "read_bw", "write_bw"),
     "ost": ("index", "size", "used", "state", "read_bw", "write_bw"),
+    "router": ("name", "bw", "group", "oss"),
+    "client_group": ("name", "nodes", "ranks", "routers"),
 }
+MAX_NODES = 1 << 20  # client node names a topology may list (Titan had 18,688)
+NODE_RANGE = re.compile(r"([A-Za-z0-9._-]*)\[(\d{1,7})-(\d{1,7})\]([A-Za-z0-9._-]*)")  # nid[00000-00099]
 
 
 @dataclass(frozen=True)
@@ -113,6 +125,47 @@ class MDS:
     create_rate: float = 20000.0  # creates/s, for metadata storms in the simulator
 
 
+@dataclass(frozen=True)
+class Router:
+    """An LNet router: clients' traffic to the OSSs it serves crosses it (fine-grained routing)."""
+
+    name: str
+    osses: tuple[str, ...]  # the OSSs it serves
+    bw: float = DEFAULT_NIC_BW
+    group: str = ""  # its router group ("" = a group of its own)
+
+
+@dataclass(frozen=True)
+class ClientGroup:
+    """Client nodes that reach the servers through the same routers."""
+
+    name: str
+    routers: tuple[str, ...]  # router names (a router group's name stands for its routers)
+    nodes: tuple[str, ...] = ()
+    ranks: tuple[int, int] | None = None  # ranks lo..hi of a job, when their host is not listed
+
+
+@dataclass(frozen=True)
+class Topology:
+    """The I/O path from client nodes to OSSs: client groups -> routers -> OSSs."""
+
+    routers: tuple[Router, ...]
+    clients: tuple[ClientGroup, ...]
+    by_host: dict[str, ClientGroup] = field(default_factory=dict, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.by_host.update((n, g) for g in self.clients for n in g.nodes)
+
+    def router_group(self, r: Router) -> str:
+        return r.group or r.name
+
+    def group_of(self, host: str, rank: int) -> ClientGroup | None:
+        """The client group of a process: by its host, else by its rank; None if neither is listed."""
+        if host in self.by_host:
+            return self.by_host[host]
+        return next((g for g in self.clients if g.ranks and g.ranks[0] <= rank <= g.ranks[1]), None)
+
+
 def ost_name(fsname: str, index: int) -> str:
     """Target name as Lustre prints it: `<fsname>-OST%04x`."""
     return f"{fsname}-OST{index:04x}"
@@ -135,6 +188,7 @@ class Cluster:
     qos_prio_free: int = 90  # percent, lod.*.qos_prio_free (2.15+ default)
     # The site's layout mode, "auto" or "keep" (docs/layouts.md); "" = not set, iez's default.
     layout: str = ""
+    topology: Topology | None = None  # None: clients reach every OSS directly
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -318,6 +372,7 @@ def cluster_from_doc(doc: dict[str, Any]) -> Cluster:
     if stripe_size >= STRIPE_SIZE_LIMIT or stripe_size % LOV_MIN_STRIPE_SIZE:
         raise ConfigError(f"defaults.stripe_size: expected a multiple of 64 KiB below 4 GiB, got {stripe_size}")
     lod = _table(doc.get("lod", {}), "lod", SCHEMA["lod"])
+    topology = _topology(doc, [s.name for s in osses])
     return Cluster(
         fsname=fsname,
         mds=mds,
@@ -329,8 +384,96 @@ def cluster_from_doc(doc: dict[str, Any]) -> Cluster:
         qos_threshold_rr=_int(lod.get("qos_threshold_rr", 17), "lod.qos_threshold_rr", 0, 100),
         qos_prio_free=_int(lod.get("qos_prio_free", 90), "lod.qos_prio_free", 0, 100),
         layout=_choice(d.get("layout", ""), "defaults.layout", SITE_LAYOUTS),
+        topology=topology,
         raw=doc,
     )
+
+
+def _topology(doc: dict[str, Any], oss_names: list[str]) -> Topology | None:
+    """[[router]] and [[client_group]]: both or neither; every OSS reachable, every router serving
+    an OSS, every client group reaching a router."""
+    if "router" not in doc and "client_group" not in doc:
+        return None
+    routers: list[Router] = []
+    names: set[str] = set()
+    for k, t in enumerate(_tables(doc.get("router", []), "router")):
+        where = f"router[{k}]"
+        name = check_host_name(t.get("name"), f"{where}.name")
+        if name in names:
+            raise ConfigError(f"{where}.name: router {name!r} is defined twice")
+        names.add(name)
+        osses = _names(t.get("oss", []), f"{where}.oss")
+        if not osses:
+            raise ConfigError(f"router {name}: serves no OSS ({where}.oss is empty)")
+        for s in osses:
+            if s not in oss_names:
+                raise ConfigError(f"router {name}: serves unknown OSS {s!r}")
+        group = check_host_name(t["group"], f"{where}.group") if "group" in t else ""
+        routers.append(Router(name, osses, _positive(t.get("bw", DEFAULT_NIC_BW), f"{where}.bw"), group))
+    groups: dict[str, list[str]] = {r.name: [r.name] for r in routers}  # a router, or a group's routers
+    for r in routers:
+        if r.group:
+            if r.group in names:
+                raise ConfigError(f"router {r.name}: group {r.group!r} has the name of a router")
+            groups.setdefault(r.group, []).append(r.name)
+    clients: list[ClientGroup] = []
+    for k, t in enumerate(_tables(doc.get("client_group", []), "client_group")):
+        where = f"client_group[{k}]"
+        name = check_host_name(t.get("name"), f"{where}.name")
+        if name in (g.name for g in clients):
+            raise ConfigError(f"{where}.name: client group {name!r} is defined twice")
+        reach: list[str] = []
+        for via in _names(t.get("routers", []), f"{where}.routers"):
+            if via not in groups:
+                raise ConfigError(f"client group {name}: unknown router or router group {via!r}")
+            reach += [x for x in groups[via] if x not in reach]
+        if not reach:
+            raise ConfigError(f"client group {name}: reaches no router ({where}.routers is empty)")
+        ranks = None
+        if "ranks" in t:
+            v = t["ranks"]
+            if not (isinstance(v, list) and len(v) == 2):
+                raise ConfigError(f"{where}.ranks: expected [first, last], got {shown(v)}")
+            ranks = (_int(v[0], f"{where}.ranks[0]", 0, 1 << 30), _int(v[1], f"{where}.ranks[1]", 0, 1 << 30))
+        clients.append(ClientGroup(name, tuple(reach), _nodes(t.get("nodes", []), f"{where}.nodes"), ranks))
+    if not routers or not clients:
+        raise ConfigError("topology: give both [[router]] and [[client_group]] entries, or neither")
+    seen: dict[str, str] = {}
+    for g in clients:
+        for n in g.nodes:
+            if n in seen:
+                raise ConfigError(f"client group {g.name}: node {n} is already in client group {seen[n]}")
+            seen[n] = g.name
+    reached = {r for g in clients for r in g.routers}
+    served = {s for r in routers if r.name in reached for s in r.osses}
+    for s in oss_names:
+        if s not in served:
+            raise ConfigError(f"OSS {s}: unreachable (no router a client group reaches serves it)")
+    return Topology(tuple(routers), tuple(clients))
+
+
+def _names(v: Any, where: str) -> tuple[str, ...]:
+    if not isinstance(v, list):
+        raise ConfigError(f"{where}: expected a list of names, got {shown(v)}")
+    return tuple(check_host_name(x, f"{where}[{k}]") for k, x in enumerate(v))
+
+
+def _nodes(v: Any, where: str) -> tuple[str, ...]:
+    """Node names; `nid[00000-00099]` stands for nid00000 .. nid00099 (the digits' width kept)."""
+    if not isinstance(v, list):
+        raise ConfigError(f"{where}: expected a list of node names, got {shown(v)}")
+    out: list[str] = []
+    for k, x in enumerate(v):
+        m = NODE_RANGE.fullmatch(x) if isinstance(x, str) else None
+        if m is None:
+            out.append(check_host_name(x, f"{where}[{k}]"))
+            continue
+        lo, hi = int(m[2]), int(m[3])
+        if lo > hi or len(out) + hi - lo + 1 > MAX_NODES:
+            raise ConfigError(f"{where}[{k}]: expected a range [lo-hi], lo <= hi, at most {MAX_NODES} nodes, "
+                              f"got {shown(x)}")
+        out += [check_host_name(f"{m[1]}{i:0{len(m[2])}d}{m[4]}", f"{where}[{k}]") for i in range(lo, hi + 1)]
+    return tuple(out)
 
 
 # -- the checks of one value; `where` is the key's path, as the error names it ---------------
@@ -449,6 +592,11 @@ def dump_cluster(c: Cluster) -> str:
         "oss": osses, "ost": osts}
     if c.pools:
         doc["pools"] = {k: list(v) for k, v in sorted(c.pools.items())}
+    if c.topology:
+        doc["router"] = [{"name": r.name, "oss": list(r.osses), "bw": r.bw, **({"group": r.group} if r.group else {})}
+                         for r in c.topology.routers]
+        doc["client_group"] = [{"name": g.name, "routers": list(g.routers), "nodes": list(g.nodes),
+                                **({"ranks": list(g.ranks)} if g.ranks else {})} for g in c.topology.clients]
     return tomli_w.dumps(doc)
 
 

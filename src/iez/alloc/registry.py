@@ -28,9 +28,10 @@ if TYPE_CHECKING:
 
 DEFAULT_POLICY = "balanced"
 
-# What a policy is: Lustre's own allocator (the baselines), seed 000's Algorithm 2 as printed
-# (docs/references.md#s000-alg2), or iez's own. Also the order reports show them in, as the
-# paper's figures put RR before iez (docs/references.md#s000-figs7-9).
+# What a policy is: Lustre's own allocator (the baselines), a paper's algorithm (seed 000's
+# Algorithm 2 as printed, docs/references.md#s000-alg2; seed 002's BPIO, #s002-bpio-cost), or
+# iez's own. Also the order reports show them in, as the paper's figures put RR before iez
+# (docs/references.md#s000-figs7-9).
 KINDS = ("lustre", "paper", "iez")
 
 
