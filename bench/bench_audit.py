@@ -141,7 +141,7 @@ def main() -> None:
         rates = {}
         for workers in (1, 2):
             # The cluster is started and warmed (imports in each worker) outside the timed run.
-            with LocalCluster(n_workers=workers, threads_per_worker=1, dashboard_address=None,
+            with LocalCluster(n_workers=workers, threads_per_worker=1, dashboard_address=":0",
                               silence_logs=40) as cluster:
                 address = cluster.scheduler_address
                 audit(logs[:2 * workers], root / f"warm{workers}", scheduler=address)

@@ -237,3 +237,20 @@ def test_cluster_file_sets_the_osts(tmp_path):
     assert wide.ost_cost_recorded == pytest.approx(own.ost_cost_recorded * 46 / 24)
     small = audit_log(log, (ROOT / "scenarios" / "seed000-testbed.toml").read_text(), simulate=False)["advice"]
     assert not small.has_layout and any("does not have" in n for n in small.notes)
+
+
+def test_a_failed_task_is_one_failure_not_the_end(tmp_path):
+    from iez.audit.execute import audit
+
+    def flaky(path: str, cluster_toml: str, simulate: bool) -> dict:
+        if path.endswith("bad"):
+            raise RuntimeError("worker fault\nwith a second line")
+        return {"ok": False, "path": path, "cause": "empty", "error": f"{path}: empty file"}
+
+    paths = [f"/logs/{k}" for k in range(5)] + ["/logs/bad"] + [f"/logs/{k}" for k in range(5, 9)]
+    seen = []
+    site = audit(paths, tmp_path, seen.append, workers=1, fn=flaky, window=3)
+    assert sorted(a["path"] for a in seen) == sorted(paths)
+    assert site.failures == {"empty": 9, "failed": 1}
+    [failed] = [a for a in seen if a["cause"] == "failed"]
+    assert failed["error"] == "/logs/bad: RuntimeError: worker fault with a second line"

@@ -65,24 +65,36 @@ def run(paths: Iterable[str], on_answer: Callable[[dict[str, Any]], None], *, sc
         local = None
     else:
         local = LocalCluster(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1, processes=True,
-                             dashboard_address=None, silence_logs=40)
+                             dashboard_address=":0", silence_logs=40)
         client = Client(local)
     try:
         n = max(1, sum(client.nthreads().values()))
         window = window or 4 * n
         it = iter(paths)
         pending = as_completed()
+        log_of: dict[str, str] = {}  # task key -> its log, while in flight
+
+        def submit(path: str) -> None:
+            fut = client.submit(fn, path, cluster_toml, simulate, pure=False)
+            log_of[fut.key] = path
+            pending.add(fut)
+
         for path in it:
-            pending.add(client.submit(fn, path, cluster_toml, simulate, pure=False))
+            submit(path)
             if pending.count() >= window:
                 break
         for fut in pending:
-            answer = fut.result()
+            path = log_of.pop(fut.key)
+            try:
+                answer = fut.result()
+            except Exception as e:  # a worker lost with the task, or a fault in iez: one line, go on
+                why = " ".join(str(e).split())
+                answer = {"ok": False, "path": path, "cause": "failed", "error": f"{path}: {type(e).__name__}: {why}"}
             fut.release()
             on_answer(answer)
             nxt = next(it, None)
             if nxt is not None:
-                pending.add(client.submit(fn, nxt, cluster_toml, simulate, pure=False))
+                submit(nxt)
     finally:
         client.close()
         if local is not None:

@@ -18,7 +18,8 @@ from iez.cluster import Cluster, parse_cluster
 from iez.errors import IezError
 from iez.trace.darshan import read_log
 
-CAUSES = ("empty", "not-darshan", "truncated", "corrupt", "unreadable", "unusable")
+# Why a log gave no advice; "failed" is the executor's: the task itself failed (a worker lost).
+CAUSES = ("empty", "not-darshan", "truncated", "corrupt", "unreadable", "unusable", "failed")
 DARSHAN_MAGIC = 6567223  # DARSHAN_MAGIC_NR of darshan-log-format.h, little-endian in the header
 HEADER = 24  # version string[8], magic int64, comp type, partial flag; then the region maps (off, len)
 MAPS = 17  # the name map and DARSHAN_MAX_MODS = 16 module maps (log versions up to 3.2x; 3.4x has more)
