@@ -72,7 +72,7 @@ def run(paths: Iterable[str], on_answer: Callable[[dict[str, Any]], None], *, sc
         window = window or 4 * n
         it = iter(paths)
         pending = as_completed()
-        log_of: dict[str, str] = {}  # task key -> its log, while in flight
+        log_of: dict[Any, str] = {}  # task key -> its log, while in flight
 
         def submit(path: str) -> None:
             fut = client.submit(fn, path, cluster_toml, simulate, pure=False)
