@@ -70,6 +70,13 @@ def run(cmd: list[str], **kw) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, capture_output=True, text=True, timeout=60, **kw)
 
 
+def setstripe_shown(iez_cmd: list[str], args: list[str]) -> subprocess.CompletedProcess:
+    """`iez setstripe ARGS` (silent on success, as lfs setstripe), then what `iez getstripe`
+    shows of its target; the failed setstripe itself when it fails."""
+    r = run(iez_cmd + ["setstripe", *args])
+    return run(iez_cmd + ["getstripe", args[-1]]) if r.returncode == 0 else r
+
+
 @pytest.fixture
 def cluster(tmp_path, iez_cmd):
     d = tmp_path / "emu"
@@ -92,7 +99,7 @@ def test_init_refuses_non_empty_dir(tmp_path, iez_cmd):
 def test_setstripe_getstripe_df_end_to_end(cluster, iez_cmd):
     fs = cluster / "fs"
     # explicit OST list: kept exactly, in order
-    r = run(iez_cmd + ["setstripe", "-S", "1M", "-o", "7,2,11", str(fs / "listed")])
+    r = setstripe_shown(iez_cmd, ["-S", "1M", "-o", "7,2,11", str(fs / "listed")])
     assert r.returncode == 0, r.stderr
     r = run(iez_cmd + ["getstripe", str(fs / "listed")])
     assert r.returncode == 0, r.stderr
@@ -100,17 +107,17 @@ def test_setstripe_getstripe_df_end_to_end(cluster, iez_cmd):
     rows = [ln.split() for ln in r.stdout.splitlines() if ln.startswith("\t") and ln.split()[0].isdigit()]
     assert [int(x[0]) for x in rows] == [7, 2, 11]
     # stripe offset: index order from that OST (docs/references.md#l-alloc-specific)
-    r = run(iez_cmd + ["setstripe", "-c", "4", "-i", "3", str(fs / "offset")])
+    r = setstripe_shown(iez_cmd, ["-c", "4", "-i", "3", str(fs / "offset")])
     assert r.returncode == 0, r.stderr
     rows = [ln.split() for ln in r.stdout.splitlines() if ln.startswith("\t") and ln.split()[0].isdigit()]
     assert [int(x[0]) for x in rows] == [3, 4, 5, 6]
     # default allocation on an empty cluster is RR: 4 distinct OSTs spread over the OSSs
-    r = run(iez_cmd + ["setstripe", "-c", "4", str(fs / "rr")])
+    r = setstripe_shown(iez_cmd, ["-c", "4", str(fs / "rr")])
     assert r.returncode == 0, r.stderr
     rows = [int(ln.split()[0]) for ln in r.stdout.splitlines() if ln.startswith("\t") and ln.split()[0].isdigit()]
     assert len(set(rows)) == 4 and len({i // 5 for i in rows}) >= 2
     # PFL: components kept (the first instantiated at create, the rest as the file grows)
-    r = run(iez_cmd + ["setstripe", "-E", "4M", "-c", "1", "-E", "-1", "-c", "2", str(fs / "pfl")])
+    r = setstripe_shown(iez_cmd, ["-E", "4M", "-c", "1", "-E", "-1", "-c", "2", str(fs / "pfl")])
     assert r.returncode == 0, r.stderr
     r = run(iez_cmd + ["getstripe", str(fs / "pfl")])
     assert "lcm_entry_count:   2" in r.stdout and "lcme_extent.e_end:   EOF" in r.stdout
@@ -181,17 +188,17 @@ def test_mds_line_protocol(cluster):
 
 def test_bad_input_through_cli(cluster, iez_cmd, tmp_path):
     fs = cluster / "fs"
-    r = run(iez_cmd + ["setstripe", "-o", "42", str(fs / "bad")])
+    r = setstripe_shown(iez_cmd, ["-o", "42", str(fs / "bad")])
     assert r.returncode == 1 and "iez: error:" in r.stderr and "42" in r.stderr
     assert not (fs / "bad").exists()
-    r = run(iez_cmd + ["setstripe", "-S", "100", str(fs / "bad")])
+    r = setstripe_shown(iez_cmd, ["-S", "100", str(fs / "bad")])
     assert r.returncode == 2 and "64 KiB" in r.stderr
-    r = run(iez_cmd + ["setstripe", "-c", "x", str(fs / "bad")])
+    r = setstripe_shown(iez_cmd, ["-c", "x", str(fs / "bad")])
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
     (fs / "plain").write_text("made without a layout")  # a missing xattr
     r = run(iez_cmd + ["getstripe", str(fs / "plain")])
     assert r.returncode == 0 and r.stdout == f"{fs / 'plain'} has no stripe info\n"  # as lfs says it
-    r = run(iez_cmd + ["setstripe", "-c", "1", str(fs / "plain")])
+    r = setstripe_shown(iez_cmd, ["-c", "1", str(fs / "plain")])
     assert r.returncode == 1 and "File exists" in r.stderr
     assert (fs / "plain").read_text() == "made without a layout"  # never replaced
     r = run(iez_cmd + ["getstripe", str(tmp_path)])
@@ -215,10 +222,10 @@ used = "64MiB"
     assert run(iez_cmd + ["emulate", "init", str(d), "--cluster", str(toml)]).returncode == 0
     assert run(iez_cmd + ["emulate", "up", str(d)]).returncode == 0
     try:
-        r = run(iez_cmd + ["setstripe", "-c", "1", str(d / "fs" / "a")])
+        r = setstripe_shown(iez_cmd, ["-c", "1", str(d / "fs" / "a")])
         assert r.returncode == 0, r.stderr
         assert "\t     1\t" in r.stdout  # OST0000 is full: the file goes to OST0001
-        r = run(iez_cmd + ["setstripe", "-o", "0", str(d / "fs" / "b")])
+        r = setstripe_shown(iez_cmd, ["-o", "0", str(d / "fs" / "b")])
         assert r.returncode == 1 and ("ENOSPC" in r.stderr or "full" in r.stderr)
         assert not (d / "fs" / "b").exists()
     finally:
@@ -233,12 +240,12 @@ def test_mds_restart_and_seeded_reproducibility(tmp_path, iez_cmd):
         assert run(iez_cmd + ["emulate", "init", str(d)]).returncode == 0
         assert run(iez_cmd + ["emulate", "up", str(d), "--seed", "7"]).returncode == 0
         try:
-            outs = [run(iez_cmd + ["setstripe", "-c", "4", str(d / "fs" / f"f{i}")]) for i in range(5)]
+            outs = [setstripe_shown(iez_cmd, ["-c", "4", str(d / "fs" / f"f{i}")]) for i in range(5)]
             assert all(o.returncode == 0 for o in outs), [o.stderr for o in outs]
             got.append([o.stdout.replace(str(d), "") for o in outs])
             assert run(iez_cmd + ["emulate", "down", str(d)]).returncode == 0
             assert run(iez_cmd + ["emulate", "up", str(d)]).returncode == 0
-            r = run(iez_cmd + ["setstripe", "-c", "2", str(d / "fs" / "after")])
+            r = setstripe_shown(iez_cmd, ["-c", "2", str(d / "fs" / "after")])
             assert r.returncode == 0, r.stderr
         finally:
             run(iez_cmd + ["emulate", "down", str(d)])
@@ -306,23 +313,23 @@ def test_directory_default_layouts(cluster, iez_cmd):
     d.mkdir()
     sub = d / "deeper"
     sub.mkdir()
-    r = run(iez_cmd + ["setstripe", "-c", "8", "-S", "2M", str(d)])
+    r = setstripe_shown(iez_cmd, ["-c", "8", "-S", "2M", str(d)])
     assert r.returncode == 0, r.stderr
     assert "stripe_count:  8 stripe_size:   2097152 pattern:       raid0 stripe_offset: -1" in r.stdout
     r = run(iez_cmd + ["getstripe", str(d)])
     assert r.returncode == 0 and "stripe_count:  8 stripe_size:   2097152" in r.stdout
     # a create that asks for nothing (as a plain open(O_CREAT) does) inherits all of it, also below
     for f in (d / "a", sub / "b"):
-        r = run(iez_cmd + ["setstripe", str(f)])  # no options: the directory default
+        r = setstripe_shown(iez_cmd, [str(f)])  # no options: the directory default
         assert r.returncode == 0, r.stderr
         assert "lmm_stripe_count:  8" in r.stdout and "lmm_stripe_size:   2097152" in r.stdout
     # a create that sets the count keeps it and takes the size from the directory
-    r = run(iez_cmd + ["setstripe", "-c", "2", str(d / "c")])
+    r = setstripe_shown(iez_cmd, ["-c", "2", str(d / "c")])
     assert "lmm_stripe_count:  2" in r.stdout and "lmm_stripe_size:   2097152" in r.stdout
     # outside the directory: the file system's default (1 x 1 MiB)
-    r = run(iez_cmd + ["setstripe", str(cluster / "fs" / "elsewhere")])
+    r = setstripe_shown(iez_cmd, [str(cluster / "fs" / "elsewhere")])
     assert "lmm_stripe_count:  1" in r.stdout and "lmm_stripe_size:   1048576" in r.stdout
-    r = run(iez_cmd + ["setstripe", "-o", "99", str(d)])
+    r = setstripe_shown(iez_cmd, ["-o", "99", str(d)])
     assert r.returncode == 1 and "unknown OST index 99" in r.stderr
 
 

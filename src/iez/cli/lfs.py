@@ -23,8 +23,8 @@ SETSTRIPE_USAGE = """usage: iez setstripe [--component-end|-E END] [--stripe-cou
                      [--pool|-p POOL] [--layout|-L mdt|raid0] [-E END ...] FILE|DIR ...
        iez setstripe -d DIR ...
 
-Create each FILE with this layout (as lfs setstripe does; iez then prints the layout it got),
-or set (-d: delete) the default layout of each existing DIR. Options as lfs's: -c4,
+Create each FILE with this layout, or set (-d: delete) the default layout of each existing DIR,
+printing nothing, as lfs setstripe; iez getstripe shows what each got. Options as lfs's: -c4,
 --stripe-count=4 and -c 4 are the same; sizes take K/M/G suffixes (powers of 1024); -c -1 is
 every OST; -o takes lists such as 1,3,5-7; each -E starts a PFL component that ends at END
 (-1 or eof: the end of the file) and takes the options after it.
@@ -376,26 +376,23 @@ def cmd_setstripe(args: argparse.Namespace) -> int:
     rc = 0
     for target in paths:  # lfs goes on with the next path after a failure, and fails at the end
         try:
-            rc = max(rc, _setstripe_one(target, fl, delete))
+            _setstripe_one(target, fl, delete)
         except IezError as e:
             print(f"iez: error: {target}: {one_line(e)}", file=sys.stderr)
-            rc = 1
+            rc = max(rc, e.exit_code)
     return rc
 
 
-def _setstripe_one(target: str, fl: FileLayout, delete: bool) -> int:
+def _setstripe_one(target: str, fl: FileLayout, delete: bool) -> None:
     b = backend_for(target)
     if delete:
         if not os.path.isdir(target):
             raise LayoutError(f"-d deletes a directory's default layout; {target} is not a directory")
         b.set_default(target, Layout())  # all-default: the MDS drops the default (lfs setstripe -d)
-        return 0
-    if os.path.isdir(target):  # a directory: the default of the files created in it
-        print(gs.format_dir_default(target, b.set_default(target, fl)), end="")
-        return 0
-    got = b.create(target, fl)
-    print(gs.format_getstripe(target, got), end="")
-    return 0
+    elif os.path.isdir(target):  # a directory: the default of the files created in it
+        b.set_default(target, fl)
+    else:
+        b.create(target, fl)
 
 
 # -- find -----------------------------------------------------------------------------------------
