@@ -17,6 +17,8 @@ from conftest import BUILD, need_built
 from iez.cluster import make_cluster
 from iez.emulated.mds_client import running_cluster
 from iez.layout import lum
+from iez.errors import LayoutError
+from iez.layout.layout import LUSTRE_EOF
 from iez.layout.raid0 import ost_of_offset
 from iez.plan import parse_layout
 from iez.profile import analysis
@@ -26,6 +28,7 @@ from test_split_writing import Job
 
 LIBDIR = BUILD / "libiez"
 MPILIB, FUZZ, IOR = LIBDIR / "libiez-mpi.so", LIBDIR / "iez-test-collread", LIBDIR / "iez-test-collread-ior"
+DECODE = LIBDIR / "iez-test-lum_decode"
 BENCH = BUILD / "bench_app" / "iez-bench"
 # layouts of 1 to 15 OSTs: plain, with explicit OST lists, and PFL (docs/plan-format.md)
 LAYOUTS = [
@@ -145,3 +148,26 @@ def test_a_file_off_lustre_falls_back_to_mpichs_read_logged(job, tmp_path):
     job.mpi(3, [IOR, f, 65536, 2, "write"])
     assert "read 393216 bytes" in run(job, 3, [IOR, f, 65536, 2, "read"])
     assert job.log().count("is not on Lustre, or its layout is not one it serves: MPI's own read") == 1
+
+
+def test_libiez_decodes_every_lov_user_md_vector_as_python_does():
+    """The layouts the new read works from (lum.c's iez_lum_decode, real Lustre's read-back forms
+    included) against iez.layout.lum.decode on tests/vectors/lum."""
+    need_built(DECODE)
+    vectors = sorted((Path(__file__).parent / "vectors" / "lum").glob("*.bin"))
+    assert len(vectors) >= 15
+    for v in vectors:
+        got = subprocess.run([DECODE, v], capture_output=True, text=True, check=True).stdout.splitlines()
+        try:
+            want = lum.decode(v.read_bytes())
+        except LayoutError:
+            assert got == ["invalid"], v.name
+            continue
+        lines = []
+        for start, stop, lay in [(c.start, c.end, c.layout) for c in want.components] or [(0, LUSTRE_EOF, want.plain)]:
+            count = len(lay.osts) if lay.stripe_count == -1 and lay.osts else lay.stripe_count
+            known = lay.osts and len(lay.osts) == count
+            osts = ",".join(map(str, lay.osts)) if known else "-"
+            end = -1 if stop == LUSTRE_EOF else stop
+            lines.append(f"{start} {end} {lay.stripe_size} {count} {lay.pattern} {osts}")
+        assert got == lines, v.name
