@@ -348,3 +348,24 @@ def test_mdt_index(iez, emu):
     iez("setstripe", "-c", "1", "onmdt")
     assert iez("getstripe", "-m", "onmdt") == "0\n"
     assert iez("getstripe", "-m", "-v", "onmdt") == "onmdt\nmdt_index:\t0\n"
+
+
+def test_a_read_back_layout_as_a_lustre_client_returns_it(tmp_path):
+    """The lustre backend's path: lustre.lov as a client returns it (objects with their ids, the
+    layout generation in the offset slot), here in a user xattr of a local file."""
+    import struct
+
+    from iez.backend import stripe_from_xattr
+    from iez.lustre.getstripe import format_stripe
+
+    f = tmp_path / "file"
+    f.write_text("")
+    lmm = struct.pack("<IIQQIHH", 0x0BD10BD0, 1, 0x1, 0x200000401, MiB, 2, 3)  # V1, raid0, oi, 1 MiB, 2, gen 3
+    objs = struct.pack("<QQII", 0x12345, 0, 0, 4) + struct.pack("<QQII", 0x240000400, 0x1F, 0, 9)  # IDIF, FID
+    os.setxattr(f, "user.lustre.lov", lmm + objs)
+    got = stripe_from_xattr(f, "user.lustre.lov", (0x200000401, 0x1, 0))
+    assert format_stripe(got) == (
+        f"{f}\nlmm_stripe_count:  2\nlmm_stripe_size:   1048576\nlmm_pattern:       raid0\nlmm_layout_gen:    3\n"
+        "lmm_stripe_offset: 4\n\tobdidx\t\t objid\t\t objid\t\t group\n"
+        "\t     4\t         74565\t      0x12345\t             0\n"
+        "\t     9\t            31\t         0x1f\t   0x240000400\n\n")
