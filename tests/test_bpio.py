@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from iez.alloc.balanced import Balanced
 from iez.alloc.bpio import Bpio
 from iez.alloc.policy import AllocOptions
 from iez.alloc.registry import get_policy
@@ -93,3 +94,20 @@ def test_respects_exclusions_and_counts(count):
     got = Bpio().place([req(1, "n1", count=count)], c, Snapshot.from_cluster(c), opts)
     osts = got[0].layout.osts()
     assert 1 not in osts and len(set(osts)) == len(osts) == (2 if count == 2 else 3)
+
+
+def test_balanced_with_the_router_level_moves_bytes_off_an_oss_behind_slow_routers():
+    # oss1 is reached through r1 and r2 only; at 2e8 and 1e8 bytes/s it gets 2e8 / 2 + 1e8 of
+    # router bandwidth against oss0's 1.25e9 (its NIC; its routers would give more).
+    c = parse_cluster(CLUSTER.replace("bw = 2e9", "bw = 2e8").replace('name = "r2"\n', 'name = "r2"\nbw = 1e8\n'))
+    assert c.topology is not None
+    assert c.topology.oss_router_bw(["oss0", "oss1"]) == [1.25e9 + 1e8, 2e8]
+    reqs = [Request(f"/g{k}", 1 << 30, 1, rank=k, host="n1") for k in range(8)]
+    opts = AllocOptions(layout="keep", capacity_weight=0.0)
+
+    def on_oss1(policy):
+        return sum(p.layout.osts()[0] >= 2 for p in policy.place(reqs, c, Snapshot.from_cluster(c), opts))
+
+    plain, routed = on_oss1(Balanced()), on_oss1(Balanced(routers=True))
+    assert plain == 4 and routed < plain  # off by default: the OSSs' NICs alone split it evenly
+    assert on_oss1(Balanced(routers=True)) == routed and get_policy("balanced").routers is False

@@ -159,6 +159,15 @@ class Topology:
     def router_group(self, r: Router) -> str:
         return r.group or r.name
 
+    def oss_router_bw(self, osses: list[str]) -> list[float]:
+        """Per OSS (in `osses` order): the router bandwidth it can get, each router's split evenly
+        among the OSSs it serves."""
+        share = dict.fromkeys(osses, 0.0)
+        for r in self.routers:
+            for s in r.osses:
+                share[s] += r.bw / len(r.osses)
+        return [share[s] for s in osses]
+
     def group_of(self, host: str, rank: int) -> ClientGroup | None:
         """The client group of a process: by its host, else by its rank; None if neither is listed."""
         if host in self.by_host:
