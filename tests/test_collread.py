@@ -150,6 +150,15 @@ def test_a_file_off_lustre_falls_back_to_mpichs_read_logged(job, tmp_path):
     assert job.log().count("is not on Lustre, or its layout is not one it serves: MPI's own read") == 1
 
 
+def test_one_rank_that_cannot_be_served_takes_every_rank_to_mpichs_read(job):
+    """Rank 0's view is in external32, which the new read does not serve: the refusal reaches
+    every rank in the first exchange and all of them make MPICH's read (no rank waits alone)."""
+    job.plan({"f": "S=65536,c=3"})
+    job.mpi(4, [IOR, job.path("f"), 65536, 3, "write"])
+    assert "read 786432 bytes" in run(job, 4, [IOR, job.path("f"), 65536, 3, "mixed"])
+    assert job.log().count("a view, type or file it cannot serve") == 4  # once in each process
+
+
 def test_libiez_decodes_every_lov_user_md_vector_as_python_does():
     """The layouts the new read works from (lum.c's iez_lum_decode, real Lustre's read-back forms
     included) against iez.layout.lum.decode on tests/vectors/lum."""

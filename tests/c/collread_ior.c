@@ -2,10 +2,12 @@
  * every rank reads a shared file collectively, IOR-style, one block per rank and segment, block
  * and transfer one stripe, so that rank r's block of segment s is stripe s * ranks + r.
  *
- *   iez-test-collread-ior FILE BLOCK SEGMENTS write|read
+ *   iez-test-collread-ior FILE BLOCK SEGMENTS write|read|mixed
  *
  * write: rank 0 writes the file (byte o = o * 7 % 251). read: every rank reads its blocks with
- * MPI_File_read_at_all and checks them; "read N bytes" on rank 0. The file is opened read-write
+ * MPI_File_read_at_all and checks them; "read N bytes" on rank 0. mixed: the same, with rank 0's
+ * view in the external32 representation (the same bytes for MPI_BYTE), which libiez's read does
+ * not serve: every rank must then fall back together. The file is opened read-write
  * (MPI_MODE_RDWR) only so that libiez's I/O event log, which follows the descriptors opened for
  * writing, sees MPICH's own reads too. */
 #include <mpi.h>
@@ -25,7 +27,9 @@ int main(int argc, char **argv)
     if (MPI_File_open(MPI_COMM_WORLD, argv[1], MPI_MODE_CREATE | MPI_MODE_RDWR, MPI_INFO_NULL, &fh))
         MPI_Abort(MPI_COMM_WORLD, 1);
     unsigned char *buf = malloc((size_t)block);
-    int reading = argv[4][0] == 'r';
+    int reading = argv[4][0] != 'w';
+    MPI_File_set_view(fh, 0, MPI_BYTE, MPI_BYTE, argv[4][0] == 'm' && rank == 0 ? "external32" : "native",
+                      MPI_INFO_NULL);
     if (rank == 0 && !reading)
         for (long long k = 0; k < segments * size; k++) {
             for (long long i = 0; i < block; i++)
