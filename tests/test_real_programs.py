@@ -16,8 +16,13 @@ from conftest import BUILD, need_built, need_tool
 
 from iez.layout.layout import Component, FileLayout, Layout
 from iez.workload.hitrate import Create, conforms, judge
-from iez.workload.measure import Site, emulated_cluster, measure
+from iez.plan import Plan
+from iez.workload.measure import Site, emulated_cluster, measure, plan_lookup
 from iez.workload.programs import PROGRAMS, make_inputs
+
+# The module's fixture runs 27 program runs and 54 iez commands, about 90 s of CPU (most of it the
+# commands' imports): some 50 s on 2 idle cores, more on a shared machine than the default 300 s.
+pytestmark = pytest.mark.timeout(900)
 
 # Files each program leaves in its job directory, every run.
 SURVIVING = {"tar": 7, "rsync": 6, "cp": 6, "sqlite3": 1, "h5py": 1, "fio": 1, "dd": 1, "jobscript": 2,
@@ -67,13 +72,16 @@ def test_a_layout_conforms_in_what_the_plan_fixes():
 
 
 def test_the_verdict_takes_facts_not_libiez_s_word():
-    plan = {"/fs/a": A, "/fs/.b.Xy12Zq": A, "/fs/c": A}.get
-    creates = [Create("/fs/a", "/fs/a", 1.0, True),
+    plan = Plan()
+    for key in ("/fs/a.{job}", "/fs/.b.{rand:6}", "/fs/c"):
+        plan.add(key, A)
+    creates = [Create("/fs/a.42", "/fs/a.42", 1.0, True, {"job": "42"}),  # the job id its process had
                Create("/fs/.b.Xy12Zq", "/fs/b", 2.0, True),  # renamed into place: planned under its temporary
                Create("/fs/c", "/fs/c", 3.0, True),  # libiez says hit, but its layout is not the plan's
                Create("/fs/d", "/fs/d", 4.0, False),
                Create("/fs/d.journal", "/fs/d.journal", 5.0, False)]  # deleted: a temporary, may miss
-    v = judge("x", "42", {"/fs/a": A, "/fs/b": A, "/fs/c": B, "/fs/d": A, "/fs/e": A}, creates, plan, (5, 1))
+    v = judge("x", "42", {"/fs/a.42": A, "/fs/b": A, "/fs/c": B, "/fs/d": A, "/fs/e": A}, creates,
+              plan_lookup(plan), (5, 1))
     assert (v.surviving, v.placed, v.temporaries, v.temporaries_missed) == (5, 2, 1, ("/fs/d.journal",))
     why = {m.path: m.why for m in v.missed}
     assert why == {"/fs/c": "layout S=1048576,c=2,o=7:3, planned S=1048576,c=2,o=3:7",

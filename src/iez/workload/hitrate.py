@@ -3,8 +3,8 @@
 A file that exists at the end of the run (a *surviving* file) was placed from the plan when
 all three hold:
 
-- the plan has an entry for it: under its own name, or under the name the run created it with
-  (a temporary renamed into place is planned under its temporary's name);
+- the plan has an entry for the name the run created it under (a temporary renamed into place
+  is planned under its temporary's name), filled in with the creating process's fields;
 - the layout it carries equals that entry's in everything the entry fixes (per component:
   extent, stripe size, stripe count, OSTs in stripe order, pool);
 - the run's trace records its create as a plan hit (libiez's own verdict, record by record).
@@ -25,12 +25,18 @@ from iez.plan import format_layout
 @dataclass(frozen=True)
 class Create:
     """One create the run's trace records: the name it was created under, the name it ends
-    under (the same unless the trace records a rename), when, and libiez's plan verdict."""
+    under (the same unless the trace records a rename), when, libiez's plan verdict, and the
+    run-time fields the creating process knew (job, array, host, rank: `iez.fields.KNOWN`)."""
 
     path: str
     final_path: str
     time: float
     plan_hit: bool | None  # True hit, False miss, None: no plan loaded
+    fields: Mapping[str, str] = field(default_factory=dict)
+
+
+# The plan's layout for a created name, in a process that knew these fields (None: no entry).
+Lookup = Callable[[str, Mapping[str, str]], "FileLayout | None"]
 
 
 @dataclass(frozen=True)
@@ -138,17 +144,15 @@ def _why(path: str, layout: FileLayout | None, entry: FileLayout | None, create:
 
 
 def judge(program: str, job: str, surviving: Mapping[str, FileLayout | None], creates: Sequence[Create],
-          plan: Callable[[str], FileLayout | None], libiez: tuple[int, int] = (0, 0)) -> RunVerdict:
+          plan: Lookup, libiez: tuple[int, int] = (0, 0)) -> RunVerdict:
     """The verdict on one placed run: `surviving` maps each regular file left in the job
     directory to the layout it carries (None: none), `creates` are the trace's creates there,
-    `plan` looks a name up in the run's plan, `libiez` is libiez's (hits, misses)."""
+    `plan` looks a created name up in the run's plan, `libiez` is libiez's (hits, misses)."""
     by_final = last_creates(creates)
     missed: list[Missed] = []
     for path in sorted(surviving):
         create = by_final.get(path)
-        entry = plan(path)
-        if entry is None and create is not None and create.path != path:
-            entry = plan(create.path)
+        entry = plan(create.path, create.fields) if create else plan(path, {})
         why = _why(path, surviving[path], entry, create)
         if why:
             missed.append(Missed(path, why))

@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Mapping, Sequence
+from typing import Callable, Iterator, Mapping, Sequence
 
 from iez import plan as planfile
 from iez.backend import backend_for
@@ -26,7 +26,7 @@ from iez.layout.layout import FileLayout
 from iez.preload import libiez_path, preload_env, uses_mpi
 from iez.trace.shard import read_trace
 from iez.workload.bench import bench_path
-from iez.workload.hitrate import Create, ProgramResult, judge
+from iez.workload.hitrate import Create, Lookup, ProgramResult, judge
 from iez.workload.programs import Program
 
 RUNS = 3  # traced once, then placed twice
@@ -110,13 +110,29 @@ def surviving_files(root: Path) -> dict[str, FileLayout | None]:
 
 
 def trace_facts(traces: Path, root: Path) -> tuple[list[Create], tuple[int, int]]:
-    """The creates under `root` the run's trace records, and libiez's (hits, misses). A record
-    names the file under the name it was created with: the shard format has no later name."""
+    """The creates under `root` the run's trace records (with the name each file ended up with
+    and its creator's run-time fields), and libiez's (hits, misses)."""
     trace = read_trace(traces)
     prefix = str(root) + os.sep
-    creates = [Create(r.path, r.path, r.open_time, r.plan_hit) for r in trace.records
-               if r.created and r.path.startswith(prefix)]
+    creates = [Create(r.path, r.renamed_to or r.path, r.open_time, r.plan_hit,
+                      {k: v for k, v in (("job", r.job_id), ("array", r.array_task), ("host", r.host),
+                                         ("rank", str(r.rank))) if v})
+               for r in trace.records if r.created and r.path.startswith(prefix)]
     return creates, (sum(s.plan_hits for s in trace.shards), sum(s.plan_misses for s in trace.shards))
+
+
+def plan_lookup(plan: planfile.Plan) -> Lookup:
+    """A created name's layout in `plan`, as libiez matches it in a process with those fields."""
+    matchers: dict[tuple[tuple[str, str], ...], Callable[[str], str | None]] = {}
+
+    def lookup(name: str, fields: Mapping[str, str]) -> FileLayout | None:
+        key = tuple(sorted(fields.items()))
+        if key not in matchers:
+            matchers[key] = plan.matcher(fields)
+        found = matchers[key](name)
+        return plan.entries[found] if found is not None else None
+
+    return lookup
 
 
 class Loop:
@@ -173,7 +189,7 @@ class Loop:
             for i, job in enumerate(self.jobs):
                 traces = self.run(job, plan)
                 if i:  # a placed run; without a plan (the commands failed) none of its files is placed
-                    lookup = planfile.load(plan).get if plan else lambda _path: None
+                    lookup = plan_lookup(planfile.load(plan)) if plan else lambda _name, _fields: None
                     creates, counters = trace_facts(traces, self.jobdir)
                     result.runs.append(judge(self.program.name, job, surviving_files(self.jobdir), creates,
                                              lookup, counters))
