@@ -21,18 +21,14 @@ is printed too.
 from __future__ import annotations
 
 import json
-import shutil
 import statistics
 import subprocess
-import tempfile
 from pathlib import Path
 
 from rich.progress import track
 
 from bench.bench_libiez import plain_env
-from bench.bench_mpi import BENCH, MPILIB, RANKS, check_build, console, figure
-from iez.cluster import make_cluster
-from iez.emulated.mds_client import running_cluster
+from bench.bench_mpi import BENCH, MPILIB, RANKS, console, figure, on_cluster
 
 REPEATS = 6
 
@@ -66,13 +62,7 @@ def report(label: str, a: list[dict], b: list[dict], base: str, budget: str) -> 
 
 
 def main() -> None:
-    mpiexec = check_build()
-    scratch = Path(tempfile.mkdtemp(prefix="iez-bench-collread-"))
-    try:
-        with running_cluster(scratch / "emu", make_cluster(ost_size=64 << 30), seed=1) as cd:
-            measure(mpiexec, scratch, cd.root)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+    on_cluster("iez-bench-collread-", measure)
 
 
 def measure(mpiexec: str, scratch: Path, cluster: Path) -> None:

@@ -26,6 +26,7 @@ import shutil
 import statistics
 import subprocess
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from rich.console import Console
@@ -84,14 +85,19 @@ def compare(tag: str, label: str, mpiexec: str, ranks: int, args: list[str], out
     return with_iez, without
 
 
-def main() -> None:
+def on_cluster(prefix: str, measure: Callable[[str, Path, Path], None]) -> None:
+    """measure(mpiexec, scratch directory, cluster root) on a fresh emulated cluster."""
     mpiexec = check_build()
-    scratch = Path(tempfile.mkdtemp(prefix="iez-bench-mpi-"))
+    scratch = Path(tempfile.mkdtemp(prefix=prefix))
     try:
         with running_cluster(scratch / "emu", make_cluster(ost_size=64 << 30), seed=1) as cd:
             measure(mpiexec, scratch, cd.root)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def main() -> None:
+    on_cluster("iez-bench-mpi-", measure)
 
 
 def measure(mpiexec: str, scratch: Path, cluster: Path) -> None:
