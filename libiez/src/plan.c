@@ -530,6 +530,10 @@ static int parse_entries(struct iez_plan *plan, const struct iez_plan_env *env, 
         const char *tab = memchr(p, '\t', n);
         size_t plen = tab ? (size_t)(tab - p) : 0;
         const char *bad = NULL;
+        /* a name without braces is its own key, parsed or not: no copy */
+        int braces = o && (memchr(p, '{', plen) || memchr(p, '}', plen));
+        if (o && !braces)
+            o->fields = o->escaped = o->dead = 0;
         if (!tab)
             bad = "expected PATH<TAB>LAYOUT";
         else if (!plen || p[0] != '/')
@@ -538,7 +542,7 @@ static int parse_entries(struct iez_plan *plan, const struct iez_plan_env *env, 
             bad = "plan: a path holds a NUL byte";
         else if (plen > UINT32_MAX)
             bad = "path too long";
-        else if (o && parse_path(p, plen, env, o, why, sizeof why))
+        else if (braces && parse_path(p, plen, env, o, why, sizeof why))
             bad = why;
         else if (iez_layout_parse(tab + 1, (size_t)(eol - tab - 1), &lay, why, sizeof why))
             bad = why;

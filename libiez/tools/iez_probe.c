@@ -123,6 +123,7 @@ int main(int argc, char **argv)
             const char *spec = iez_plan_find(plan, argv[i], strlen(argv[i]), &slen);
             printf("%.*s\n", spec ? (int)slen : 1, spec ? spec : "-");
         }
+        iez_plan_free(plan);
         return 0;
     }
     if (argc == 5 && !strcmp(argv[1], "findtime")) {
