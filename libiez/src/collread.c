@@ -160,6 +160,7 @@ struct crfile {
     struct iez_cr_map map;
     int naggr, me;                   /* aggregators; my index among them, or -1 */
     int *aggr;                       /* aggregator index -> rank */
+    int *cnt;                        /* room for a call's counts and displacements (8 per rank) */
     int64_t dev, ino;                /* the file rank 0 read the layout of */
     int iolog;                       /* the file is on the emulated cluster: log reads */
     int fd;                          /* the aggregator's own read-only descriptor, or -1 */
@@ -247,6 +248,7 @@ void iez_collread_closing(MPI_File fh)
         iez_sys_close(f->fd);
     iez_cr_map_free(&f->map);
     free(f->aggr);
+    free(f->cnt);
     free(f->path);
     free(f);
 }
@@ -309,7 +311,8 @@ static void set_up(struct crfile *f)
     m.len = (size_t)head[0];
     int *all = malloc(2 * sizeof(int) * (size_t)f->size);
     f->aggr = malloc(sizeof *f->aggr * (size_t)f->naggr);
-    int ok = m.v && all && f->aggr;
+    f->cnt = malloc(8 * sizeof *f->cnt * (size_t)f->size); /* here, so that no call lacks it */
+    int ok = m.v && all && f->aggr && f->cnt;
     if (iez_pmpi.PMPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, f->comm) != MPI_SUCCESS || !ok ||
         iez_pmpi.PMPI_Bcast(m.v, (int)head[0], MPI_LONG_LONG, 0, f->comm) != MPI_SUCCESS) {
         free(all);
@@ -704,13 +707,14 @@ static int too_big(int64_t v) { return v < 0 || v > INT_MAX; }
 static int exchange(struct crfile *f, struct call *c, char *stream, int64_t *got)
 {
     int P = f->size, rc = -1;
-    int *cnt = calloc((size_t)P * 8, sizeof *cnt); /* send, recv counts and displacements, twice */
+    int *cnt = f->cnt; /* send, recv counts and displacements, twice */
+    memset(cnt, 0, 8 * sizeof *cnt * (size_t)P);
     int *sc = cnt, *sd = cnt + P, *rcn = cnt + 2 * P, *rd = cnt + 3 * P;
     int *dsc = cnt + 4 * P, *dsd = cnt + 5 * P, *drc = cnt + 6 * P, *drd = cnt + 7 * P;
     int64_t *req = NULL, *in = NULL;
     char *recv = NULL, *send = NULL;
     struct item *it = NULL;
-    int ok = cnt != NULL && c->bytes >= 0; /* bytes < 0: this rank leaves the call to MPI */
+    int ok = c->bytes >= 0; /* bytes < 0: this rank leaves the call to MPI */
     if (ok) {
         qsort(c->p, c->n, sizeof *c->p, by_aggr);
         req = malloc(2 * sizeof *req * (c->n + 1));
@@ -734,9 +738,9 @@ static int exchange(struct crfile *f, struct call *c, char *stream, int64_t *got
     }
     /* agreement 1, in the counts' exchange: -1 to everyone from a rank that cannot describe its
      * request, so that every rank sees it */
-    for (int r = 0; !ok && cnt && r < P; r++)
+    for (int r = 0; !ok && r < P; r++)
         sc[r] = -1;
-    if (!cnt || fn.alltoall(sc, 1, MPI_INT, rcn, 1, MPI_INT, f->comm) != MPI_SUCCESS)
+    if (fn.alltoall(sc, 1, MPI_INT, rcn, 1, MPI_INT, f->comm) != MPI_SUCCESS)
         goto out;
     for (int r = 0; r < P; r++)
         if (rcn[r] < 0)
@@ -798,7 +802,6 @@ static int exchange(struct crfile *f, struct call *c, char *stream, int64_t *got
     *got = valid;
     rc = 0;
 out:
-    free(cnt);
     free(req);
     free(in);
     free(recv);
