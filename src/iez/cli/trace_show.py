@@ -78,7 +78,7 @@ def cmd_show(args: argparse.Namespace) -> int:
             doc["plan"] = {"app": args.app, "run": planned[0], "policy": planned[1], "notes": planned[2]}
         print(json.dumps(doc, indent=1))
         return 0
-    out = Console(highlight=False, width=200)
+    out = Console(highlight=False, width=240)  # a row a record: long paths, many columns
     if not trace.shards:
         out.print(f"no trace shards in {args.dir}")
         return 0
