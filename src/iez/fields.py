@@ -174,6 +174,29 @@ class Matcher:
         return best[1] if best else None
 
 
+class Matchers:
+    """One set of keys matched for many processes (a trace's): a Matcher per set of fields."""
+
+    def __init__(self, keys: Iterable[str]):
+        self._keys = list(keys)
+        self._by: dict[tuple[tuple[str, str], ...], Matcher] = {}
+
+    def __call__(self, name: str, fields: Mapping[str, str]) -> str | None:
+        """The key `name`, created by a process with `fields`, falls under, or None."""
+        env = tuple(sorted(fields.items()))
+        if env not in self._by:
+            self._by[env] = Matcher(self._keys, fields)
+        return self._by[env](name)
+
+
+def process_fields(job: str = "", array: str = "", host: str = "", rank: int | None = None) -> dict[str, str]:
+    """A creating process's known fields from what a trace records of it (its job and array
+    ids, host name and rank), as libiez filled them in: `host` short, `fqdn` as given."""
+    env = {"job": job, "array": array, "fqdn": host, "host": host.split(".")[0] or host,
+           "rank": "" if rank is None else str(rank)}
+    return {k: v for k, v in env.items() if v}
+
+
 def fields_of(environ: Mapping[str, str], hostname: str) -> dict[str, str]:
     """A process's known fields from its environment and host name, as libiez reads them
     (iez_plan_env_read): the job and array ids of Slurm, PBS, LSF or Flux, the MPI rank, the
@@ -189,10 +212,7 @@ def fields_of(environ: Mapping[str, str], hostname: str) -> dict[str, str]:
         if re.fullmatch(r"\s*[+-]?[0-9]+", text) and 0 <= int(text) <= 2**31 - 1:
             env["rank"] = str(int(text))
             break
-    if hostname:
-        env["fqdn"] = hostname
-        env["host"] = hostname.split(".")[0] or hostname
-    return env
+    return env | process_fields(host=hostname)
 
 
 RANK_VARS = ("PMI_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "ALPS_APP_PE")  # IEZ_RANK_VARS

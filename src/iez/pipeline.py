@@ -25,7 +25,7 @@ from iez.alloc.registry import DEFAULT_POLICY, get_policy
 from iez.cluster import Cluster, Snapshot, load_cluster, make_cluster
 from iez.db.errors import DatabaseError
 from iez.errors import AllocationError, IezError
-from iez.fields import Matcher
+from iez.fields import Matchers, process_fields
 from iez.plan import Plan, save
 from iez.request import Placement, Request
 from iez.trace.ingest import Ingested, TraceError, ingest
@@ -196,20 +196,9 @@ def asked_counts(tx: Txn, app: str, run: int | None, requests: list[Request]) ->
         return requests
     predicted = tx.find_prediction(app, tx.next_traced_run(app) if run is None else run)
     asked = {q.path: q.stripe_count for q in predicted.requests} if predicted else {}
-    matchers: dict[tuple[str, str, int], Matcher] = {}
-
-    def planned(q: Request) -> str | None:
-        """The prediction's key of a traced file: its name, or a template it falls under (its
-        job id, host and rank filled in as libiez filled them: docs/plan-format.md)."""
-        if q.path in asked:
-            return q.path
-        env = (q.run, q.host, q.rank)
-        if env not in matchers:
-            matchers[env] = Matcher(asked, {"job": q.run, "rank": str(q.rank), "fqdn": q.host,
-                                            "host": q.host.split(".")[0]})
-        return matchers[env](q.path)
-
-    return [replace(q, stripe_count=asked[k]) if q.placed and (k := planned(q)) is not None else q for q in requests]
+    planned = Matchers(asked)  # a file's name or a template it falls under (docs/plan-format.md)
+    return [replace(q, stripe_count=asked[k]) if q.placed and (k := planned(q.path, process_fields(
+        job=q.run, host=q.host, rank=q.rank))) is not None else q for q in requests]
 
 
 def store_trace(tx: Txn, app: str, got: Ingested, run: int | None = None, *, label: str = "", source: str = "",

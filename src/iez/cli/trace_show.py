@@ -18,6 +18,7 @@ from rich.table import Table
 from iez.cli import subgroup
 from iez.cli.trace_import import db_option, open_db
 from iez.errors import IezError
+from iez.fields import Matchers, process_fields
 from iez.trace.shard import RunSummary, Trace, read_trace_file, shard_files
 from iez.units import format_size
 
@@ -95,13 +96,16 @@ def cmd_show(args: argparse.Namespace) -> int:
                 "read", "rsize", "layout", "plan"):
         table.add_column(col, justify="right" if col in right else "left", overflow="fold")
     notes = planned[2] if planned else {}
+    entry = Matchers(notes)  # the plan entry a name fell under: itself, or a template (docs/plan-format.md)
     changed: dict[str, str] = {}
     for r in sorted(trace.records, key=lambda r: (r.app, r.run, r.path, r.rank, r.pid)):
         plan = {True: "hit", False: "miss", None: ""}[r.plan_hit]
         if r.plan_hit and planned:
-            plan += ", iez changed it" if notes.get(r.path) else ", as asked"
-            if notes.get(r.path):
-                changed[r.path] = notes[r.path]
+            key = entry(r.path, process_fields(r.job_id, r.array_task, r.host, r.rank))
+            note = notes.get(key, "") if key else ""
+            plan += ", iez changed it" if note else ", as asked"
+            if note:
+                changed[r.path] = note
         table.add_row(r.path, str(r.rank), str(r.pid), r.api, str(r.comm_size), "yes" if r.created else "",
                       format_size(r.bytes_written), str(r.max_offset), str(r.writers),
                       format_size(r.transfer_size) if r.transfer_size else "-",
