@@ -18,6 +18,7 @@ from iez.layout.raid0 import bytes_per_ost
 from iez.plan import parse_layout
 from iez.sim import engine
 from iez.trace.darshan import read_log
+from iez.trace.ingest import TraceError
 from test_darshan import need_log
 
 MIB = 1 << 20
@@ -143,7 +144,7 @@ def test_advise_bad_log_is_one_error_line(iez_cmd, subenv, tmp_path, name):
     bad_logs(tmp_path)
     proc = subprocess.run([*iez_cmd, "advise", str(tmp_path / name)], capture_output=True, text=True, env=subenv,
                           timeout=120)
-    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.returncode == TraceError.exit_code and proc.stdout == ""  # the log must change: 2
     assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
 
 
