@@ -169,11 +169,12 @@ def test_host_full_and_short():
 
 def test_dates_and_times_that_change_become_fields():
     runs = [[req(f"/s/log.{d}.txt", "1"), req(f"/s/run-{iso}/out", "1"), req(f"/s/snap_{d}_{t}.h5", "1"),
-             req(f"/s/t{t}.dat", "1"), req("/s/step.000100.h5", "1")]
+             req(f"/s/t{t}.dat", "1"), req("/s/step.000100.h5", "1"), req(f"/s/at-{iso[11:]}", "1")]
             for d, iso, t in (("20261101", "2026-11-01T03:00:00", "030007"), ("20261103", "2026-11-03T22:41:09", "224109"),
                               ("20261124", "2026-11-24T01:15:55", "011555"))]
     assert next_names(runs) == {"/s/log.{date:%Y%m%d}.txt", "/s/run-{date:%Y-%m-%dT%H:%M:%S}/out",
-                                "/s/snap_{date:%Y%m%d_%H%M%S}.h5", "/s/t{date:%H%M%S}.dat", "/s/step.000100.h5"}
+                                "/s/snap_{date:%Y%m%d_%H%M%S}.h5", "/s/t{date:%H%M%S}.dat", "/s/step.000100.h5",
+                                "/s/at-{date:%H:%M:%S}"}
 
 
 def test_counters_are_not_dates():

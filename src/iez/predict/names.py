@@ -245,8 +245,9 @@ def infer(runs: Sequence[Sequence[Created]]) -> NameModel:
 
 def _date_field(texts: list[str], occ: list[tuple[int, tuple[str, ...], int]]) -> str:
     """The run-time field a value field is, or "" for a number: "{date:FMT}" when it differs
-    between runs and reads as a date every time (a time without a date only when its runs do
-    not step evenly, as a counter would); a stamp that does not vary is written as it is."""
+    between runs and reads as a date every time (a time of digits alone, without a date, only
+    when its runs do not step evenly, as a counter would); a stamp that does not vary is written
+    as it is."""
     numbers = all(t.isdigit() for t in texts)
     per_run: dict[int, str] = {}
     for (r, _, _), t in zip(occ, texts):
@@ -254,7 +255,7 @@ def _date_field(texts: list[str], occ: list[tuple[int, tuple[str, ...], int]]) -
     if len(set(per_run.values())) > 1 and (fmt := date_shape(texts)):
         history = [int(per_run[r]) for r in sorted(per_run)] if numbers else []
         steps = {b - a for a, b in zip(history, history[1:])}
-        if "%Y" in fmt or len(steps) > 1:
+        if "%Y" in fmt or not numbers or len(steps) > 1:  # a stamp with separators is no counter
             return f"{{date:{fmt}}}"
     return "" if numbers else texts[-1]
 
