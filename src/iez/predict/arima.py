@@ -29,9 +29,6 @@ from typing import Mapping
 
 import numpy as np
 # statsmodels and threadpoolctl ship no type hints.
-from statsmodels.tools.sm_exceptions import ConvergenceWarning  # type: ignore[import-untyped]
-from statsmodels.tsa.statespace.sarimax import SARIMAX  # type: ignore[import-untyped]
-from statsmodels.tsa.stattools import kpss  # type: ignore[import-untyped]
 from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 
 from iez.errors import IezError
@@ -77,6 +74,10 @@ def integrate(f: np.ndarray, last: list[float]) -> np.ndarray:
 
 def choose_d(y: np.ndarray, max_d: int) -> int:
     """Smallest d whose differenced series KPSS does not reject as level-stationary."""
+    # statsmodels is imported where it is used: it takes about a second to load, and importing a
+    # trace reaches this package (for its accuracy figure) without fitting anything.
+    from statsmodels.tsa.stattools import kpss  # type: ignore[import-untyped]
+
     d = 0
     while d < max_d:
         w = np.diff(y, n=d)
@@ -98,6 +99,9 @@ def feasible(n: int, p: int, d: int, q: int) -> bool:
 
 def fit_arma(w: np.ndarray, p: int, q: int, trend: bool, start: np.ndarray | None = None):
     """Exact-ML ARMA(p, q) (+ constant) on w by Kalman filter; None when the fit fails."""
+    from statsmodels.tools.sm_exceptions import ConvergenceWarning  # type: ignore[import-untyped]
+    from statsmodels.tsa.statespace.sarimax import SARIMAX  # type: ignore[import-untyped]
+
     model = SARIMAX(w, order=(p, 0, q), trend="c" if trend else "n", concentrate_scale=True)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")  # record, so an outer "error" filter cannot raise mid-fit
@@ -139,6 +143,8 @@ def _final(key: str, y: np.ndarray, order: Order, start: np.ndarray, horizon: in
     w, last = difference(y, d)
     res = fit_arma(w, p, q, trend=d == 0, start=start)
     if res is None:
+        from statsmodels.tsa.statespace.sarimax import SARIMAX  # type: ignore[import-untyped]
+
         res = SARIMAX(w, order=(p, 0, q), trend="c" if d == 0 else "n", concentrate_scale=True).filter(start)
     return key, integrate(res.forecast(horizon), last)
 
