@@ -207,9 +207,19 @@ static Platform parse_platform(const Value& p)
   for (const Value& c : p.at("clients", W).arr(W + ".clients")) {
     std::string w = W + ".clients[" + std::to_string(pl.clients.size()) + "]";
     Client cl{c.at("name", w).str(w + ".name"), positive(c.at("nic_bw", w).num(w + ".nic_bw"), w + ".nic_bw"),
-              static_cast<int>(c.int_or("router", -1, w))};
+              static_cast<int>(c.int_or("router", -1, w)), {}};
     if (cl.router < -1 || cl.router >= static_cast<int>(pl.routers.size()))
       throw Error(w + ".router: no router at position " + std::to_string(cl.router));
+    if (c.has("routes")) {
+      for (const Value& r : c.at("routes", w).arr(w + ".routes")) {
+        int k = static_cast<int>(r.integer(w + ".routes"));
+        if (k < 0 || k >= static_cast<int>(pl.routers.size()))
+          throw Error(w + ".routes: no router at position " + std::to_string(k));
+        cl.routes.push_back(k);
+      }
+      if (cl.router >= 0 && !cl.routes.empty())
+        throw Error(w + ": give router or routes, not both");
+    }
     pl.clients.push_back(cl);
   }
   if (pl.clients.empty())
@@ -264,8 +274,8 @@ static Phase parse_phase(const Value& ph, const std::string& w, size_t n_nodes, 
   for (const Value& s : ph.at("streams", w).arr(w + ".streams")) {
     std::string ws = w + ".streams[" + std::to_string(k++) + "]";
     const auto& a  = s.arr(ws);
-    if (a.size() != 4)
-      throw Error(ws + ": expected [node, ost, bytes, object]");
+    if (a.size() != 4 && a.size() != 5)
+      throw Error(ws + ": expected [node, ost, bytes, object] or [node, ost, bytes, object, router]");
     Stream st;
     st.node = static_cast<int>(Value(a[0]).integer(ws + " node"));
     if (st.node < 0 || st.node >= static_cast<int>(n_nodes))
@@ -277,6 +287,8 @@ static Phase parse_phase(const Value& ph, const std::string& w, size_t n_nodes, 
     st.ost    = it->second;
     st.bytes  = non_negative(Value(a[2]).num(ws + " bytes"), ws + " bytes");
     st.object = Value(a[3]).integer(ws + " object");
+    if (a.size() == 5)
+      st.router = static_cast<int>(Value(a[4]).integer(ws + " router"));
     p.streams.push_back(st);
   }
   return p;

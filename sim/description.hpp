@@ -39,6 +39,9 @@ struct Client {
   std::string name;
   double nic_bw;
   int router;  // position in Platform::routers, or -1 when the client sits on the server fabric
+  // Fine-grained routing: the routers (positions) this client's streams may cross, each stream
+  // naming its own (Stream::router); empty when `router` alone gives the route.
+  std::vector<int> routes;
 };
 
 struct Platform {
@@ -74,6 +77,7 @@ struct Stream {
   int ost;       // position in Platform::osts
   double bytes;
   int64_t object;  // OST object id shared by several nodes (SSF file), -1 if private
+  int router = -1;  // the router it crosses, one of its client's routes (-1 = the client's route)
 };
 
 enum class PhaseKind { Compute, Write, Read };

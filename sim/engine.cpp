@@ -152,26 +152,37 @@ void Engine::build_platform()
   for (const Client& c : p.clients) {
     ClientRt rt;
     rt.host = zone->create_host(c.name, 1.0);
-    std::vector<sg4::LinkInRoute> up, down;
-    if (client_cpu) {
-      rt.cpu = zone->create_link(c.name + ".cpu", UNBOUNDED)->seal();
-      up.emplace_back(rt.cpu);
-    }
-    up.emplace_back(link(c.name + ".tx", c.nic_bw));
-    down.emplace_back(link(c.name + ".rx", c.nic_bw));
-    if (c.router >= 0) {
-      up.emplace_back(rtr_tx[c.router]);
-      down.emplace_back(rtr_rx[c.router]);
-    }
-    if (fabric_up) {
-      up.emplace_back(fabric_up);
-      down.emplace_back(fabric_down);
-    }
     if (client_cpu)
-      down.emplace_back(rt.cpu);
-    std::reverse(down.begin(), down.end());
-    zone->add_route(rt.host->get_netpoint(), nullptr, nullptr, nullptr, up, false);
-    zone->add_route(nullptr, rt.host->get_netpoint(), nullptr, nullptr, down, false);
+      rt.cpu = zone->create_link(c.name + ".cpu", UNBOUNDED)->seal();
+    sg4::Link* tx = link(c.name + ".tx", c.nic_bw);
+    sg4::Link* rx = link(c.name + ".rx", c.nic_bw);
+    // The client's routes to the servers through router `r` (-1: none): its NIC, the router, the fabric.
+    auto routes = [&](sg4::Host* h, int r) {
+      std::vector<sg4::LinkInRoute> up, down;
+      if (rt.cpu)
+        up.emplace_back(rt.cpu);
+      up.emplace_back(tx);
+      down.emplace_back(rx);
+      if (r >= 0) {
+        up.emplace_back(rtr_tx[r]);
+        down.emplace_back(rtr_rx[r]);
+      }
+      if (fabric_up) {
+        up.emplace_back(fabric_up);
+        down.emplace_back(fabric_down);
+      }
+      if (rt.cpu)
+        down.emplace_back(rt.cpu);
+      std::reverse(down.begin(), down.end());
+      zone->add_route(h->get_netpoint(), nullptr, nullptr, nullptr, up, false);
+      zone->add_route(nullptr, h->get_netpoint(), nullptr, nullptr, down, false);
+    };
+    routes(rt.host, c.router);
+    // Fine-grained routing: one host per router the client reaches, sharing its NIC and CPU.
+    for (int r : c.routes) {
+      rt.via[r] = zone->create_host(c.name + "@" + p.routers[r].name, 1.0);
+      routes(rt.via[r], r);
+    }
     clients_.push_back(rt);
   }
   // The MDS executes metadata work measured in seconds (its speed is 1 "flop" per second).
@@ -287,8 +298,16 @@ void Engine::io_step(JobRt* j, int pos, const Phase& ph, int step, int steps)
     auto it           = object_pos_.find(s.object);
     if (ph.kind == PhaseKind::Write && it != object_pos_.end())
       target = objects_[it->second].host;
-    sg4::Host* src = ph.kind == PhaseKind::Write ? clients_[node].host : target;
-    sg4::Host* dst = ph.kind == PhaseKind::Write ? target : clients_[node].host;
+    sg4::Host* client = clients_[node].host;
+    if (s.router >= 0) {
+      auto v = clients_[node].via.find(s.router);
+      if (v == clients_[node].via.end())
+        throw Error("job " + j->job->name + ": a stream crosses router " + std::to_string(s.router) +
+                    ", which is not one of its client's routes");
+      client = v->second;
+    }
+    sg4::Host* src = ph.kind == PhaseKind::Write ? client : target;
+    sg4::Host* dst = ph.kind == PhaseKind::Write ? target : client;
     auto comm = sg4::Comm::sendto_async(src, dst, static_cast<uint64_t>(bytes));
     osts_[s.ost].streams.open(sg4::Engine::get_clock());
     open.push_back({comm, s.ost, bytes});

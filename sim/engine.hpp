@@ -6,6 +6,7 @@
 
 #include <simgrid/s4u.hpp>
 
+#include <map>
 #include <memory>
 #include <string>
 #include <unordered_set>
@@ -40,6 +41,7 @@ struct ObjectRt {
 struct ClientRt {
   sg4::Host* host = nullptr;
   sg4::Link* cpu  = nullptr;  // client protocol cost (null when the description sets none)
+  std::map<int, sg4::Host*> via;  // per router of its routes: the client as seen through that router
 };
 
 struct PhaseRec {

@@ -32,7 +32,7 @@ def _io_bound(desc: dict[str, Any], items: Iterable[tuple[dict[str, Any], dict[s
     mds_work = 0.0
     for job, ph in items:
         write = ph["kind"] == "write"
-        for node, ost, n, _obj in ph["streams"]:
+        for node, ost, n, _obj, *via in ph["streams"]:
             o = osts[ost]
             oss = p["osses"][o["oss"]]["name"]
             client = p["clients"][job["nodes"][node]]
@@ -40,8 +40,9 @@ def _io_bound(desc: dict[str, Any], items: Iterable[tuple[dict[str, Any], dict[s
             load[f"OST{ost:04x} device"] += n / max(o["read_bw"], o["write_bw"])
             load[f"{oss} {'rx' if write else 'tx'}"] += n / p["osses"][o["oss"]]["nic_bw"]
             load[f"{client['name']} {'tx' if write else 'rx'}"] += n / client["nic_bw"]
-            if client.get("router", -1) >= 0:
-                r = p["routers"][client["router"]]
+            router = via[0] if via else client.get("router", -1)
+            if router >= 0:
+                r = p["routers"][router]
                 load[f"{r['name']} {'tx' if write else 'rx'}"] += n / r["bw"]
             if p.get("fabric_bw"):
                 load[f"fabric {'up' if write else 'down'}"] += n / p["fabric_bw"]

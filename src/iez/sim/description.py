@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+from iez.cluster import Cluster
 from iez.errors import ConfigError
 from iez.layout.layout import FileLayout
 from iez.layout.raid0 import range_bytes
@@ -20,22 +21,65 @@ from iez.sim.workload import Phase, Workload
 FORMAT = "iez-sim/1"
 
 
-def platform(scn: Scenario, n_clients: int) -> dict[str, Any]:
+def client_names(cluster: Cluster, n: int) -> list[str]:
+    """The simulated client nodes' names: the topology's nodes in order (docs/cluster-toml.md,
+    "Topology"), else c00000, c00001, ..."""
+    if cluster.topology is None:
+        return [f"c{k:05d}" for k in range(n)]
+    nodes = [name for g in cluster.topology.clients for name in g.nodes]
+    if n > len(nodes):
+        raise ConfigError(f"the jobs need {n} client nodes but the cluster's topology lists {len(nodes)}")
+    return nodes[:n]
+
+
+class Routes:
+    """Fine-grained routing: the router a client's stream to an OST crosses, among those its client
+    group reaches that serve the OST's OSS (LNet spreads peers over them: by node here)."""
+
+    def __init__(self, cluster: Cluster, names: list[str]):
+        topo = cluster.topology
+        assert topo is not None
+        pos = {r.name: k for k, r in enumerate(topo.routers)}
+        self.oss = {o.index: o.oss for o in cluster.osts}
+        self.group = [topo.group_of(n, -1) for n in names]
+        self.reach: dict[tuple[str, str], list[int]] = {}
+        for g in topo.clients:
+            for name in g.routers:
+                r = topo.routers[pos[name]]
+                for s in r.osses:
+                    self.reach.setdefault((g.name, s), []).append(pos[name])
+        self.routes = [[pos[r] for r in g.routers] if g else [] for g in self.group]
+
+    def via(self, node: int, ost: int) -> int:
+        g = self.group[node]
+        cand = self.reach.get((g.name, self.oss[ost]), []) if g else []
+        if not cand:
+            raise ConfigError(f"client node {node} reaches OST {ost} through no router of the topology")
+        return cand[node % len(cand)]
+
+
+def platform(scn: Scenario, n_clients: int, routes: Routes | None = None) -> dict[str, Any]:
     c, sim = scn.cluster, scn.sim
     if sim.clients and sim.clients < n_clients:
         raise ConfigError(f"the jobs need {n_clients} client nodes but sim.clients is {sim.clients}")
+    if sim.lnet_routers and c.topology:
+        raise ConfigError("sim.lnet_routers: the cluster has a topology, whose routers the simulator uses")
     n = max(n_clients, sim.clients)
     oss_pos = {s.name: k for k, s in enumerate(c.osses)}
+    names = client_names(c, n)
     p: dict[str, Any] = {
         "osses": [{"name": s.name, "nic_bw": s.nic_bw} for s in c.osses],
         "osts": [{"index": o.index, "oss": oss_pos[o.oss], "read_bw": o.read_bw, "write_bw": o.write_bw}
                  for o in c.osts],
-        "clients": [{"name": f"c{k:05d}", "nic_bw": sim.client_nic_bw,
-                     **({"router": k % sim.lnet_routers} if sim.lnet_routers else {})} for k in range(n)],
+        "clients": [{"name": names[k], "nic_bw": sim.client_nic_bw,
+                     **({"router": k % sim.lnet_routers} if sim.lnet_routers else {}),
+                     **({"routes": routes.routes[k]} if routes else {})} for k in range(n)],
         "mds": {"create_rate": sim.mds_create_rate or c.mds.create_rate, "open_rate": sim.mds_open_rate},
     }
     if sim.lnet_routers:
         p["routers"] = [{"name": f"rtr{k}", "bw": sim.lnet_router_bw} for k in range(sim.lnet_routers)]
+    if c.topology:
+        p["routers"] = [{"name": r.name, "bw": r.bw} for r in c.topology.routers]
     if sim.fabric_bw:
         p["fabric_bw"] = sim.fabric_bw
     if sim.contention:
@@ -52,7 +96,7 @@ def _shared_paths(wl: Workload) -> set[str]:
 
 
 def _phase(ph: Phase, wl: Workload, layouts: dict[str, FileLayout], objects: dict[tuple[str, int, int], int],
-           shared: set[str], ost_ok: set[int]) -> dict[str, Any]:
+           shared: set[str], ost_ok: set[int], first: int, routes: Routes | None) -> dict[str, Any]:
     if ph.kind == "compute":
         return {"kind": "compute", "label": ph.label, "seconds": ph.seconds}
     streams: dict[tuple[int, int, int], int] = defaultdict(int)
@@ -75,7 +119,8 @@ def _phase(ph: Phase, wl: Workload, layouts: dict[str, FileLayout], objects: dic
             streams[(node, ost, obj)] += n
     out: dict[str, Any] = {
         "kind": ph.kind, "label": ph.label, "calls": ph.calls, "call_size": ph.call_size,
-        "streams": [[node, ost, n, obj] for (node, ost, obj), n in sorted(streams.items())],
+        "streams": [[node, ost, n, obj, *([routes.via(first + node, ost)] if routes else [])]
+                    for (node, ost, obj), n in sorted(streams.items())],
     }
     if grant:
         out["grant"] = grant
@@ -93,12 +138,14 @@ def build(scn: Scenario, workloads: list[Workload], layouts: dict[str, FileLayou
     jobs = []
     objects: dict[tuple[str, int, int], int] = {}
     ost_ok = set(scn.cluster.ost_indices())
+    n = max(sum(wl.nodes for wl in workloads), scn.sim.clients)
+    routes = Routes(scn.cluster, client_names(scn.cluster, n)) if scn.cluster.topology else None
     first = 0
     for entry, wl in zip(scn.jobs, workloads):
         shared = _shared_paths(wl)
         job: dict[str, Any] = {
             "name": wl.name, "submit": entry.submit, "nodes": list(range(first, first + wl.nodes)),
-            "phases": [_phase(ph, wl, layouts, objects, shared, ost_ok) for ph in wl.phases],
+            "phases": [_phase(ph, wl, layouts, objects, shared, ost_ok, first, routes) for ph in wl.phases],
         }
         if entry.windows:
             job["windows"] = [list(w) for w in entry.windows]
@@ -108,7 +155,7 @@ def build(scn: Scenario, workloads: list[Workload], layouts: dict[str, FileLayou
     return {
         "format": FORMAT,
         "engine": {"optim": sim.optim},
-        "platform": platform(scn, first),
+        "platform": platform(scn, first, routes),
         "io": {"rpc_size": sim.rpc_size, "rpcs_in_flight": sim.rpcs_in_flight, "rpc_rtt": sim.rpc_rtt,
                "lock_switch": sim.lock_switch, "call_overhead": sim.call_overhead,
                "osc_overhead": sim.osc_overhead},

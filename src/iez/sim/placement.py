@@ -1,5 +1,5 @@
 """Where each simulated file lives: a resolved layout per file, from an allocation policy
-(`iez.alloc.registry`: rr, qos, iez-paper, balanced), from a given OST list, or as a trace saw it.
+(`iez.alloc.registry`: rr, qos, bpio, iez-paper, balanced), from a given OST list, or as a trace saw it.
 
 Files of all jobs that use the same policy and layout option are placed in one call, in job
 order, so a global policy sees the whole workload at once, as iez's controller does for
@@ -19,6 +19,7 @@ from iez.errors import AllocationError, ConfigError
 from iez.layout.hierarchical import Grouping, composite, extents
 from iez.layout.layout import LUSTRE_EOF, Component, FileLayout, Layout
 from iez.request import Request
+from iez.sim.description import client_names
 from iez.sim.scenario import JobEntry
 from iez.sim.workload import Workload
 
@@ -78,8 +79,13 @@ def place(cluster: Cluster, jobs: list[tuple[JobEntry, Workload]]) -> dict[str, 
     layouts: dict[str, FileLayout] = {}
     by_policy: dict[tuple[str, int, str], list[Request]] = {}
     known = set(cluster.ost_indices())
+    # With a topology, each file is placed for the node of the rank that creates it (bpio binds it
+    # to that node's paths); the jobs' nodes are numbered as description.build numbers them.
+    nodes = client_names(cluster, sum(wl.nodes for _, wl in jobs)) if cluster.topology else []
+    first = 0
     for entry, wl in jobs:
         comm = wl.ranks
+        first, base = first + wl.nodes, first
         if entry.placement == "list":
             bad = [i for i in entry.osts if i not in known]
             if bad:
@@ -110,10 +116,13 @@ def place(cluster: Cluster, jobs: list[tuple[JobEntry, Workload]]) -> dict[str, 
                 fixed = f.stripe_size if entry.placement in names(kind="lustre") else 0
                 reqs = by_policy.setdefault((entry.placement, fixed, entry.layout), [])
                 shared = len(wl.files) == 1 and wl.ranks > 1
+                writers = _writers(wl, f.path)
+                rank = 0 if shared else k
+                host = nodes[base + wl.node_of(min(writers, default=rank))] if nodes else ""
                 reqs.append(Request(path=f.path, write_bytes=round(f.size * entry.planned), stripe_count=f.stripe_count,
-                                    rank=0 if shared else k, app=wl.name, comm_size=comm if shared else 1,
-                                    writers=len(_writers(wl, f.path)), transfer_size=_transfer(wl),
-                                    writer_segments=_segments(wl, f.path), grows=entry.grows))
+                                    rank=rank, app=wl.name, comm_size=comm if shared else 1,
+                                    writers=len(writers), transfer_size=_transfer(wl),
+                                    writer_segments=_segments(wl, f.path), grows=entry.grows, host=host))
     snapshot = Snapshot.from_cluster(cluster)
     for (name, fixed, layout), reqs in by_policy.items():
         opts = AllocOptions(stripe_method="fixed", stripe_size=fixed, layout=layout) if fixed \
