@@ -1,7 +1,8 @@
 """BPIO in the simulator: fine-grained routing in the engine (a stream crosses the router its
 client reaches the OST's OSS through), the topology in the description, and seed 002's trend
 (docs/references.md#s002-improvement) on a small Spider II-shaped model: BPIO gains little over
-Lustre's QoS allocator on a few nodes and more on many. Real engine processes."""
+Lustre's QoS allocator on a few nodes and more on many. Real engine processes (a missing engine
+fails with engine.SimError and its build hint)."""
 
 from __future__ import annotations
 
@@ -13,14 +14,6 @@ from iez.sim.placement import place
 from iez.sim.results import parse
 from iez.sim.scenario import variants
 from iez.sim.study import simulate, workloads
-
-
-@pytest.fixture(scope="module")
-def eng() -> str:
-    try:
-        return engine.engine_path()
-    except engine.SimError as e:
-        pytest.fail(str(e))
 
 
 def small_spider(leaves: int = 4, oss_per_leaf: int = 4, osts: int = 4, regions: int = 2, nodes: int = 256) -> str:
@@ -55,7 +48,7 @@ def ior_bw(tmp_path, ranks: int, policy: str) -> float:
     return simulate(v, tmp_path / f"{policy}{ranks}").results.job("ior").write_bw
 
 
-def test_a_stream_crosses_the_router_it_names(eng, tmp_path):
+def test_a_stream_crosses_the_router_it_names(tmp_path):
     n = 1 << 30
     plat = {"osses": [{"name": "oss0", "nic_bw": 1e10}],
             "osts": [{"index": i, "oss": 0, "read_bw": 1e10, "write_bw": 1e10} for i in range(2)],
@@ -96,7 +89,7 @@ def test_sim_refuses_lnet_routers_beside_a_topology(tmp_path):
         simulate(v, tmp_path / "x")
 
 
-def test_bpio_gains_over_qos_grow_with_the_nodes(eng, tmp_path):
+def test_bpio_gains_over_qos_grow_with_the_nodes(tmp_path):
     # 2 and 128 of the model's 256 nodes (64 OSTs) stand for the paper's 16 and 2,048 of Titan's
     # (1,008 OSTs): QoS's weighted random choice piles files onto some OSTs once there are many;
     # the background job is spread by RR, so both policies see the same noise everywhere.
