@@ -1,0 +1,100 @@
+"""BPIO on real processes (docs/allocation.md, `bpio`): ranks of a job, each a real process under
+libiez on the emulated cluster, are traced, predicted, placed by `iez allocate --policy bpio` on
+a cluster with a topology, and in the next run each rank's file lands on the OSTs planned for its
+path. All the ranks run on this one host, which the topology does not list, so the client groups
+name them by rank (`[[client_group]] ranks`): ranks 0-1 reach oss0 and oss1 through router r0,
+ranks 2-3 oss2 and oss3 through r1."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import BUILD
+
+from iez import plan as planfile
+from iez.db import Database
+
+RANKS = 4
+CLUSTER = """
+fsname = "bpio"
+[ost_defaults]
+size = "2GiB"
+""" + "".join(f'[[oss]]\nname = "oss{s}"\nosts = [{2 * s}, {2 * s + 1}]\n' for s in range(4)) + """
+[[router]]
+name = "r0"
+oss = ["oss0", "oss1"]
+[[router]]
+name = "r1"
+oss = ["oss2", "oss3"]
+[[client_group]]
+name = "left"
+ranks = [0, 1]
+routers = ["r0"]
+[[client_group]]
+name = "right"
+ranks = [2, 3]
+routers = ["r1"]
+"""
+REACH = {0: {0, 1, 2, 3}, 1: {0, 1, 2, 3}, 2: {4, 5, 6, 7}, 3: {4, 5, 6, 7}}  # rank -> OSTs on its paths
+WRITER = """
+import os, sys
+rank = int(os.environ["PMI_RANK"])
+with open(f"{sys.argv[1]}/out.{rank:04d}", "wb") as f:
+    f.write(b"x" * (2 << 20))
+"""
+
+
+def run_job(env: dict, tmp: Path, emu: Path, run: str, mode: str, plan: Path | None = None) -> Path:
+    lib = BUILD / "libiez" / "libiez.so"
+    if not lib.exists():
+        pytest.fail(f"{lib} is missing: build it with cmake -S . -B build && cmake --build build")
+    traces = tmp / run
+    traces.mkdir()
+    procs = []
+    for rank in range(RANKS):
+        e = {**env, "PMI_RANK": str(rank), "PMI_SIZE": str(RANKS), "IEZ_MODE": mode, "IEZ_RUN": run,
+             "IEZ_APP": "ior", "IEZ_TRACE_DIR": str(traces), "IEZ_EMULATED": str(emu),
+             "IEZ_LOG": str(tmp / "libiez.log"), "LD_PRELOAD": str(lib), **({"IEZ_PLAN": str(plan)} if plan else {})}
+        procs.append(subprocess.Popen([sys.executable, "-c", WRITER, str(emu / "fs")], env=e))
+    assert [p.wait(timeout=120) for p in procs] == [0] * RANKS
+    return traces
+
+
+def test_each_rank_lands_on_the_osts_of_its_path(iez_cmd, subenv, tmp_path):
+    db = f"sqlite:///{tmp_path / 'iez.db'}"
+    subenv.pop("IEZ_DB", None)
+    subenv["HOME"] = str(tmp_path / "home")
+
+    def iez(*args: str) -> str:
+        p = subprocess.run([*iez_cmd, *args], capture_output=True, text=True, env=subenv, cwd=tmp_path, timeout=300)
+        assert p.returncode == 0, f"iez {' '.join(args)}: {p.stderr}"
+        return p.stdout
+
+    (tmp_path / "c.toml").write_text(CLUSTER)
+    emu = tmp_path / "emu"
+    iez("emulate", "init", str(emu), "--cluster", str(tmp_path / "c.toml"))
+    iez("emulate", "up", str(emu))
+    try:
+        iez("trace", "import", str(run_job(subenv, tmp_path, emu, "job1", "trace")), "--app", "ior", "--db", db)
+        iez("predict", "ior", "--db", db)
+        iez("allocate", "ior", "--policy", "bpio", "--emulated", str(emu), "-o", "ior.plan", "--no-gate", "--db", db)
+        plan = planfile.load(tmp_path / "ior.plan")
+        for f in (emu / "fs").iterdir():
+            f.unlink()
+        iez("trace", "import", str(run_job(subenv, tmp_path, emu, "job2", "trace,place", tmp_path / "ior.plan")),
+            "--app", "ior", "--db", db)
+    finally:
+        subprocess.run([*iez_cmd, "emulate", "down", str(emu)], env=subenv, capture_output=True)
+    planned = {Path(p).name: fl.osts() for p, fl in plan.entries.items()}
+    assert len(planned) == RANKS
+    for name, osts in planned.items():
+        assert set(osts) <= REACH[int(name[-4:])], (name, osts)  # bpio kept each rank on its own paths
+    # and spread them: no OSS carries two of the four files
+    assert len({o // 2 for osts in planned.values() for o in osts}) == RANKS
+    with Database(db) as d, d.begin() as tx:
+        [_, (_, actual)] = tx.traced_runs("ior")
+    got = {Path(q.path).name: list(q.observed.plain.osts) for q in actual}
+    assert got == {n: list(o) for n, o in planned.items()} and sorted(q.rank for q in actual) == list(range(RANKS))
