@@ -117,7 +117,7 @@ def test_trace_round_trip_keeps_every_column(db):
         [(num, back)] = tx.traced_runs("vpic")
         [info] = tx.runs("vpic")
     assert num == 1
-    assert back == [replace(q, app="vpic", run="1") for q in reqs]
+    assert back == [replace(q, app="vpic", run="4478544") for q in reqs]  # a run is named by its label
     assert [q.observed for q in back] == [observed, pfl, None]
     assert (info.label, info.source, info.nprocs, info.n_traced, info.meta) == ("4478544", "darshan", 2048, 3,
                                                                                 {"exe": "vpicio_uni"})

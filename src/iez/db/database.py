@@ -243,7 +243,8 @@ class Txn:
                 for r in rows]
 
     def traced_runs(self, app: str) -> list[tuple[int, list[Request]]]:
-        """Every traced run of `app`, oldest first, each with its requests in create order."""
+        """Every traced run of `app`, oldest first, each with its requests in create order (their
+        `run` is the run's label: its job id)."""
         aid = self.app_id(app)
         out: dict[int, list[Request]] = {}
         q = (select(runs.c.number, runs.c.label, traced_requests)
@@ -253,7 +254,9 @@ class Txn:
                        traced_requests.c.path))
         for r in self.conn.execute(q):
             observed = parse_layout(r.observed_layout) if r.observed_layout else None
-            out.setdefault(r.number, []).append(_row_request(r, app, str(r.number), observed))
+            # the run's label (its job id, as libiez and Darshan name it), so that prediction
+            # can tell a name carrying the job id from a number of its own
+            out.setdefault(r.number, []).append(_row_request(r, app, r.label or str(r.number), observed))
         return sorted(out.items())
 
     def run_reads(self, app: str, number: int) -> list[Request]:
