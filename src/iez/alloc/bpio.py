@@ -95,6 +95,8 @@ class Bpio:
         n_router = np.zeros(len(topo.routers) + 1) if topo else np.zeros(1)  # last: the -1 pad
         n_rgroup = np.zeros(int(pth.rgroup.max()) + 1) if pth else np.zeros(0)
         room = osts.room.copy()
+        rc = np.full(len(n_router), np.inf)  # per router its cost; the last, the pad, stays inf
+        oss_range = np.arange(len(cluster.osses))
         lists: list[tuple[int, ...]] = [()] * len(requests)
         notes = list(table.notes)
         for i in table.order.tolist():
@@ -106,35 +108,37 @@ class Bpio:
                 notes[i] = f"{notes[i]}; {why}" if notes[i] else why
             free = table.allowed[int(table.pool[i])].copy()
             count = int(table.count[i])
+            needs = stripe_bytes(table.write_bytes[i:i + 1], table.size[i:i + 1], count, np.arange(count)).tolist()
+            cand = pth.cand[group.name] if group is not None and pth is not None else None
             chosen: list[int] = []
             # The node's own term and the division by the weights' sum are the same for every
             # path of this client, so the argmin over the sums below is the average's.
-            for k in range(count):
-                need = int(stripe_bytes(table.write_bytes[i:i + 1], table.size[i:i + 1], count, k)[0])
-                cost = (w["oss"] * n_oss / oss_fan)[osts.oss] + w["ost"] * n_ost / ost_fan
-                via = None
-                if group is not None and pth is not None:
-                    rc = np.append(w["router_group"] * (n_rgroup / pth.rgroup_fan)[pth.rgroup]
-                                   + w["router"] * n_router[:-1] / pth.router_fan, np.inf)
-                    per = rc[pth.cand[group.name]]  # -1 pads read the inf
+            for k, need in enumerate(needs):
+                per_oss = w["oss"] * n_oss / oss_fan
+                if cand is not None and pth is not None:
+                    rc[:-1] = (w["router_group"] * (n_rgroup / pth.rgroup_fan)[pth.rgroup]
+                               + w["router"] * n_router[:-1] / pth.router_fan)
+                    per = rc[cand]  # -1 pads read the inf
                     pick = per.argmin(axis=1)
-                    best = per[np.arange(len(per)), pick]
-                    cost = cost + np.where(np.isfinite(best), best, UNREACHABLE)[osts.oss]
-                    via = pth.cand[group.name][np.arange(len(per)), pick]
+                    best = per[oss_range, pick]
+                    per_oss += np.where(best < np.inf, best, UNREACHABLE)
+                cost = per_oss[osts.oss] + w["ost"] * n_ost / ost_fan
                 fits = free & (room >= need)
                 healthy = fits & ~osts.degraded  # degraded OSTs: the last resort, as for Lustre
-                cost = np.where(healthy if healthy.any() else fits, cost, np.inf)
-                if not np.isfinite(cost.min()):
+                cost[~(healthy if healthy.any() else fits)] = np.inf
+                least = cost.min()
+                if least == np.inf:
                     raise AllocationError(f"ENOSPC: no OST has room for stripe {k} of {r.path} "
                                           f"({need} bytes)", errno="ENOSPC")
-                p = int(np.flatnonzero(cost <= cost.min() + 1e-12)[0])
+                p = int(np.argmax(cost <= least + 1e-12))  # the first of the (rounding-)equal cheapest
+                s = int(osts.oss[p])
                 free[p] = False
                 room[p] -= need
                 chosen.append(p)
                 n_ost[p] += 1
-                n_oss[osts.oss[p]] += 1
-                if via is not None and pth is not None and via[osts.oss[p]] >= 0:
-                    rt = int(via[osts.oss[p]])
+                n_oss[s] += 1
+                if cand is not None and pth is not None and cand[s, pick[s]] >= 0:
+                    rt = int(cand[s, pick[s]])
                     n_router[rt] += 1
                     n_rgroup[pth.rgroup[rt]] += 1
             lists[i] = tuple(int(osts.index[p]) for p in chosen)
