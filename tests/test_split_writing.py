@@ -211,3 +211,38 @@ def test_without_the_hints_one_aggregator_writes_every_component(job):
     assert (min(a for a, _ in only), max(b for _, b in only)) == (0, RANKS * BLOCK)
     spans = sorted((min(a for a, _ in w), max(b for _, b in w)) for w in writers(job, job.path("with")).values())
     assert spans == [(g * BLOCK, (g + 1) * BLOCK) for g in range(RANKS)]
+
+
+H5MPI = LIBDIR / "iez-test-h5-mpi"
+
+
+def data_writes(job: Job, path: Path) -> dict[int, list[tuple[int, int]]]:
+    """The collective data writes (HDF5's metadata: small writes below its first 2 KiB left out)."""
+    return {pid: [(a, b) for a, b in w if b - a >= 64 << 10] for pid, w in writers(job, path).items()}
+
+
+def component_of(spec: str, a: int, b: int) -> int | None:
+    """The one component of spec holding all of [a, b), or None."""
+    for g, c in enumerate(parse_layout(spec).components):
+        if c.start <= a and (c.end == LUSTRE_EOF or b <= c.end):
+            return g
+    return None
+
+
+def test_parallel_hdf5_gets_the_hints_too(job, tmp_path):
+    """Parallel H5Fcreate places the file (rank 0 creates it from the plan) before HDF5's own
+    MPI_File_open finds it existing: that open still gets the hints, and HDF5's collective write
+    of four 4 MiB slices (after its 2 KiB of metadata) has each aggregator inside one component."""
+    need_built(H5MPI)
+    job.plan({"h.h5": HIERARCHICAL})
+    job.mpi(RANKS, [H5MPI, job.path("h.h5"), BLOCK])
+    job.mpi(RANKS, [H5MPI, tmp_path / "ref.h5", BLOCK], iez=False)
+    f, ref = job.path("h.h5"), tmp_path / "ref.h5"
+    # the data after HDF5's metadata are the bytes of a run without iez (the metadata hold a time)
+    assert f.stat().st_size == ref.stat().st_size > RANKS * BLOCK
+    assert f.read_bytes()[2048:] == ref.read_bytes()[2048:]
+    assert len(lum.decode(os.getxattr(f, "user.lustre.lov")).components) == 4
+    by_pid = data_writes(job, f)
+    assert sorted(component_of(HIERARCHICAL, min(a for a, _ in w), max(b for _, b in w))
+                  for w in by_pid.values() if w) == [0, 1, 2, 3]
+    assert sum(b - a for w in by_pid.values() for a, b in w) == RANKS * BLOCK

@@ -177,6 +177,8 @@ IEZ_EXPORT hid_t H5Fcreate(const char *name, unsigned flags, hid_t fcpl, hid_t f
     struct h5create op;
     begin(&op, create, name, flags, fapl);
     hid_t id = create(name, op.flags, fcpl, fapl);
+    if (iez_h5_mpi_end)
+        iez_h5_mpi_end();
     if (id < 0 && op.c.created && op.c.size == 1) { /* as if libiez had not been there */
         int saved = errno;
         syscall(SYS_unlinkat, AT_FDCWD, name, 0);

@@ -19,5 +19,8 @@ struct iez_h5_collective {
  * MPI layer; NULL in libiez.so. */
 int iez_h5_mpi_place(void *get_fapl_mpio, int64_t fapl, const char *path, const char *abs, int len,
                      struct iez_h5_collective *out) __attribute__((weak));
+/* After the real parallel H5Fcreate: what iez_h5_mpi_place left for HDF5's MPI_File_open of the
+ * file (split writing's hints, split.c) is forgotten. */
+void iez_h5_mpi_end(void) __attribute__((weak));
 
 #endif

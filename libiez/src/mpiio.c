@@ -72,6 +72,7 @@ int iez_h5_mpi_place(void *get_fapl_mpio, int64_t fapl, const char *path, const 
         return -1;
     struct iez_mpi_create mc;
     iez_mpi_place(comm, path, abs, len, iez_mpi_placing(), &mc);
+    iez_split_expect(&mc, abs, len); /* its hints at HDF5's own MPI_File_open (split.c) */
     *out = (struct iez_h5_collective){mc.rank, mc.size, mc.created, mc.existed, mc.pl.plan, mc.pl.set};
     iez_pmpi.PMPI_Comm_free(&comm);
     if (info != MPI_INFO_NULL)

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "dynsym.h"
+#include "hdf5_mpi.h"
 #include "log.h"
 #include "plan.h"
 #include "state.h"
@@ -159,14 +160,33 @@ int iez_split_hints(const long long v[IEZ_SPLIT_VALUES], int nodes, MPI_Info use
     return 0;
 }
 
-/* Rank 0: the hints of the file it has just created from the plan, or none. */
+/* The file parallel H5Fcreate has just created from the plan on rank 0 of its communicator:
+ * HDF5's own MPI_File_open of it, in the same thread and inside that H5Fcreate, finds it
+ * existing but qualifies all the same. */
+static __thread char *h5_created __attribute__((tls_model("initial-exec")));
+
+void iez_split_expect(const struct iez_mpi_create *mc, const char *abs, int len)
+{
+    iez_h5_mpi_end();
+    if (mc->rank == 0 && mc->created && mc->pl.plan == IEZ_PLAN_HIT && len >= 0 && (h5_created = malloc((size_t)len + 1)))
+        memcpy(h5_created, abs, (size_t)len + 1);
+}
+
+void iez_h5_mpi_end(void)
+{
+    free(h5_created);
+    h5_created = NULL;
+}
+
+/* Rank 0: the hints of the file it has just created from the plan (by this open, or by the
+ * H5Fcreate around it), or none. */
 static void planned_values(const struct iez_mpi_create *mc, const char *abs, int len, long long v[IEZ_SPLIT_VALUES])
 {
     memset(v, 0, IEZ_SPLIT_VALUES * sizeof *v);
     size_t speclen = 0;
     const char *spec;
-    if (!mc->created || mc->pl.plan != IEZ_PLAN_HIT || len < 0 ||
-        !(spec = iez_place_planned(abs, (size_t)len, &speclen)))
+    int planned = (mc->created && mc->pl.plan == IEZ_PLAN_HIT) || (h5_created && len >= 0 && !strcmp(h5_created, abs));
+    if (!planned || len < 0 || !(spec = iez_place_planned(abs, (size_t)len, &speclen)))
         return;
     struct iez_layout lay = {0};
     char err[256];

@@ -31,4 +31,8 @@ int iez_split_hints(const long long v[IEZ_SPLIT_VALUES], int nodes, MPI_Info use
 MPI_Info iez_split_info(MPI_Comm comm, const struct iez_mpi_create *mc, const char *abs, int len, MPI_Info user);
 void iez_split_done(MPI_Info used, MPI_Info user);
 
+/* Parallel H5Fcreate has placed abs over its communicator (mc): a file rank 0 created from the
+ * plan qualifies at HDF5's own MPI_File_open of it until iez_h5_mpi_end (hdf5_mpi.h). */
+void iez_split_expect(const struct iez_mpi_create *mc, const char *abs, int len);
+
 #endif
