@@ -2,8 +2,8 @@
 libiez on the emulated cluster, are traced, predicted, placed by `iez allocate --policy bpio` on
 a cluster with a topology, and in the next run each rank's file lands on the OSTs planned for its
 path. All the ranks run on this one host, which the topology does not list, so the client groups
-name them by rank (`[[client_group]] ranks`): ranks 0-1 reach oss0 and oss1 through router r0,
-ranks 2-3 oss2 and oss3 through r1."""
+name them by rank (`[[client_group]] ranks`): ranks 0-1 reach oss2 and oss3 through router r1,
+ranks 2-3 oss0 and oss1 through r0. The controller, run with `policy = "bpio"`, places them alike."""
 
 from __future__ import annotations
 
@@ -32,13 +32,14 @@ oss = ["oss2", "oss3"]
 [[client_group]]
 name = "left"
 ranks = [0, 1]
-routers = ["r0"]
+routers = ["r1"]
 [[client_group]]
 name = "right"
 ranks = [2, 3]
-routers = ["r1"]
+routers = ["r0"]
 """
-REACH = {0: {0, 1, 2, 3}, 1: {0, 1, 2, 3}, 2: {4, 5, 6, 7}, 3: {4, 5, 6, 7}}  # rank -> OSTs on its paths
+# rank -> OSTs on its paths: the low ranks on the high OSSs, where no OSS-order placement puts them
+REACH = {0: {4, 5, 6, 7}, 1: {4, 5, 6, 7}, 2: {0, 1, 2, 3}, 3: {0, 1, 2, 3}}
 WRITER = """
 import os, sys
 rank = int(os.environ["PMI_RANK"])
@@ -98,3 +99,28 @@ def test_each_rank_lands_on_the_osts_of_its_path(iez_cmd, subenv, tmp_path):
         [_, (_, actual)] = tx.traced_runs("ior")
     got = {Path(q.path).name: list(q.observed.plain.osts) for q in actual}
     assert got == {n: list(o) for n, o in planned.items()} and sorted(q.rank for q in actual) == list(range(RANKS))
+
+
+def test_the_controller_places_by_bpio(tmp_path):
+    import time
+
+    from plugins.controller_stack import SITE, plan_osts
+
+    from iez.cluster import parse_cluster
+    from iez.collect.message import OstReading, StatsMessage, encode
+    from iez.controller.service import Controller, Settings
+    from iez.request import Request
+
+    ctl = Controller(Settings(parse_cluster(CLUSTER), f"sqlite:///{tmp_path / 'db'}", gate=None, site_key=SITE,
+                              policy="bpio"))
+    try:
+        now = time.time()
+        for s in range(4):  # every OSS reports its two empty 2 GiB OSTs
+            osts = {f"bpio-OST{i:04x}": OstReading(2 << 20, 2 << 20, 2 << 20, 0.0, 0.0) for i in (2 * s, 2 * s + 1)}
+            assert ctl.on_message(encode(StatsMessage("oss", f"oss{s}", 1, now, 10.0, "h", osts), SITE), now) == []
+        ctl.upload_requests("ior", [Request(f"/fs/out.{r:04d}", 2 << 20, 1, rank=r) for r in range(RANKS)])
+        assert ctl.step()
+        got = plan_osts(ctl.plan("ior").text)
+    finally:
+        ctl.close()
+    assert len(got) == RANKS and all(set(osts) <= REACH[int(p[-4:])] for p, osts in got.items())
