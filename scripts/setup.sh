@@ -17,6 +17,7 @@ APT_PACKAGES=(
   postgresql                         # the interaction database on PostgreSQL (tests start their own server)
   python3-venv
   chromium                           # headless browser the audit report's screenshot test drives (playwright)
+  systemd lmod                       # tests/test_install.py: systemd-analyze verify of the units, Lmod loads the module
 )
 
 missing=()

@@ -28,10 +28,10 @@ FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signa
 
 
 def libiez_path(kind: str = "posix") -> Path:
-    """The libiez shared object: $IEZ_LIBIEZ (or $IEZ_LIBIEZ_MPI), else the build tree."""
+    """The libiez shared object: $IEZ_LIBIEZ (or $IEZ_LIBIEZ_MPI), else in $IEZ_LIBDIR, the build
+    tree or an install (iez.artifacts)."""
     env = "IEZ_LIBIEZ_MPI" if kind == "mpi" else "IEZ_LIBIEZ"
-    return Path(find_built("libiez", env, f"libiez/{LIBS[kind]}", program=False,
-                           installed=("/usr/local/lib/iez", "/usr/lib/iez")))
+    return Path(find_built("libiez", env, f"libiez/{LIBS[kind]}", program=False))
 
 
 def _resolve(prog: str, env: Mapping[str, str]) -> Path | None:
