@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 PYTEST := $(VENV)/bin/pytest
 
-.PHONY: setup build demo test bench fuzz clean
+.PHONY: setup build demo test bench fuzz deb clean
 
 setup:
 	bash scripts/setup.sh
@@ -23,6 +23,10 @@ bench: setup
 # The fuzz targets of every parser that reads untrusted bytes, 100x longer than in `make test`.
 fuzz: setup
 	IEZ_FUZZ_SCALE=$${IEZ_FUZZ_SCALE:-100} $(PYTEST) -q -p no:cacheprovider -m fuzz tests
+
+# The Debian package of the C half (libiez, iez-sim, iez-bench, deploy/ files) into build/deb/: docs/install.md.
+deb: setup
+	cpack -G DEB --config build/CPackConfig.cmake -B build/deb
 
 clean:
 	rm -rf build $(VENV) demo-out

@@ -69,13 +69,14 @@ foreach(file iez-taskprolog.sh iez-epilog.sh slurm.conf.example)
 endforeach()
 install(FILES deploy/iez.env.example DESTINATION ${CMAKE_INSTALL_DATADIR}/iez)
 
-# `make deb` (cpack -G DEB): the C half for compute and server nodes; the Python half is a venv.
+# `make deb` (cpack -G DEB): the C half for compute and server nodes, in /opt/iez, where the
+# Python half goes as a venv (`python3 -m venv /opt/iez`): one prefix, nothing to set.
 set(CPACK_GENERATOR DEB)
 set(CPACK_PACKAGE_NAME iez)
 set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
 set(CPACK_PACKAGE_CONTACT "iez maintainers <iez@localhost>")
 set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "iez: libiez (LD_PRELOAD tracing and placement for Lustre), iez-sim, iez-bench")
-set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
+set(CPACK_PACKAGING_INSTALL_PREFIX /opt/iez)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 set(CPACK_DEBIAN_PACKAGE_SECTION admin)

@@ -237,3 +237,19 @@ def test_systemd_units_verify_and_are_hardened(stage, tmp_path):
         # Exposure at most 2.5 of 10 ("OK"): the collectors are root without capabilities, the rest dynamic users.
         r = run(["systemd-analyze", "security", "--offline=yes", "--threshold=25", unit])
         assert r.returncode == 0, f"{unit.name}: {r.stdout.splitlines()[-1:]}"
+
+
+def test_debian_package_holds_the_install_under_opt_iez(tmp_path):
+    need_tool("dpkg-deb", "apt-get install dpkg")
+    ok(["flock", LOCK, "cmake", "-S", ROOT, "-B", BUILD], timeout=300)
+    ok(["flock", LOCK, "cpack", "-G", "DEB", "--config", BUILD / "CPackConfig.cmake", "-B", tmp_path], timeout=300)
+    deb, = tmp_path.glob(f"iez_{VERSION}_*.deb")
+    files = {line.split()[-1] for line in ok(["dpkg-deb", "-c", deb]).splitlines()}
+    for rel in ("lib/iez/libiez.so", "lib/iez/libiez-mpi.so", "bin/iez-sim", "bin/iez-bench", "include/iez/iez.h",
+                "lib/pkgconfig/iez.pc", f"share/modulefiles/iez/{VERSION}.lua", "share/iez/systemd/iez-collect@.service"):
+        assert f"./opt/iez/{rel}" in files, rel
+    # dpkg-shlibdeps found what the programs need (SimGrid for iez-sim).
+    control = ok(["dpkg-deb", "-f", deb, "Depends"])
+    assert "libc6" in control and "libsimgrid" in control, control
+    ok(["dpkg-deb", "-x", deb, tmp_path / "root"])
+    assert "prefix=/opt/iez\n" in (tmp_path / "root/opt/iez/lib/pkgconfig/iez.pc").read_text()
