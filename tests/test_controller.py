@@ -202,11 +202,12 @@ def test_requests_in_plan_out(stack):
     # Metrics: per-OST and per-OSS utilization, OSTCost, allocation latency.
     m = httpx.get(f"{stack.url}/metrics", headers={"Authorization": f"Bearer {stack.site}"}).text
     samples = [(s.name, s.labels, s.value) for f in text_string_to_metric_families(m) for s in f.samples]
-    assert sum(name == "iez_ost_utilization" for name, _, _ in samples) == 15
-    assert sum(name == "iez_oss_utilization" for name, _, _ in samples) == 3
-    assert any(name == "iez_ost_cost" and labels == {"fsname": "iez"} for name, labels, _ in samples)
+    assert sum(name == "iez_used_ratio" and labels["component"] == "ost" for name, labels, _ in samples) == 15
+    assert sum(name == "iez_used_ratio" and labels["component"] == "oss" for name, labels, _ in samples) == 3
+    assert any(name == "iez_ost_cost_ratio" and labels == {"fsname": "iez"} for name, labels, _ in samples)
     assert ("iez_allocation_seconds_count", {"policy": "balanced"}, 2) in samples
     assert ("iez_work_total", {"kind": "predict", "result": "ok"}, 1) in samples
+    assert ("iez_plan_files_total", {"app": "ior", "result": "hit"}, 8) in samples
     view = c.cluster()
     assert len(view["osts"]) == 15 and not any(o["stale"] for o in view["osts"])
     assert view["mds"]["collector"]["messages"] >= 1

@@ -129,9 +129,10 @@ def test_a_killed_collector_makes_its_osts_stale_and_allocation_avoids_them(stac
     assert next(s for s in view["osses"] if s["name"] == "oss1")["stale"]
     metrics = httpx.get(f"{stack.url}/metrics", headers={"Authorization": f"Bearer {stack.site}"}).text
     samples = [(s.name, s.labels, s.value) for f in text_string_to_metric_families(metrics) for s in f.samples]
-    assert ("iez_ost_stale", {"fsname": "iez", "ost": "5", "oss": "oss1"}, 1) in samples
+    assert ("iez_stale", {"component": "ost", "target": "iez-OST0005"}, 1) in samples
+    assert ("iez_stale", {"component": "oss", "target": "oss1"}, 1) in samples
     # stale figures are not shown as fact
-    assert not any(name == "iez_ost_utilization" and labels["ost"] == "5" for name, labels, _ in samples)
+    assert not any(name == "iez_used_ratio" and labels["target"] == "iez-OST0005" for name, labels, _ in samples)
 
     c.upload_requests("ior", requests_for("ior", stack.emu, 10, 32 * MiB, 4))
     used = {i for osts in plan_osts(c.fetch_plan("ior", wait=30).text).values() for i in osts}

@@ -78,15 +78,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     limits.add_argument("--max-clock-skew", type=float, default=MAX_CLOCK_SKEW, metavar="S",
                         help=f"refuse collector statistics stamped more than S seconds ahead of this host's clock "
                              f"(default {MAX_CLOCK_SKEW:g})")
+    p.add_argument("--metrics-listen", metavar="HOST:PORT",
+                   help="also serve /metrics here without a token, read-only (off by default; anyone who "
+                        "reaches it reads OST usage and application names: docs/controller.md, Metrics)")
+    p.add_argument("--iocop", metavar="ENDPOINT", default="",
+                   help="IO-Cop's address (iez access serve --bind), for the dashboard's view of its holders "
+                        "and queue (asked with the site token)")
     p.add_argument("--tls-cert", metavar="PEM", help="serve HTTPS with this certificate (and --tls-key)")
     p.add_argument("--tls-key", metavar="PEM")
     p.set_defaults(func=cmd_controller)
 
 
-def parse_listen(text: str) -> tuple[str, int]:
+def parse_listen(text: str, option: str = "--listen") -> tuple[str, int]:
     host, sep, port = text.rpartition(":")
     if not sep or not port.isdigit() or not 0 < int(port) < 65536 or not host:
-        raise ConfigError(f"--listen {text!r}: give HOST:PORT, e.g. 0.0.0.0:8760")
+        raise ConfigError(f"{option} {text!r}: give HOST:PORT, e.g. 0.0.0.0:8760")
     return host.strip("[]"), int(port)
 
 
@@ -100,6 +106,7 @@ def cmd_controller(args: argparse.Namespace) -> int:
     from iez.pipeline import cluster_model
 
     host, port = parse_listen(args.listen)
+    metrics_listen = parse_listen(args.metrics_listen, "--metrics-listen") if args.metrics_listen else None
     if bool(args.tls_cert) != bool(args.tls_key):
         raise ConfigError("give both --tls-cert and --tls-key")
     if args.stale_after < 0:
@@ -113,12 +120,13 @@ def cmd_controller(args: argparse.Namespace) -> int:
                         layout=args.layout, layout_keep=frozenset(args.layout_keep),
                         stale_after=args.stale_after, gate=None if args.no_gate else GateLimits(args.max_cpu, args.max_mem),
                         gate_proc=args.gate_proc, site_key=tokens.site,
-                        reservation_ttl=reservation_ttl(args), max_clock_skew=args.max_clock_skew)
+                        reservation_ttl=reservation_ttl(args), max_clock_skew=args.max_clock_skew,
+                        iocop=args.iocop)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     controller = Controller(settings)
     serve(controller, tokens, host, port, args.stats, uploads=args.uploads,
           caps=BodyCaps(**{k: v for k, v in (("trace", args.max_trace_body), ("requests", args.max_requests_body),
                                              ("other", args.max_other_body),
                                              ("uploads_at_once", args.max_uploads)) if v is not None}),
-          tls_cert=args.tls_cert, tls_key=args.tls_key)
+          tls_cert=args.tls_cert, tls_key=args.tls_key, metrics_listen=metrics_listen)
     return 0

@@ -18,7 +18,7 @@ from typing import Annotated, Any, Callable, Literal
 
 from fastapi import Depends, FastAPI, Path as PathParam, Request as HttpRequest
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, PlainTextResponse, Response
+from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import CONTENT_TYPE_LATEST
 from pydantic import (
@@ -39,6 +39,7 @@ from iez.alloc.policy import MAX_WRITE_BYTES
 from iez.alloc.registry import names as policy_names
 from iez.cluster import check_host_name
 from iez.tokens import ADMIN, SITE, Tokens
+from iez.controller import dashboard
 from iez.controller.service import Conflict, Controller, HeldBack, Invalid, NotFound, check_app
 from iez.db.errors import DatabaseError
 from iez.errors import ConfigError, IezError
@@ -313,7 +314,7 @@ def create_app(controller: Controller, tokens: Tokens, uploads: str = SITE, caps
     app = FastAPI(title="iez controller", version=__version__,
                   description="Plans, uploads and the global view of an iez-managed Lustre file system "
                               "(docs/controller.md).")
-    public = frozenset(u for u in ("/health", app.openapi_url, app.docs_url, app.redoc_url,
+    public = frozenset(u for u in ("/health", *dashboard.PAGES, app.openapi_url, app.docs_url, app.redoc_url,
                                    app.swagger_ui_oauth2_redirect_url) if u)
     app.add_middleware(Guard, router=app.router, tokens=tokens, caps=caps, public=public)
     bearer = HTTPBearer(auto_error=False)
@@ -353,6 +354,22 @@ def create_app(controller: Controller, tokens: Tokens, uploads: str = SITE, caps
              response_class=PlainTextResponse)
     def metrics() -> Response:
         return Response(controller.metrics(), media_type=CONTENT_TYPE_LATEST)
+
+    @app.get("/dashboard", tags=["dashboard"], summary="the live dashboard page (no data in it: no token needed)",
+             response_class=HTMLResponse)
+    @app.get("/dashboard/dashboard.js", tags=["dashboard"], summary="the dashboard's script",
+             response_class=PlainTextResponse)
+    def dashboard_page(request: HttpRequest) -> Response:
+        body, media = dashboard.page(request.url.path)
+        return Response(body, media_type=media, headers={"Cache-Control": "no-cache"})
+
+    @app.get("/dashboard/state", tags=["dashboard"], dependencies=[read],
+             summary="what the dashboard shows (site token; the admin token is refused, 403)")
+    def dashboard_state(request: HttpRequest) -> Any:
+        _, _, token = request.headers.get("authorization", "").partition(" ")
+        if tokens.role(token.strip()) == ADMIN:
+            return _detail(403, "the dashboard takes the site token; keep the admin token out of browser pages")
+        return dashboard.state(controller)
 
     @app.get("/apps", tags=["applications"], summary="applications known to the controller", dependencies=[read])
     def apps() -> list[str]:

@@ -82,12 +82,22 @@ def subscribe(controller: Controller, stats: StatsSocket, stop: threading.Event)
 
 
 def serve(controller: Controller, tokens: Tokens, host: str, port: int, stats: str, *, uploads: str = "site",
-          caps: BodyCaps = BodyCaps(), tls_cert: str | None = None, tls_key: str | None = None) -> None:
+          caps: BodyCaps = BodyCaps(), tls_cert: str | None = None, tls_key: str | None = None,
+          metrics_listen: tuple[str, int] | None = None) -> None:
     import uvicorn
+    from prometheus_client import start_http_server
 
     from iez.controller.api import create_app
 
     app = create_app(controller, tokens, uploads, caps)
+    metrics_server = None
+    if metrics_listen is not None:  # read-only, no token: docs/controller.md, "Metrics"
+        try:
+            metrics_server, _ = start_http_server(metrics_listen[1], metrics_listen[0],
+                                                  registry=controller.exposition.registry)
+        except OSError as e:
+            raise IezError(f"--metrics-listen {metrics_listen[0]}:{metrics_listen[1]}: cannot listen ({e})") from None
+        log.info("metrics without a token on %s:%d", *metrics_listen)
     stop = threading.Event()
     sub = threading.Thread(target=subscribe, args=(controller, StatsSocket(stats, tokens.site), stop), name="iez-sub",
                            daemon=True)
@@ -108,6 +118,8 @@ def serve(controller: Controller, tokens: Tokens, host: str, port: int, stats: s
         pass
     finally:
         stop.set()
+        if metrics_server is not None:
+            metrics_server.shutdown()
         sub.join(timeout=SHUTDOWN_GRACE)
         controller.close(SHUTDOWN_GRACE)
     if not server.started:

@@ -17,7 +17,6 @@ import time
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Sequence
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.metrics_core import Metric
 
 from iez import pipeline
@@ -25,14 +24,13 @@ from iez.alloc.gate import GateLimits
 from iez.collect.host import check
 from iez.alloc.registry import DEFAULT_POLICY, get_policy
 from iez.cluster import Cluster
-from iez.collect.message import MessageError, decode
+from iez.collect.message import MessageError, StatsMessage, decode
 from iez.controller.work import next_planned, pending_work, plan_text, run_info
-from iez.controller.exposition import Exposition, Histogram, add_known
+from iez.controller.exposition import Counts, Exposition, Histogram, families
 from iez.controller.view import MAX_CLOCK_SKEW, GlobalView
 from iez.db.database import RESERVATION_TTL
 from iez.db.errors import DatabaseError
 from iez.errors import AllocationError, IezError, one_line
-from iez.metrics import ost_cost
 from iez.request import Request
 
 if TYPE_CHECKING:
@@ -79,6 +77,7 @@ class Settings:
     site_key: str = ""  # the site token: collectors' messages are signed with it
     reservation_ttl: float = RESERVATION_TTL  # seconds a planned, unrun run reserves its space; 0: until it runs
     max_clock_skew: float = MAX_CLOCK_SKEW  # seconds a collector's message may be stamped ahead of ours
+    iocop: str = ""  # IO-Cop's endpoint, for the dashboard's view of its holders and queue ("": not shown)
 
 
 @dataclass(frozen=True)
@@ -113,10 +112,12 @@ class Controller:
         self.done = {"predict": 0, "allocate": 0}
         self.errors = {"predict": 0, "allocate": 0}
         self.messages = {"accepted": 0, "rejected": 0}
+        self.ost_bytes: dict[str, tuple[float, float]] = {}  # target -> (read, write) bytes collectors reported
+        self.plan_files: dict[str, tuple[int, int]] = {}  # app -> (hits, misses) of its uploaded traces
         self._issues: dict[str, str] = {}
         self._thread: threading.Thread | None = None
         self.last_error: str | None = None  # the worker's newest error, for /health
-        self._exposition = Exposition(self._families)
+        self.exposition = Exposition(self._families)
 
     # -- lifetime ------------------------------------------------------------------------------
 
@@ -150,6 +151,8 @@ class Controller:
         else:
             with self.lock:
                 accepted, issues = self.view.apply(msg, received)
+                if accepted:
+                    self._count_bytes(self.view.collectors[(msg.role, msg.id)].msg)
             who = f"{msg.role}:{msg.id}"
         with self.lock:
             self.messages["accepted" if accepted else "rejected"] += 1
@@ -160,6 +163,14 @@ class Controller:
         if accepted and self.held:
             self.wake.set()  # fresh statistics may be what held work back
         return issues
+
+    def _count_bytes(self, kept: StatsMessage) -> None:
+        """Add a message's rates x its interval to the OSTs' byte counters (/metrics' _total
+        counters, for rate()); a rate not known yet adds nothing."""
+        for target, r in kept.osts.items():
+            read, write = self.ost_bytes.get(target, (0.0, 0.0))
+            self.ost_bytes[target] = (read + (r.read_bps or 0.0) * kept.interval,
+                                      write + (r.write_bps or 0.0) * kept.interval)
 
     # -- uploads -------------------------------------------------------------------------------
 
@@ -186,6 +197,9 @@ class Controller:
             got = Ingested(list(requests), plan_hits=plan_hits, plan_misses=plan_misses, reads=list(reads))
             number, notes = pipeline.store_trace(tx, app, got, run, label=label, source=source, nprocs=nprocs,
                                                  meta=meta)
+        with self.lock:
+            hits, misses = self.plan_files.get(app, (0, 0))
+            self.plan_files[app] = (hits + plan_hits, misses + plan_misses)
         self.wake.set()
         return {"app": app, "run": number, "files": len(requests), "reads": len(reads), "notes": notes,
                 "retrace": needs_retrace(plan_hits, plan_misses), "next": number + 1}
@@ -406,74 +420,18 @@ class Controller:
 
     def metrics(self) -> bytes:
         """The Prometheus exposition of the current view and counters."""
-        return self._exposition.render()
+        return self.exposition.render()
 
     def _families(self) -> list[Metric]:
         now = time.time()
-        c = self.cluster
         with self.lock:
             view = self.view.snapshot(now)
             desc = self.view.describe(now)
-            latency = {name: h.copy() for name, h in sorted(self.latency.items())}
-            messages, done, errors = dict(self.messages), dict(self.done), dict(self.errors)
-        fs = c.fsname
-        osts = view.snapshot.osts
-        per_ost = ["fsname", "ost", "oss"]
-        util = GaugeMetricFamily("iez_ost_utilization", "Used fraction of each OST with fresh statistics.",
-                                 labels=per_ost)
-        age = GaugeMetricFamily("iez_ost_stats_age_seconds", "Seconds since the OST's statistics arrived.",
-                                labels=per_ost)
-        stale = GaugeMetricFamily("iez_ost_stale", "1 if the OST has no fresh statistics (allocation avoids it).",
-                                  labels=per_ost)
-        wbps = GaugeMetricFamily("iez_ost_write_bytes_per_second",
-                                 "OST write rate over the last collector interval.", labels=per_ost)
-        rbps = GaugeMetricFamily("iez_ost_read_bytes_per_second",
-                                 "OST read rate over the last collector interval.", labels=per_ost)
-        for row in desc["osts"]:
-            lab = [fs, str(row["index"]), row["oss"]]
-            stale.add_metric(lab, float(row["stale"]))
-            add_known(age, lab, row["age"])
-            if row["index"] in osts:
-                util.add_metric(lab, osts[row["index"]].used_fraction)
-                add_known(wbps, lab, row["write_bps"])
-                add_known(rbps, lab, row["read_bps"])
-        oss_util = GaugeMetricFamily("iez_oss_utilization", "Used fraction of an OSS's OSTs with fresh statistics.",
-                                     labels=["fsname", "oss"])
-        cpu = GaugeMetricFamily("iez_oss_cpu_load", "OSS 1-minute load average per core.", labels=["oss"])
-        mem = GaugeMetricFamily("iez_oss_memory_used", "OSS used memory fraction.", labels=["oss"])
-        per_oss = {}
-        for s in c.osses:
-            fresh = [osts[i] for i in s.osts if i in osts]
-            if fresh:
-                total = sum(o.kbytestotal for o in fresh)
-                per_oss[s.name] = sum(o.used_fraction * o.kbytestotal for o in fresh) / total
-                oss_util.add_metric([fs, s.name], per_oss[s.name])
-            load = view.snapshot.osses.get(s.name)
-            if load is not None:
-                cpu.add_metric([s.name], load.cpu)
-                mem.add_metric([s.name], load.mem)
-        cost = GaugeMetricFamily("iez_ost_cost", "OSTCost (seed 000 eq. 7): max / mean OST utilization, fresh OSTs.",
-                                 labels=["fsname"])
-        oss_cost = GaugeMetricFamily("iez_oss_cost", "max / mean OSS utilization, fresh OSTs.", labels=["fsname"])
-        if osts:
-            cost.add_metric([fs], ost_cost({i: s.used_fraction for i, s in osts.items()}))
-            oss_cost.add_metric([fs], ost_cost(per_oss))
-        lat = HistogramMetricFamily("iez_allocation_seconds", "Time to place one run and store its plan.",
-                                    labels=["policy"])
-        for name, h in latency.items():
-            lat.add_metric([name], h.cumulative(), h.sum)
-        work = CounterMetricFamily("iez_work_total", "Predictions and allocations done, by result.",
-                                   labels=["kind", "result"])
-        for kind in ("predict", "allocate"):
-            work.add_metric([kind, "ok"], done[kind])
-            work.add_metric([kind, "failed"], errors[kind])
-        msgs = CounterMetricFamily("iez_collector_messages_total", "Collector messages, by what became of them.",
-                                   labels=["result"])
-        for k, v in messages.items():
-            msgs.add_metric([k], v)
-        held = GaugeMetricFamily("iez_work_held_back", "Pieces of work waiting for the gate or for fresh statistics.",
-                                 value=len(self.held))
-        return [util, age, stale, wbps, rbps, oss_util, cpu, mem, cost, oss_cost, lat, work, msgs, held]
+            counts = Counts({name: h.copy() for name, h in sorted(self.latency.items())}, dict(self.done),
+                            dict(self.errors), dict(self.messages), len(self.held), dict(self.ost_bytes),
+                            dict(self.plan_files))
+        return families(self.cluster, view, desc, counts)
+
 
 def check_app(app: str) -> str:
     from iez.db import check_app_name
