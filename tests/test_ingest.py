@@ -148,6 +148,20 @@ def test_final_path_from_renames():
                                                                      "/mnt/iez/kept": ""}
 
 
+def test_generated_name_parts_from_mkstemp_and_the_mktemp_command():
+    """The wrappers' count is kept; a name the `mktemp` command created has its last part
+    (after '.', '-', '_', or the whole base name) of 3 or more letters and digits generated;
+    other programs' names, or a writer that did not create the file, say nothing."""
+    def rec(path, program, n=0, created=True):
+        return FileRecord(path=path, created=created, program=program, name_random=n, open_time=T0)
+    recs = [rec("/s/a.Xy12ab", "app", 6), rec("/s/tmp.Qz81kLm0Pq", "mktemp"), rec("/s/job-ab1", "mktemp"),
+            rec("/s/XyZ123", "mktemp"), rec("/s/x.Ab", "mktemp"), rec("/s/run.a_b-c.Q", "mktemp"),
+            rec("/s/out.Qz81kLm0Pq", "cat"), rec("/s/tmp.Qz81kLm0Pq", "sh", created=False)]
+    got = {q.path: q.name_random for q in ingest(recs).requests}
+    assert got == {"/s/a.Xy12ab": 6, "/s/tmp.Qz81kLm0Pq": 10, "/s/job-ab1": 3, "/s/XyZ123": 6, "/s/x.Ab": 0,
+                   "/s/run.a_b-c.Q": 0, "/s/out.Qz81kLm0Pq": 0}
+
+
 def test_a_created_empty_file_is_still_a_request():
     [q] = ingest([FileRecord(path="/mnt/iez/empty", created=True, open_time=T0)]).requests
     assert q.write_bytes == 0 and q.stripe_count == 1

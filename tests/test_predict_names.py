@@ -205,6 +205,25 @@ def test_rsync_temporaries_renamed_in_one_run():
     assert next_names([run]) == {"/dst/.data.bin.{rand:6}", "/dst/.a.txt.{rand:6}", "/dst/keep.dat"}
 
 
+def test_generated_parts_known_from_one_run():
+    """The trace says the last N characters were generated (mkstemp, the mktemp command): a
+    {rand:N} from one run, even of fewer than six or with no separator before it (sed -i's
+    sedXXXXXX); a count that does not fit the name (not letters and digits, longer than a
+    field) leaves it as it is."""
+    runs = [[("/s/sedAb12Xy", 0, "5", "", False, 6), ("/s/job-ab1", 0, "5", "", False, 3),
+             ("/s/out.x-yz", 0, "5", "", False, 3), ("/s/t." + "a" * 70, 0, "5", "", False, 70),
+             ("/s/plain.Ab12Xy", 0, "5", "", False, 0)]]
+    model = infer(runs)
+    assert {model.next_path(model.key(0, c[0])) for c in runs[0]} == {
+        "/s/sed{rand:6}", "/s/job-{rand:3}", "/s/out.x-yz", "/s/t." + "a" * 70, "/s/plain.Ab12Xy"}
+
+
+def test_aipa_hands_the_generated_count_to_prediction():
+    run = [Request(path="/s/tmp.aB3xQ9", write_bytes=1 << 20, run="5", name_random=6)]
+    (q,) = predict_next_run([run]).requests
+    assert q.path == "/s/tmp.{rand:6}"
+
+
 def test_braces_in_names_are_escaped():
     assert next_names([[req("/s/{weird}.out", "1")]]) == {"/s/{{weird}}.out"}
 

@@ -69,7 +69,7 @@ static int traced_fs_possible(void)
 void iez_open_begin(struct iez_open *op, int dirfd, const char *path, int flags, mode_t mode, int api)
 {
     op->flags = op->orig_flags = flags;
-    op->entered = op->active = 0;
+    op->entered = op->active = op->name_random = 0;
     if (!path || !iez_enter())
         return;
     op->entered = 1;
@@ -143,7 +143,8 @@ static size_t read_layout(const struct iez_backend *be, int fd, char *stack, siz
 
 /* Trace fd (reading: only if it is on the traced file system); 0, or -1 when it is not traced. */
 static int trace_fd(int fd, int api, const char *abs, size_t len, int oflags, uint64_t pos, int shared, int created,
-                    int plan, const struct iez_backend *be, const struct iez_lum_bytes *known, int reading)
+                    int plan, const struct iez_backend *be, const struct iez_lum_bytes *known, int reading,
+                    int name_random)
 {
     struct stat st = {0};
     if (!known && (iez_sys_fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)))
@@ -158,7 +159,7 @@ static int trace_fd(int fd, int api, const char *abs, size_t len, int oflags, ui
     if (heap)
         lum = heap;
     struct iez_file_info fi = {api, abs, len, oflags, pos, shared, created, plan, lum, lumlen, 0,
-                               (be->caps & IEZ_BE_IOLOG) != 0};
+                               (be->caps & IEZ_BE_IOLOG) != 0, created ? name_random : 0};
     iez_trace_opened(fd, &fi);
     free(heap);
     return 0;
@@ -180,7 +181,7 @@ struct iez_rec *iez_open_record(int api, const char *abs, size_t len, int create
         iez_sys_close(fd);
     if (heap)
         lum = heap;
-    struct iez_file_info fi = {api, abs, len, 0, 0, 0, created, plan, lum, lumlen, comm_size, 0};
+    struct iez_file_info fi = {api, abs, len, 0, 0, 0, created, plan, lum, lumlen, comm_size, 0, 0};
     struct iez_rec *r = iez_trace_file_opened(&fi);
     free(heap);
     return r;
@@ -214,7 +215,8 @@ void iez_open_end(struct iez_open *op, int fd)
         /* not traced: what the number held before (closed unseen) is not this file either */
         if (op->track &&
             trace_fd(fd, op->api, op->abs, op->abslen, op->flags, 0, 0, placed || (op->creating && !op->existed),
-                     op->pl.plan, op->pl.be, op->pl.set.data && placed ? &op->pl.set : NULL, op->reading))
+                     op->pl.plan, op->pl.be, op->pl.set.data && placed ? &op->pl.set : NULL, op->reading,
+                     op->name_random))
             iez_trace_mark(fd, &iez_fd_none[0]);
     }
     /* an open not traced forgets what the number held (not iez_trace_closed: this thread is
@@ -252,7 +254,7 @@ struct iez_ofd *iez_fd_adopt(int fd, int writing)
     off_t pos = iez_sys_lseek(fd, 0, SEEK_CUR);
     int reading = (fl & O_ACCMODE) == O_RDONLY || !writing;
     if (trace_fd(fd, IEZ_API_POSIX, path, (size_t)len, fl, pos < 0 ? 0 : (uint64_t)pos, 1, 0, IEZ_PLAN_NONE, NULL,
-                 NULL, reading) == 0) {
+                 NULL, reading, 0) == 0) {
         struct iez_ofd *o = iez_fd_get(fd);
         errno = saved;
         iez_leave();

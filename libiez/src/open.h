@@ -24,6 +24,7 @@ struct iez_open {
     mode_t mode;
     const char *path;
     int existed;                     /* the file was there before this call */
+    int name_random;                 /* the name ends in this many generated characters (mkstemp) */
     struct iez_placement pl;
     size_t abslen;
     char abs[PATH_MAX];

@@ -78,6 +78,14 @@
     X(rename, int, (const char *, const char *))                                  \
     X(renameat, int, (int, const char *, int, const char *))                      \
     X(renameat2, int, (int, const char *, int, const char *, unsigned))           \
+    X(mkstemp, int, (char *))                                                     \
+    X(mkstemp64, int, (char *))                                                   \
+    X(mkostemp, int, (char *, int))                                               \
+    X(mkostemp64, int, (char *, int))                                             \
+    X(mkstemps, int, (char *, int))                                               \
+    X(mkstemps64, int, (char *, int))                                             \
+    X(mkostemps, int, (char *, int, int))                                         \
+    X(mkostemps64, int, (char *, int, int))                                       \
     X(pthread_create, int, (pthread_t *, const pthread_attr_t *, void *(*)(void *), void *))
 
 struct iez_real_table {

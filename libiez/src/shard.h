@@ -34,6 +34,8 @@
 #define IEZ_REC_PLAN_HIT 0x2u        /* created from the plan */
 #define IEZ_REC_PLAN_MISS 0x4u       /* created on Lustre / the emulated cluster, not in the plan */
 #define IEZ_REC_RENAME 0x8u          /* not a file: a rename of the path to the name in the layout's place */
+#define IEZ_REC_RANDOM_SHIFT 4       /* high nibble: the created name ends in this many generated characters */
+#define IEZ_REC_RANDOM_MAX 15
 
 struct iez_shard_header {            /* 512 bytes at offset 0; all fields little-endian */
     char magic[8];                   /* "IEZTRACE" */

@@ -121,7 +121,9 @@ static struct iez_rec *record_for(const struct iez_file_info *fi)
     }
     r->api = (uint8_t)fi->api;
     r->flags = (uint8_t)((fi->created ? IEZ_REC_CREATED : 0) | (fi->plan == IEZ_PLAN_HIT ? IEZ_REC_PLAN_HIT : 0) |
-                         (fi->plan == IEZ_PLAN_MISS ? IEZ_REC_PLAN_MISS : 0));
+                         (fi->plan == IEZ_PLAN_MISS ? IEZ_REC_PLAN_MISS : 0) |
+                         (fi->created && fi->name_random > 0 && fi->name_random <= IEZ_REC_RANDOM_MAX
+                              ? fi->name_random << IEZ_REC_RANDOM_SHIFT : 0));
     r->path_len = (uint16_t)fi->path_len;
     r->lum_len = (uint16_t)fi->lum_len;
     r->comm_size = fi->comm_size > 0 ? (uint32_t)fi->comm_size : 0;

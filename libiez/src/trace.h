@@ -169,6 +169,7 @@ struct iez_file_info {
     size_t lum_len;
     int comm_size;                   /* MPI communicator the file was opened on (0: none) */
     int iolog;                       /* on the emulated cluster: log its reads and writes */
+    int name_random;                 /* created: its name ends in this many generated characters */
 };
 
 /* A file was opened on fd: trace it from now on. */

@@ -46,6 +46,8 @@ class Request:
     # Traced as created from a plan: its observed layout and stripe count are iez's, not the
     # ones the job asks for (pipeline.store_trace gives it back the asked count).
     placed: bool = field(default=False, compare=False)
+    # Random characters at the end of the name, generated at create (mkstemp); 0 = none known.
+    name_random: int = field(default=0, compare=False)
 
     @property
     def writer_count(self) -> int:

@@ -70,7 +70,8 @@ def predict_next_run(
     if not runs:
         raise PredictionError("no traced runs to predict from")
     runs = [_validated(r, run) for r, run in enumerate(runs)]
-    model = names.infer([[(q.path, q.rank, q.run, q.host, bool(q.final_path)) for q in run] for run in runs])
+    model = names.infer([[(q.path, q.rank, q.run, q.host, bool(q.final_path), q.name_random) for q in run]
+                         for run in runs])
     keyed = [{model.key(r, q.path): q for q in run} for r, run in enumerate(runs)]
     slots = _slot_order(keyed[-1])
 

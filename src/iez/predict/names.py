@@ -30,7 +30,9 @@ in or matches when the file is created (docs/prediction.md):
 - `{rand:N}`: the last part of a base name (after `.`, `_` or `-`), of 6 or more letters and
   digits, that differs in every file and run, and not in its digits alone (mkstemp's `XXXXXX`,
   the `mktemp` command's ten, rsync's `.NAME.XXXXXX` temporaries), or that a file renamed later
-  carries (a temporary even in one run).
+  carries (a temporary even in one run). A name the trace says ends in N generated characters
+  (`Request.name_random`: libiez's mkstemp wrappers, the `mktemp` command) has them as
+  `{rand:N}` from one run.
 
 A template field of either kind matches any value, so a run's files under one templated name
 are one file of the next run (predicted once, not as a series of names).
@@ -43,7 +45,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Sequence
 
-from iez.fields import date_pattern, escape
+from iez.fields import MAX_RAND, date_pattern, escape
 
 # A value field: a date stamp with separators, else a digit run; a run-time field ({...}) or an
 # escaped brace is literal text.
@@ -54,6 +56,7 @@ DATES = ("%Y-%m-%dT%H:%M:%S", "%Y-%m-%d_%H-%M-%S", "%Y%m%dT%H%M%S", "%Y%m%d-%H%M
          "%Y-%m-%d", "%H:%M:%S", "%Y%m%d%H%M%S", "%Y%m%d%H%M", "%Y%m%d", "%H%M%S")
 _YEARS = range(1970, 2100)  # a date's plausible years: an 8-digit counter is no date
 _RAND = re.compile(r"(?<=[/._-])[A-Za-z0-9]{6,}$")  # mkstemp's Xs end a base name
+_ALNUM = re.compile(r"[A-Za-z0-9]+")
 MIN_JOB = 3  # shorter run ids (run 1, 2, ...) are too likely to be other numbers of a name
 
 Key = tuple[tuple[str, ...], tuple[int | str, ...]]  # (template literals, rank-tied values, offsets, fields)
@@ -123,8 +126,14 @@ def random_parts(runs: Sequence[Sequence[tuple[str, bool]]]) -> set[tuple[int, s
     return out
 
 
-def with_random(key: str) -> str:
-    """key with its base name's random part as a field."""
+def with_random(key: str, known: int = 0) -> str:
+    """key with its base name's random part as a field: its last `known` characters when the
+    trace says they were generated (left as they are unless letters and digits), else the part
+    that looks random."""
+    if known:
+        tail = key[-known:]
+        fits = known <= MAX_RAND and len(key) > known and _ALNUM.fullmatch(tail)
+        return key[:-known] + f"{{rand:{known}}}" if fits else key
     m = _RAND.search(key)
     return key[:m.start()] + f"{{rand:{len(m.group())}}}" if m else key
 
@@ -223,16 +232,18 @@ class NameModel:
         return None
 
 
-Created = tuple[str, int] | tuple[str, int, str, str, bool]  # (path, rank[, job, host, renamed])
+# (path, rank[, job, host, renamed[, generated characters ending the name]])
+Created = tuple[str, int] | tuple[str, int, str, str, bool] | tuple[str, int, str, str, bool, int]
 
 
 def infer(runs: Sequence[Sequence[Created]]) -> NameModel:
     """Name templates from past runs, each a sequence of (path, rank) in create order, or of
-    (path, rank, job id, host, renamed later) to find run-time fields."""
+    (path, rank, job id, host, renamed later[, name_random]) to find run-time fields."""
     keyed = [[(c[0], c[1], generalise(c[0], *c[2:4]) if len(c) > 2 else escape(c[0]), len(c) > 4 and c[4])
               for c in run] for run in runs]
+    known = {(r, c[0]): c[5] for r, run in enumerate(runs) for c in run if len(c) > 5 and c[5] > 0}
     rand = random_parts([[(key, renamed) for _, _, key, renamed in run] for run in keyed])
-    keys = {(r, path): with_random(key) if (r, key) in rand else key
+    keys = {(r, path): with_random(key, known.get((r, path), 0)) if (r, key) in rand or (r, path) in known else key
             for r, run in enumerate(keyed) for path, _, key, _ in run}
     seen: dict[tuple[str, ...], list[tuple[int, tuple[str, ...], int]]] = {}
     for r, run in enumerate(keyed):

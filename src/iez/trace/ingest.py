@@ -27,12 +27,17 @@ docs/references.md#s000-table1), because a layout is chosen once, at create. Rul
 - A file the run read but did not create is one of `Ingested.reads` (a read-only run is
   imported as reads); final_path is the name a rename in the run gave the file; host is the
   creator's (or first reader's).
+- name_random is the count of generated characters ending the name: as libiez's mkstemp
+  wrappers traced it, else, for a file the `mktemp` command created (its creator's `program`;
+  coreutils generates the name with gnulib's own code, which no wrapper sees), the name's last
+  part after `.`, `-` or `_` (or the whole base name) when it is 3 or more letters and digits.
 
 Pure: takes records, returns requests; no I/O.
 """
 
 from __future__ import annotations
 
+import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field, replace
 from typing import Callable, Iterable
@@ -44,6 +49,8 @@ from iez.request import Request
 from iez.trace.record import FileRecord
 
 API_LEVEL = {"posix": 0, "stdio": 1, "mpiio": 2, "hdf5": 3}
+MKTEMP_PROGRAMS = frozenset({"mktemp"})  # programs whose created names end in their own X's
+_MKTEMP_TAIL = re.compile(r"(?:^|(?<=[._-]))[A-Za-z0-9]{3,}$")
 
 
 class TraceError(IezError):
@@ -120,12 +127,23 @@ def _read_facts(path: str, recs: list[FileRecord]) -> tuple[int, int]:
     return max(per_layer.values()), _most_common(r.read_size for r in _top_layer(path, read, lambda r: r.read_size))
 
 
+def _name_random(path: str, creators: list[FileRecord]) -> int:
+    """Generated characters ending the name of a file these records created (0: none known)."""
+    created = [r for r in creators if r.created]
+    known = max((r.name_random for r in created), default=0)
+    if known or not any(r.program in MKTEMP_PROGRAMS for r in created):
+        return known
+    m = _MKTEMP_TAIL.search(path.rsplit("/", 1)[-1])
+    return len(m.group()) if m else 0
+
+
 def _file_request(path: str, recs: list[FileRecord], t0: float, app: str, run: str) -> Request:
     """The file's request: of its creators when the run created it, else of its readers."""
     per_layer: dict[str, int] = defaultdict(int)
     for r in recs:
         if (r.bytes_written < 0 or r.bytes_read < 0 or r.rank < 0 or r.comm_size < 0 or r.transfer_size < 0
-                or r.write_align < 0 or r.writers < 0 or r.writer_segments < 0 or r.read_size < 0):
+                or r.write_align < 0 or r.writers < 0 or r.writer_segments < 0 or r.read_size < 0
+                or r.name_random < 0):
             raise TraceError(f"{path}: negative bytes, rank, communicator size or write facts in the trace")
         per_layer[r.api] += r.bytes_written
     creators = sorted((r for r in recs if r.created), key=lambda r: (r.rank, r.open_time))
@@ -166,6 +184,7 @@ def _file_request(path: str, recs: list[FileRecord], t0: float, app: str, run: s
         read_size=read_size,
         host=first.host,
         final_path=next((r.renamed_to for r in creators + recs if r.renamed_to), ""),
+        name_random=_name_random(path, creators),
     )
 
 

@@ -55,6 +55,7 @@ assert _HEAD.size == 456 and _REC.size == 64
 
 CLEAN_EXIT, PLAN_LOADED, PLAN_REJECTED, APP_GIVEN = 0x1, 0x2, 0x4, 0x8
 REC_CREATED, REC_PLAN_HIT, REC_PLAN_MISS, REC_RENAME = 0x1, 0x2, 0x4, 0x8
+REC_RANDOM_SHIFT = 4  # the flags' high nibble: generated characters ending a created name
 APIS = {0: "posix", 1: "stdio", 2: "mpiio", 3: "hdf5"}
 
 
@@ -340,7 +341,7 @@ def _record(data: bytes, off: int, plen: int, llen: int, fixed: int, common: dic
                       close_time=close_ns / 1e9, comm_size=max(comm_size, 1), plan_hit=hit,
                       transfer_size=1 << (wmax - 1) if wmax else 0,
                       write_align=1 << (64 - align) if 0 < align <= 64 else 0, writer_segments=segments,
-                      read_size=1 << (rmax - 1) if rmax else 0, **common)
+                      read_size=1 << (rmax - 1) if rmax else 0, name_random=flags >> REC_RANDOM_SHIFT, **common)
 
 
 def read_job(path: str | Path) -> list[Shard]:
