@@ -281,6 +281,7 @@ UNDO = {
     4: [f"ALTER TABLE {t} DROP COLUMN {c}" for t in REQUEST_TABLES for c in ("writers", "transfer_size", "write_align")],
     5: ["ALTER TABLE placements DROP COLUMN note"],
     6: ["DROP TABLE traced_reads", *(f"ALTER TABLE {t} DROP COLUMN {c}" for t in REQUEST_TABLES for c in V6_COLUMNS)],
+    7: [f"ALTER TABLE {t} DROP COLUMN name_random" for t in (*REQUEST_TABLES, "traced_reads")],
 }
 
 
@@ -308,7 +309,7 @@ def test_a_version_1_database_is_brought_to_the_current_version(db):
     t0 = time.time()
     with db.begin() as tx:
         assert migrate(tx.conn, INTERACTION) == 1
-        assert current_version(tx.conn) == SCHEMA_VERSION == 6
+        assert current_version(tx.conn) == SCHEMA_VERSION == 7
         # every step together gives the tables a new database gets
         have = inspect(tx.conn)
         assert {t: {c["name"] for c in have.get_columns(t)} for t in INTERACTION.metadata.tables} == {
@@ -328,7 +329,7 @@ def test_a_version_3_database_gains_the_writers_facts(db):
         as_version(tx, 3)
         assert current_version(tx.conn) == 3
     with db.begin() as tx:
-        assert migrate(tx.conn, INTERACTION) == 3 and current_version(tx.conn) == SCHEMA_VERSION == 6
+        assert migrate(tx.conn, INTERACTION) == 3 and current_version(tx.conn) == SCHEMA_VERSION == 7
         ((_, old),) = tx.traced_runs("a")
         assert {(q.writers, q.transfer_size, q.write_align) for q in old} == {(0, 0, 0)}
         facts = dict(writers=1024, transfer_size=1 << 20, write_align=1 << 16)
@@ -350,7 +351,7 @@ def test_a_version_4_database_gains_the_placements_notes(db):
         tx.set_placements("a", 2, "balanced", placed, sid, {})
         as_version(tx, 4)
     with db.begin() as tx:
-        assert migrate(tx.conn, INTERACTION) == 4 and current_version(tx.conn) == SCHEMA_VERSION == 6
+        assert migrate(tx.conn, INTERACTION) == 4 and current_version(tx.conn) == SCHEMA_VERSION == 7
         [old] = tx.placement_sets("a", 2)
         assert [p.note for p in old.placements] == ["", ""]
         noted = [replace(placed[0], note="auto: 15 x 64 MiB instead of 8 x 96 MiB: fastest"), placed[1]]
@@ -376,7 +377,7 @@ def test_a_version_5_database_gains_the_read_facts_and_the_reads(db):
         as_version(tx, 5)
         assert "traced_reads" not in inspect(tx.conn).get_table_names()
     with db.begin() as tx:
-        assert migrate(tx.conn, INTERACTION) == 5 and current_version(tx.conn) == SCHEMA_VERSION == 6
+        assert migrate(tx.conn, INTERACTION) == 5 and current_version(tx.conn) == SCHEMA_VERSION == 7
         ((_, old),) = tx.traced_runs("a")
         for q in old + tx.prediction("a", 2).requests:
             assert (q.writer_segments, q.read_bytes, q.read_size, q.host, q.final_path) == (0, 0, 0, "", "")
@@ -394,6 +395,27 @@ def test_a_version_5_database_gains_the_read_facts_and_the_reads(db):
         [r] = tx.run_reads("a", 2)
         assert r == replace(read[0], app="a", run="2") and (r.host, r.observed) == ("nid00001", read[0].observed)
         assert [(i.number, i.n_traced, i.n_reads) for i in tx.runs("a")] == [(1, 2, 0), (2, 2, 1), (3, 0, 0)]
+
+
+def test_a_version_6_database_gains_the_generated_name_part(db):
+    """Requests stored before version 7 know no generated name part (0); new ones keep theirs,
+    traced, read and predicted alike."""
+    with db.begin() as tx:
+        tx.add_trace("a", hacc(2))
+        tx.add_prediction("a", 2, hacc(2), {}, [1])
+        as_version(tx, 6)
+    with db.begin() as tx:
+        assert migrate(tx.conn, INTERACTION) == 6 and current_version(tx.conn) == SCHEMA_VERSION == 7
+        ((_, old),) = tx.traced_runs("a")
+        assert {q.name_random for q in old + tx.prediction("a", 2).requests} == {0}
+        made = [replace(q, path=q.path + ".aB3xY9", name_random=6) for q in hacc(2)]
+        read = [Request("/lustre/in/tmp.Qz81kLm0Pq", 0, 1, read_bytes=1 << 20, name_random=10)]
+        tx.add_trace("a", made, reads=read)
+        tx.add_prediction("a", 3, made, {}, [1, 2])
+    with db.begin() as tx:
+        back = [r for _, r in tx.traced_runs("a")][1]
+        assert [q.name_random for q in back + tx.prediction("a", 3).requests] == [6] * 4  # compare=False
+        assert [r.name_random for r in tx.run_reads("a", 2)] == [10]
 
 
 def test_a_read_only_run_is_stored_and_teaches_prediction_nothing(db):

@@ -26,6 +26,7 @@ from typing import Any, Sequence
 from iez.cluster import HOST_NAME
 from iez.tokens import client_token
 from iez.errors import ConfigError, IezError
+from iez.fields import MAX_RAND
 from iez.plan import format_layout
 from iez.request import Request
 
@@ -59,7 +60,8 @@ def request_json(q: Request, observed: bool = False) -> dict[str, Any]:
                          "write_align": q.write_align, "placed": q.placed, "writer_segments": q.writer_segments,
                          "read_bytes": q.read_bytes, "read_size": q.read_size,
                          # a host name the controller would refuse is left out, not the whole upload
-                         "host": q.host if HOST_NAME.fullmatch(q.host) else "", "final_path": q.final_path}
+                         "host": q.host if HOST_NAME.fullmatch(q.host) else "", "final_path": q.final_path,
+                         "name_random": q.name_random if q.name_random <= MAX_RAND else 0}
     if observed and q.observed is not None:
         d["observed"] = format_layout(q.observed)
     return d

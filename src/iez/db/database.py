@@ -48,7 +48,7 @@ RESERVATION_TTL = 7 * 86400.0
 APP_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,127}")
 _REQUEST_FIELDS = ("path", "write_bytes", "stripe_count", "rank", "comm_size", "create_time", "api", "pool",
                    "writers", "transfer_size", "write_align", "writer_segments", "read_bytes", "read_size", "host",
-                   "final_path")
+                   "final_path", "name_random")
 
 
 def check_app_name(name: str) -> str:

@@ -118,6 +118,12 @@ def _reads(conn: Connection) -> None:
     reads.create(conn)
 
 
+def _name_random(conn: Connection) -> None:
+    # requests stored before: no generated name part known (0), as for a trace without it
+    for table in ("traced_requests", "traced_reads", "predicted_requests"):
+        conn.execute(text(f"ALTER TABLE {table} ADD COLUMN name_random INTEGER NOT NULL DEFAULT 0"))
+
+
 # Version 1 is the baseline: no step leads to it. Steps for versions 2, 3, ... go here, in order.
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(2, "runs.released_at: a planned run an admin released reserves no space", _released_at),
@@ -127,6 +133,8 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(5, "placements.note: why iez changed a file's asked layout (the automatic layout)", _placement_notes),
     Migration(6, "requests' writer_segments, read_bytes, read_size, host, final_path; traced_reads: the files a run "
                  "read and did not create", _reads),
+    Migration(7, "requests' name_random: the generated characters ending a name (mkstemp), for one-run "
+                 "prediction of {rand:N}", _name_random),
 )
 
 INTERACTION = Schema("the interaction database", metadata, schema_version, SCHEMA_VERSION, MIGRATIONS)

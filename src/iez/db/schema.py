@@ -29,7 +29,7 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 metadata = MetaData()
 
@@ -94,6 +94,8 @@ def _request_columns() -> list[Column]:
         Column("read_size", BigInteger, nullable=False, default=0),
         Column("host", String(255), nullable=False, default=""),
         Column("final_path", Text, nullable=False, default=""),
+        # random characters ending the name, generated at create (mkstemp); 0 = none known
+        Column("name_random", Integer, nullable=False, default=0),
     ]
 
 
