@@ -18,6 +18,7 @@ import pytest
 
 from conftest import need_tool
 from iez.access.server import spawn
+from iez.controller.dashboard import iocop_state
 from iez.controller.local import free_port
 from test_audit_page import not_blank
 
@@ -129,3 +130,10 @@ def test_dashboard_in_chromium(stack, tmp_path, iez_cmd, subenv):
             cl.kill()
             cl.wait(timeout=10)
         assert iocop.stop() == 0
+
+
+def test_iocop_view_says_why_it_is_missing():
+    assert iocop_state("", "x" * 32) == {"configured": False}
+    endpoint = f"tcp://127.0.0.1:{free_port()}"  # nothing listens there
+    got = iocop_state(endpoint, "site-" + "d" * 27)
+    assert got["configured"] and got["endpoint"] == endpoint and "did not answer" in got["error"]
