@@ -43,6 +43,7 @@ from iez.controller import dashboard
 from iez.controller.service import Conflict, Controller, HeldBack, Invalid, NotFound, check_app
 from iez.db.errors import DatabaseError
 from iez.errors import ConfigError, IezError
+from iez.fields import MAX_RAND
 from iez.layout.layout import LOV_MAX_STRIPE_COUNT, LOV_MAXPOOLNAME
 from iez.plan import check_name, parse_layout
 from iez.request import Request
@@ -83,6 +84,8 @@ class FileRequest(_Strict):
     read_size: StrictInt = Field(0, ge=0, le=MAX_WRITE_BYTES, description="bytes of the readers' typical read")
     host: str = Field("", max_length=64, description="the host that created (else first read) it")
     final_path: str = Field("", max_length=MAX_PATH, description="the name a rename in the run gave it ('': none)")
+    name_random: StrictInt = Field(0, ge=0, le=MAX_RAND,
+                                   description="random characters ending the name, generated at create (0: none known)")
 
     @field_validator("path", "final_path")
     @classmethod
@@ -141,7 +144,8 @@ class FileRequest(_Strict):
                        observed=None if self.observed is None else parse_layout(self.observed),
                        writers=self.writers, transfer_size=self.transfer_size, write_align=self.write_align,
                        placed=self.placed, writer_segments=self.writer_segments, read_bytes=int(self.read_bytes),
-                       read_size=self.read_size, host=self.host, final_path=self.final_path)
+                       read_size=self.read_size, host=self.host, final_path=self.final_path,
+                       name_random=self.name_random)
 
 
 def _checked(fn: Callable, *args: Any) -> Any:
