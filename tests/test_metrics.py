@@ -69,6 +69,7 @@ EXPORTERS = {
 EXPORTER_LABELS = {"component", "target"}
 # iez's family -> the exporter family it stands beside (same labels, same type; KiB x 1024 = bytes)
 BESIDE = {"iez_capacity_bytes": "lustre_capacity_kilobytes", "iez_available_bytes": "lustre_available_kilobytes",
+          "iez_free_bytes": "lustre_free_kilobytes",
           "iez_read_bytes_total": "lustre_read_bytes_total", "iez_write_bytes_total": "lustre_write_bytes_total"}
 UNITS = ("_bytes", "_seconds", "_ratio", "_total")  # Prometheus's base units, and counters
 

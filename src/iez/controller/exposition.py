@@ -114,6 +114,7 @@ def families(cluster: Cluster, view: ViewSnapshot, desc: dict[str, Any], counts:
                  [*TARGET_LABELS, "oss"])
     cap = gauge("iez_capacity_bytes", "Capacity of the OST (kbytestotal x 1024), fresh statistics only.")
     avail = gauge("iez_available_bytes", "Space available to users on the OST (kbytesavail x 1024).")
+    free = gauge("iez_free_bytes", "Free space on the OST, the root reserve included (kbytesfree x 1024).")
     age = gauge("iez_stats_age_seconds", "Seconds since the target's statistics arrived at the controller.")
     stale = gauge("iez_stale", "1 while the target has no fresh statistics (allocation avoids its OSTs).")
     rbytes = CounterMetricFamily("iez_read_bytes", "Bytes read on the OST as its collector reported them "
@@ -129,6 +130,8 @@ def families(cluster: Cluster, view: ViewSnapshot, desc: dict[str, Any], counts:
             used.add_metric([*lab, row["oss"]], st.used_fraction)
             cap.add_metric(lab, st.kbytestotal * 1024.0)
             avail.add_metric(lab, st.kbytesavail * 1024.0)
+            if st.kbytesfree is not None:  # older collectors do not send it
+                free.add_metric(lab, st.kbytesfree * 1024.0)
         if row["name"] in counts.ost_bytes:
             r, w = counts.ost_bytes[row["name"]]
             rbytes.add_metric(lab, r)
@@ -175,4 +178,4 @@ def families(cluster: Cluster, view: ViewSnapshot, desc: dict[str, Any], counts:
         plan.add_metric([app, "miss"], misses)
     held = GaugeMetricFamily("iez_work_held_back", "Pieces of work waiting for the gate or for fresh statistics.",
                              value=counts.held)
-    return [used, cap, avail, age, stale, rbytes, wbytes, cpu, mem, cost, oss_cost, lat, work, msgs, plan, held]
+    return [used, cap, avail, free, age, stale, rbytes, wbytes, cpu, mem, cost, oss_cost, lat, work, msgs, plan, held]
