@@ -143,7 +143,7 @@ def _final(key: str, y: np.ndarray, order: Order, start: np.ndarray, horizon: in
     w, last = difference(y, d)
     res = fit_arma(w, p, q, trend=d == 0, start=start)
     if res is None:
-        from statsmodels.tsa.statespace.sarimax import SARIMAX  # type: ignore[import-untyped]
+        from statsmodels.tsa.statespace.sarimax import SARIMAX
 
         res = SARIMAX(w, order=(p, 0, q), trend="c" if d == 0 else "n", concentrate_scale=True).filter(start)
     return key, integrate(res.forecast(horizon), last)
