@@ -82,6 +82,7 @@ def cluster(tmp_path, iez_cmd):
     d = tmp_path / "emu"
     r = run(iez_cmd + ["emulate", "init", str(d), "--oss", "3", "--osts-per-oss", "5", "--ost-size", "1GiB"])
     assert r.returncode == 0, r.stderr
+    assert "15 OSTs, 15.0GiB in all" in r.stdout  # binary units, named as such (lfs df -h's 15.0G)
     r = run(iez_cmd + ["emulate", "up", str(d)])
     assert r.returncode == 0, r.stderr
     yield d

@@ -43,7 +43,7 @@ def cmd_init(args: argparse.Namespace) -> int:
         cluster = make_cluster(args.oss, args.osts_per_oss, parse_size(args.ost_size, "--ost-size"), args.fsname)
     cd = init_cluster_dir(args.dir, cluster)
     print(f"emulated cluster {cluster.fsname}: 1 MDS, {len(cluster.osses)} OSS, {len(cluster.osts)} OSTs, "
-          f"{format_size(cluster.total_capacity)}B in all")
+          f"{format_size(cluster.total_capacity)}iB in all")  # OSTs of 1 MiB at least: always a unit
     print(f"mount: {cd.fs}")
     print(f"start its MDS with: iez emulate up {args.dir}")
     return 0
