@@ -38,9 +38,20 @@ def test_demo_one_scenario(tmp_path, iez_cmd, subenv):
         assert d["stripes"] == i["stripes"] == 16 * 4, state
         assert i["sim"]["write_bw"] >= 0.99 * d["sim"]["write_bw"], state
     assert runs["drifted"]["iez"]["total_ost_cost"] < runs["drifted"]["default"]["total_ost_cost"]
+    # what it found comes first, in the run's own numbers; every line fits 100 columns (the report's
+    # path is as long as it is)
+    assert r.stdout.index("What it found") < r.stdout.index("On the paper's testbed, empty")
+    flat = " ".join(r.stdout.split())
+    assert data["headline"] and all(" ".join(h.split()) in flat for h in data["headline"])
+    d, i = runs["drifted"]["default"]["sim"], runs["drifted"]["iez"]["sim"]
+    gain = f"{i['write_bw'] / d['write_bw'] - 1:+.0%}"
+    assert f"ran {gain} to {gain} faster" in data["headline"][0]
+    assert "lower is better" in r.stdout
+    assert max(len(x) for x in r.stdout.splitlines() if not x.startswith("Report:")) <= 100
     page = (out / "index.html").read_text()
     pngs = re.findall(r'src="([^"]+\.png)"', page)
-    assert len(pngs) >= 6
+    assert len(pngs) == 3 + 2 * 2  # the summary charts, then each cluster's per-OST and per-OSS, folded
+    assert page.count("<details>") == 2 and page.index("<details>") > page.index(pngs[2])
     for name in pngs:
         with Image.open(out / name) as im:
             assert im.size[0] > 500 and im.size[1] > 300
@@ -75,3 +86,102 @@ def test_demo_shared_file_spread_by_the_automatic_layout(tmp_path, iez_cmd, sube
     assert "layout auto" in (out / "index.html").read_text()
     ps = subprocess.run(["pgrep", "-f", str(out)], capture_output=True, text=True)
     assert ps.stdout == ""
+
+
+# --- the report on outcomes built from real parts (the cluster model, balance_report, layouts) ---
+
+def _outcomes(gains: dict[str, float]):
+    """Every demo scenario on both clusters: the default's job bytes piled on the first OSTs, iez's
+    spread over all, simulated write rates `1000 MB/s x (1 + gains[state])` for iez."""
+    from iez.demo.experiment import Outcome, Run, clusters, demo_scenarios, DemoOptions
+    from iez.demo.simulate import SimRates
+    from iez.layout.layout import FileLayout, Layout
+    from iez.metrics import balance_report
+
+    models = clusters(DemoOptions(scale=256))
+    out = []
+    for state, cluster in models.items():
+        n = len(cluster.osts)
+        for k, (sc, mode) in enumerate(demo_scenarios()):
+            runs = {}
+            for side, used in (("default", 1 + k % 4), ("iez", n)):
+                job = {i: (1 << 20) if i < used else 0 for i in range(n)}
+                bw = 1e9 * (1 + (gains[state] if side == "iez" else 0) * (k + 1) / 13)
+                runs[side] = Run(job_bytes=job, report=balance_report(cluster, job), seconds=1.0,
+                                 layouts={r.path: FileLayout.of(Layout(stripe_count=used, stripe_size=1 << 20,
+                                                                       osts=tuple(range(used))))
+                                          for r in sc.requests},
+                                 rates=SimRates(bw, bw, 1.0, 1, 1, 1.0, "OST0000 write", bw, bw),
+                                 plan_hits=len(sc.requests) if side == "iez" else None, plan_misses=0)
+            out.append(Outcome(state, sc, len(sc.requests), sum(r.stripe_count for r in sc.requests), 1, 1.0,
+                               runs, layout=mode))
+    return models, out
+
+
+def test_headline_is_computed_from_the_results():
+    from iez.demo import report
+    from iez.demo.experiment import DemoOptions
+
+    opts = DemoOptions()
+    _, out = _outcomes({"drifted": 0.5, "empty": 0.1})
+    lines = report.headline(out, opts)
+    assert lines[0].startswith("On a cluster drifted out of balance (each OST 10%-40% full")
+    kept = [oc for oc in out if oc.state == "drifted" and oc.layout == "keep"]
+    gains = sorted(oc.runs["iez"].rates.write_bw / oc.runs["default"].rates.write_bw - 1 for oc in kept)
+    assert f"{gains[0]:+.0%} to {gains[-1]:+.0%} faster" in lines[0]
+    assert f"faster in {len(kept)} of {len(kept)} workloads, slower in none" in lines[0]
+    assert "IOR, HACC-I/O, file per process, shared file, two applications at once" in lines[0]
+    assert f"up to {max(oc.runs['default'].report.job.ost_cost for oc in kept):.2f}x" in lines[0]
+    assert lines[1].startswith("On the empty cluster")
+    assert any("shared file on 1 of 15 OSTs" in x and "over 15" in x for x in lines)
+    hits = sum(len(oc.scenario.requests) for oc in out)
+    assert lines[-1] == f"libiez placed {hits} of {hits} files of the second runs from the controller's plans."
+    # other results, other words
+    _, slower = _outcomes({"drifted": -0.2, "empty": 0.1})
+    assert "slower in 12" in report.headline(slower, opts)[0]
+
+
+def test_terminal_tables_fit_100_columns_with_a_legend():
+    from rich.console import Console
+
+    from iez.demo import report
+    from iez.demo.experiment import DemoOptions
+
+    models, out = _outcomes({"drifted": 0.44, "empty": 0.11})
+    console = Console(width=report.WIDTH, record=True, file=open("/dev/null", "w"))
+    for state in models:
+        console.print(report.console_table([oc for oc in out if oc.state == state],
+                                           report.state_title(state, DemoOptions())))
+    text = console.export_text()
+    lines = text.splitlines()
+    assert max(len(x) for x in lines) <= 100, max(lines, key=len)
+    assert "lower is better" in text
+    # one line a scenario: every name whole on its own line, never folded into a second
+    for oc in out:
+        assert sum(x.startswith(oc.scenario.name + " ") for x in lines) == 2, oc.scenario.name  # once per cluster
+
+
+def test_page_leads_with_the_headline_and_folds_each_scenario(tmp_path, monkeypatch):
+    """The page: headline, then two or three summary figures before any <details>; each scenario's
+    figures folded; OSTs labelled 0-14 as lfs df numbers them (the charts are drawn for real)."""
+    from iez.demo import report
+    from iez.demo.experiment import DemoOptions
+
+    models, out = _outcomes({"drifted": 0.3, "empty": 0.05})
+    out = [oc for oc in out if "IOR FPP 8 procs c=8" in oc.scenario.name or "layout auto" in oc.scenario.name]
+    labels = []
+    real = report.utilization_chart
+    monkeypatch.setattr(report, "utilization_chart",
+                        lambda path, title, lab, *a: (labels.append(lab), real(path, title, lab, *a)))
+    page = report.write(DemoOptions(out=tmp_path), models, out).read_text()
+    first_fold = page.index("<details>")
+    assert page.index("What it found") < page.index(report.headline(out, DemoOptions())[0][:40]) < first_fold
+    lead = re.findall(r'src="([^"]+\.png)"', page[:first_fold])
+    assert 2 <= len(lead) <= 3, lead
+    assert page.count("<details>") == len(out)
+    assert re.findall(r'src="([^"]+\.png)"', page[first_fold:]) == [
+        f"{oc.state}-{re.sub(r'[^a-z0-9]+', '-', oc.scenario.name.lower()).strip('-')}-{k}.png"
+        for oc in out for k in ("ost", "oss")]
+    ost_labels = [lab for lab in labels if len(lab) == 15]
+    assert ost_labels and all(lab == [str(i) for i in range(15)] for lab in ost_labels)
+    assert "lower is better" in page and "numbered 0-14" in page

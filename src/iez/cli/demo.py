@@ -17,6 +17,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--policy", default=DEFAULT_POLICY, help=f"iez allocation policy (default {DEFAULT_POLICY})")
     p.add_argument("--only", action="append", default=[], metavar="TEXT",
                    help="run only scenarios whose name contains TEXT (repeatable)")
+    p.add_argument("--quick", action="store_true",
+                   help="five scenarios, one of each kind, instead of all thirteen (on both clusters)")
     p.set_defaults(func=cmd_demo)
 
 
@@ -25,26 +27,29 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from iez.demo import report
-    from iez.demo.experiment import DemoOptions, run_demo
+    from iez.demo.experiment import QUICK, DemoOptions, run_demo
     from iez.errors import ConfigError
 
     if args.scale < 1:
         raise ConfigError("--scale must be at least 1")
-    console = Console(width=max(Console().width, 140))
-    opts = DemoOptions(out=Path(args.out), scale=args.scale, seed=args.seed, only=tuple(args.only), policy=args.policy)
+    console = Console(width=report.WIDTH)
+    opts = DemoOptions(out=Path(args.out), scale=args.scale, seed=args.seed, only=tuple(args.only) + (QUICK if args.quick else ()), policy=args.policy)
     t0 = time.perf_counter()
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console) as progress:
         models, outcomes = run_demo(opts, progress)
+    console.print("\n[bold]What it found[/bold]")
+    for line in report.headline(outcomes, opts):
+        console.print(f"- {line}", highlight=False)
     for state in models:
         mine = [oc for oc in outcomes if oc.state == state]
         console.print(report.console_table(mine, report.state_title(state, opts)))
-        for note in report.skipped_notes(mine):
-            console.print(f"  {note}")
+        for note in report.replaced_notes(mine):
+            console.print(f"  {note}", highlight=False)
     page = report.write(opts, models, outcomes)
     cluster = models["empty"]
-    console.print(f"\n{report.SCOPE}")
+    console.print(f"\n{report.SCOPE}", highlight=False)
     console.print(f"Data scaled down {opts.scale}x (OSTs of {cluster.osts[0].capacity >> 20} MiB); "
-                  f"{len(outcomes)} scenarios in {time.perf_counter() - t0:.0f} s.")
-    console.print(f"Report: {page.resolve()}")
+                  f"{len(outcomes)} scenarios in {time.perf_counter() - t0:.0f} s.", highlight=False)
+    console.print(f"Report: {page.resolve()}", highlight=False, soft_wrap=True)
     return 0

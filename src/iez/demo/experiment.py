@@ -86,6 +86,11 @@ def demo_scenarios() -> list[tuple[Scenario, str]]:
     return [(s, KEEP) for s in paper_scenarios()] + [(shared, "auto")]
 
 
+# `iez demo --quick`: one scenario of each kind (FPP, HACC-I/O, SSF, two apps, the automatic layout)
+QUICK = ("IOR FPP 16 procs c=8", "HACC-I/O FPP 16 procs c=8", "IOR SSF 16 procs 32 GiB", "HACC-I/O c=8 + IOR c=4",
+         "layout auto")
+
+
 @dataclass(frozen=True)
 class AppJob:
     """One application of a scenario: the iez-bench job and the directory it writes into."""
@@ -126,7 +131,7 @@ class Outcome:
     bound: float | None  # best OSTCost equal stripes can reach, when stripes are equal
     runs: dict[str, Run] = field(default_factory=dict)  # "default", "iez"
     layout: str = KEEP  # the layout mode iez placed it with
-    skipped: str = ""  # why the scenario did not run on this cluster (it does not fit)
+    replaced: str = ""  # the scenario it stands in for, and why that one did not fit the cluster
 
 
 def slug(name: str) -> str:
@@ -249,6 +254,33 @@ def fits(reqs: Sequence[Request], cluster: Cluster, backend: EmulatedBackend, po
     return ""
 
 
+SHRINK_TRIES = 4  # halvings of a scenario's bytes before it is given up (1/16 of its size)
+
+
+def shrunk(sc: Scenario, times: int) -> Scenario:
+    """The scenario with every file 2**times smaller, named by its new total ("64 GiB" -> "32 GiB")
+    and without the paper's figures, which were for the full size."""
+    reqs = tuple(replace(r, write_bytes=r.write_bytes >> times) for r in sc.requests)
+    total = sum(r.write_bytes for r in reqs) / (1 << 30)
+    name, n = re.subn(r"\b\d+ GiB\b", f"{total:g} GiB", sc.name, count=1)
+    return replace(sc, name=name if n else f"{sc.name}, 1/{1 << times} size", requests=reqs, paper=None)
+
+
+def fitted(sc: Scenario, scale: int, cluster: Cluster, backend: EmulatedBackend, policy: str,
+           layout: str, root: Path) -> tuple[Scenario, str]:
+    """The scenario, or the largest of its halvings that the policy can place on the cluster as
+    it is now, and '' or why the original did not fit; a row of the demo is never empty."""
+    why = ""
+    for times in range(SHRINK_TRIES + 1):
+        cand = shrunk(sc, times) if times else sc
+        reqs = [r for j in jobs_for(cand, scale, root) for r in j.requests()]
+        no = fits(reqs, cluster, backend, policy, layout)
+        if not no:
+            return cand, why
+        why = why or no
+    raise AllocationError(f"{sc.name}: {why}, even at 1/{1 << SHRINK_TRIES} of its size")
+
+
 def replan(stack: Stack, names: Sequence[str]) -> None:
     """Have the controller place each application's coming run again, now, one after the other:
     its view then shows the cluster without the traced run's files (deleted), and each app sees
@@ -313,17 +345,16 @@ def run_demo(opts: DemoOptions, progress=None) -> tuple[dict[str, Cluster], list
 
 def _run_scenario(state: str, stack: Stack, sc: Scenario, layout: str, opts: DemoOptions,
                   step: Callable[..., None]) -> Outcome:
-    jobs = jobs_for(sc, opts.scale, stack.cd.fs)
-    reqs = [r for j in jobs for r in j.requests()]
     cluster, backend = stack.cluster, EmulatedBackend(stack.cd.root)
+    shown, why = fitted(sc, opts.scale, cluster, backend, opts.policy, layout, stack.cd.fs)
+    # the directories and application names stay the original's (the controller keeps its layouts)
+    jobs = jobs_for(replace(sc, requests=shown.requests), opts.scale, stack.cd.fs)
+    reqs = [r for j in jobs for r in j.requests()]
     written = sum(r.write_bytes for r in reqs)
     # with the paper's stripe counts kept, equal stripes bound the job; with iez's layout, its bytes
     bound = equal_stripes_bound(reqs, len(cluster.osts)) if layout == KEEP else rpc_bound(written, len(cluster.osts))
-    oc = Outcome(state, sc, len(reqs), sum(r.stripe_count for r in reqs), written, bound, layout=layout)
-    oc.skipped = fits(reqs, cluster, backend, opts.policy, layout)
-    if oc.skipped:
-        step(f"{state} cluster, {sc.name}: skipped", 2)
-        return oc
+    oc = Outcome(state, shown, len(reqs), sum(r.stripe_count for r in reqs), written, bound, layout=layout,
+                 replaced=f"in place of {sc.name}, which {why}" if why else "")
     names = {j.app: app_name(state, sc, j.app) for j in jobs}
     for j in jobs:  # the scenario's stripe count, asked for the Lustre way: a directory default
         j.directory.mkdir(parents=True, exist_ok=True)
@@ -339,7 +370,7 @@ def _run_scenario(state: str, stack: Stack, sc: Scenario, layout: str, opts: Dem
         oc.runs[which] = run = measure(stack, jobs, base, time.perf_counter() - t0)
         if which == "iez":
             run.plan_hits, run.plan_misses = plan_counts(stack, list(names.values()))
-        simulate(run, cluster, reqs, opts, state, sc, which)
+        simulate(run, cluster, reqs, opts, state, shown, which)
         step(f"{state} cluster, {sc.name}", 1)
     shutil.rmtree(stack.cd.fs / slug(sc.name))
     with stack.client(admin=True) as c:  # these jobs will not run again: their next runs reserve nothing

@@ -14,6 +14,7 @@ from iez.alloc.registry import DEFAULT_POLICY, names
 # on, by the policy's place in the policy table (rr, qos, iez-paper, balanced, then any new one).
 PALETTE = ("#ff7f0e", "#2ca02c", "#d62728", "#1f77b4", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f")
 ALIASES = {"default": "rr", "iez": DEFAULT_POLICY}  # the demo's two sides: Lustre's allocator and iez's
+REF_MARKERS = ("v", "^", "D", "s")  # grouped_bars' reference points, one shape per series
 BARS_UP_TO = 64  # targets; beyond, bars get thinner than a pixel and per-target labels unreadable
 
 
@@ -89,7 +90,8 @@ def wrapped(fig, title: str) -> str:
 def grouped_bars(path: Path, title: str, labels: list[str], series: dict[str, list[float]], ylabel: str,
                  reference: dict[str, list[float | None]] | None = None, baseline: float | None = None) -> None:
     """One group of bars per label (e.g. scenario), one bar per series (e.g. policy); optional
-    reference markers (e.g. the paper's figures) drawn as black ticks over the bars."""
+    reference markers (e.g. the paper's figures) drawn over the bars, in each series' colour and
+    with its own shape (REF_MARKERS)."""
     n, k = len(labels), max(1, len(series))
     fig = _figure(max(8.0, min(18.0, 0.9 * n + 3)), 5.5)
     ax = fig.subplots()
@@ -100,9 +102,9 @@ def grouped_bars(path: Path, title: str, labels: list[str], series: dict[str, li
         ref = (reference or {}).get(name)
         if ref:
             pts = [(x, r) for x, r in zip(xs, ref) if r is not None]
-            if pts:
-                ax.scatter(*zip(*pts), marker="_", s=400, color="black", zorder=3,
-                           label=f"{name}: paper" if j == 0 else f"{name}: paper")
+            if pts:  # in the series' colour with its own marker, so each reference reads as its bars'
+                ax.scatter(*zip(*pts), marker=REF_MARKERS[j % len(REF_MARKERS)], s=70, color=policy_color(name),
+                           edgecolors="black", linewidths=1.0, zorder=3, label=f"{name}: paper")
     if baseline is not None:
         ax.axhline(baseline, color="grey", linewidth=0.8, linestyle="--")
     ax.set_xticks(range(n), labels, rotation=30, ha="right", fontsize="small")

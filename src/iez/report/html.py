@@ -10,7 +10,8 @@ from pathlib import Path
 STYLE = """body{font-family:sans-serif;margin:2em;max-width:1200px}
 table{border-collapse:collapse;margin:1em 0} td,th{border:1px solid #999;padding:4px 10px;text-align:right}
 td:first-child,th:first-child{text-align:left} th{background:#eee}
-img{max-width:100%;border:1px solid #ccc;margin:1em 0} .note{color:#555}"""
+img{max-width:100%;border:1px solid #ccc;margin:1em 0} .note{color:#555}
+summary{cursor:pointer;margin:.3em 0}"""
 
 
 @dataclass
@@ -35,6 +36,12 @@ class Page:
 
     def image(self, path: Path, alt: str) -> "Page":
         self.parts.append(f'<img src="{html.escape(path.name)}" alt="{html.escape(alt)}">')
+        return self
+
+    def details(self, summary: str, inner: "Page") -> "Page":
+        """`inner`'s parts folded under a one-line summary the reader opens (e.g. per-scenario figures)."""
+        self.parts.append(f"<details><summary>{html.escape(summary)}</summary>\n" + "\n".join(inner.parts)
+                          + "\n</details>")
         return self
 
     def render(self) -> str:
