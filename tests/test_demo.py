@@ -185,3 +185,24 @@ def test_page_leads_with_the_headline_and_folds_each_scenario(tmp_path, monkeypa
     ost_labels = [lab for lab in labels if len(lab) == 15]
     assert ost_labels and all(lab == [str(i) for i in range(15)] for lab in ost_labels)
     assert "lower is better" in page and "numbered 0-14" in page
+
+
+def test_a_scenario_too_big_for_the_drifted_cluster_runs_halved(tmp_path):
+    """Seed 000's 64 GiB shared file does not fit the drifted cluster's OSTs at 8 stripes: the demo
+    runs the largest half size that does, named by its size and saying why, never a blank row."""
+    from iez.backend.emulated import EmulatedBackend
+    from iez.demo.experiment import DemoOptions, clusters, demo_scenarios, fits, fitted, jobs_for
+    from iez.emulated.clusterdir import init_cluster_dir
+
+    models = clusters(DemoOptions())
+    by_name = {s.name: s for s, _ in demo_scenarios()}
+    for state, want in (("empty", "IOR SSF 32 procs 64 GiB c=8"), ("drifted", "IOR SSF 32 procs 32 GiB c=8")):
+        cd = init_cluster_dir(tmp_path / state, models[state])
+        backend = EmulatedBackend(cd.root)
+        got, why = fitted(by_name["IOR SSF 32 procs 64 GiB c=8"], 32, models[state], backend, "balanced", "keep",
+                          cd.fs)
+        assert got.name == want, state
+        assert sum(r.write_bytes for r in got.requests) == int(want.split()[4]) << 30
+        assert (why.startswith("does not fit: ENOSPC") if state == "drifted" else why == ""), why
+        assert fits([r for j in jobs_for(got, 32, cd.fs) for r in j.requests()], models[state], backend,
+                    "balanced", "keep") == ""
