@@ -188,9 +188,10 @@ def test_taskprolog_prints_the_task_environment(stage, tmp_path):
     ok(["bash", "-n", stage / "share" / "iez" / "slurm" / "iez-epilog.sh"])
 
 
-def test_a_job_from_the_prefix_through_the_taskprolog_is_traced_and_placed(stage, tmp_path):
+def test_a_job_from_the_prefix_through_the_taskprolog_is_traced_placed_and_uploaded(stage, tmp_path, controller):
     """The Slurm path without Slurm: the TaskProlog's exports applied to a task as slurmstepd
-    applies them, the task the staged iez-bench, its file placed by a plan with the job's id."""
+    applies them, the task the staged iez-bench, its file placed by a plan with the job's id;
+    then the Epilog uploads the trace to a real controller (no scontrol here: a one-node job)."""
     iez = stage / "bin" / "iez"
     emu, traces = tmp_path / "emu", tmp_path / "traces"
     ok([iez, "emulate", "init", emu], env=clean_env())
@@ -212,6 +213,17 @@ def test_a_job_from_the_prefix_through_the_taskprolog_is_traced_and_placed(stage
         assert [(c["osts"], c["stripe_size"]) for c in layout[0]["components"]] == [([2, 7, 11], 1 << 20)], layout
         shown = json.loads(ok([iez, "trace", "show", "--json", traces / "77" / "ior"], env=clean_env()))
         assert f"{emu}/fs/out.77" in json.dumps(shown)
+
+        c = controller(cluster=(emu / "cluster.toml").read_text())
+        conf = tmp_path / "slurm.env"
+        conf.write_text(f"IEZ_SITE_TRACE_ROOT={traces}\nIEZ_CONTROLLER={c.url}\nIEZ_TOKEN_FILE={c.root / 'site'}\n"
+                        f"IEZ_SITE_IEZ={iez}\n")
+        epilog = clean_env(SLURM_JOB_ID="77", SLURM_JOB_UID=str(os.getuid()), SLURM_JOB_GID=str(os.getgid()),
+                           IEZ_SITE_CONF=str(conf))
+        r = run([stage / "share" / "iez" / "slurm" / "iez-epilog.sh"], env=epilog)
+        assert r.returncode == 0 and not (traces / "77").exists(), r.stderr  # uploaded, then removed
+        runs = c.get("/apps/ior").json()["runs"]
+        assert (runs[0]["run"], runs[0]["traced"], runs[0]["files"]) == (1, True, 1), runs  # run 1: this job
     finally:
         run([iez, "emulate", "down", emu], env=clean_env())
 
@@ -239,9 +251,8 @@ def test_systemd_units_verify_and_are_hardened(stage, tmp_path):
         assert r.returncode == 0, f"{unit.name}: {r.stdout.splitlines()[-1:]}"
 
 
-def test_debian_package_holds_the_install_under_opt_iez(tmp_path):
-    need_tool("dpkg-deb", "apt-get install dpkg")
-    ok(["flock", LOCK, "cmake", "-S", ROOT, "-B", BUILD], timeout=300)
+def test_debian_package_holds_the_install_under_opt_iez(stage, tmp_path):
+    need_tool("dpkg-deb", "apt-get install dpkg")  # `stage` configured the build tree: CPackConfig.cmake is current
     ok(["flock", LOCK, "cpack", "-G", "DEB", "--config", BUILD / "CPackConfig.cmake", "-B", tmp_path], timeout=300)
     deb, = tmp_path.glob(f"iez_{VERSION}_*.deb")
     files = {line.split()[-1] for line in ok(["dpkg-deb", "-c", deb]).splitlines()}
