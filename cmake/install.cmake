@@ -48,6 +48,7 @@ function(iez_install_rewritten src dest_dir)  # src: absolute, or relative to th
     set(out \"\$ENV{DESTDIR}\${prefix}/${dest_dir}/${name}\")
     message(STATUS \"Installing: \${out}\")
     file(WRITE \"\${out}\" \"\${text}\")
+    list(APPEND CMAKE_INSTALL_MANIFEST_FILES \"\${out}\")
     if(\"${name}\" MATCHES \"[.]sh$\")
       file(CHMOD \"\${out}\" PERMISSIONS OWNER_READ OWNER_WRITE OWNER_EXECUTE GROUP_READ GROUP_EXECUTE
            WORLD_READ WORLD_EXECUTE)

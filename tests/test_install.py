@@ -75,6 +75,7 @@ def stage(tmp_path_factory, package_src) -> Path:
     prefix = tmp_path_factory.mktemp("install") / "opt-iez"
     ok(["flock", LOCK, "cmake", "-S", ROOT, "-B", BUILD], timeout=300)
     ok(["flock", LOCK, "cmake", "--install", BUILD, "--prefix", prefix], timeout=300)
+    (prefix / "install_manifest.txt").write_text((BUILD / "install_manifest.txt").read_text())
     pip_install(prefix, package_src)
     return prefix
 
@@ -94,6 +95,10 @@ def test_layout_of_the_staged_prefix(stage):
                 f"share/modulefiles/iez/{VERSION}.lua", f"share/modulefiles/iez/{VERSION}",
                 "share/iez/slurm/iez-taskprolog.sh", "share/iez/slurm/iez-epilog.sh", "share/iez/iez.env.example"):
         assert (stage / rel).is_file(), rel
+    # What was installed, the files written at install time included, is listed for an uninstall.
+    listed = set((stage / "install_manifest.txt").read_text().split())
+    assert {str(stage / rel) for rel in ("lib/iez/libiez.so", "lib/pkgconfig/iez.pc", "share/iez/slurm/iez-epilog.sh",
+                                          f"share/modulefiles/iez/{VERSION}.lua")} <= listed
     for prog in ("iez-sim", "iez-bench", "iocop-client", "liopprof-rpctrace", "iez-probe", "iez"):
         assert os.access(stage / "bin" / prog, os.X_OK), prog
     # Installed programs run from the prefix: iez-bench keeps Debian's private MPICH HDF5 directory.
