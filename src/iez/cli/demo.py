@@ -33,19 +33,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if args.scale < 1:
         raise ConfigError("--scale must be at least 1")
     console = Console(width=report.WIDTH)
-    opts = DemoOptions(out=Path(args.out), scale=args.scale, seed=args.seed, only=tuple(args.only) + (QUICK if args.quick else ()), policy=args.policy)
+    opts = DemoOptions(out=Path(args.out), scale=args.scale, seed=args.seed,
+                       only=tuple(args.only) + (QUICK if args.quick else ()), policy=args.policy)
     t0 = time.perf_counter()
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console) as progress:
         models, outcomes = run_demo(opts, progress)
-    console.print("\n[bold]What it found[/bold]")
-    for line in report.headline(outcomes, opts):
-        console.print(f"- {line}", highlight=False)
-    for state in models:
-        mine = [oc for oc in outcomes if oc.state == state]
-        console.print(report.console_table(mine, report.state_title(state, opts)))
-        for note in report.replaced_notes(mine):
-            console.print(f"  {note}", highlight=False)
+    report.print_results(console, models, outcomes, opts)
     page = report.write(opts, models, outcomes)
     cluster = models["empty"]
     console.print(f"\n{report.SCOPE}", highlight=False)
