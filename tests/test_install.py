@@ -46,6 +46,10 @@ def pip_install(venv: Path, src: Path) -> None:
     """`pip install .` of the package into `venv`, its dependencies seen through a .pth to this
     checkout's venv (installing numpy and friends again would take minutes). Built from a copy
     of the sources, so setuptools' build/ never lands in the CMake build tree."""
+    from importlib.metadata import version
+
+    if int(version("setuptools").split(".")[0]) < 77:  # pyproject.toml's build requirement, met offline
+        pytest.fail("setuptools >= 77 is missing from .venv: .venv/bin/pip install 'setuptools>=77' (make test does it)")
     base = Path(sys.base_prefix) / "bin" / f"python{sys.version_info.major}.{sys.version_info.minor}"
     ok([base, "-m", "venv", "--without-pip", venv])
     purelib = Path(run([venv / "bin" / "python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"])
