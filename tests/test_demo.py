@@ -185,6 +185,16 @@ def test_page_leads_with_the_headline_and_folds_each_scenario(tmp_path, monkeypa
     ost_labels = [lab for lab in labels if len(lab) == 15]
     assert ost_labels and all(lab == [str(i) for i in range(15)] for lab in ost_labels)
     assert "lower is better" in page and "numbered 0-14" in page
+    # as a browser shows it: the summary charts load, the folded figures take no room
+    from PIL import Image
+    from test_audit_page import not_blank, screenshot
+
+    got = screenshot(tmp_path / "index.html", tmp_path / "shot.png")
+    shown = {src: width for src, width in got["images"]}
+    assert all(shown[src] > 500 for src in lead), got["images"]
+    not_blank(tmp_path / "shot.png")
+    with Image.open(tmp_path / "shot.png") as im:
+        assert im.size[1] < 4000, im.size  # 1280 px wide: the three charts, tables and notes, folds closed
 
 
 def test_a_scenario_too_big_for_the_drifted_cluster_runs_halved(tmp_path):

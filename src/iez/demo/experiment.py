@@ -12,7 +12,8 @@ asks for the paper's stripe count (as `lfs setstripe -c 8 DIR`):
    against the collectors' live statistics; the same command runs placed by libiez.
 After each run the per-OST usage is read back from the OSSs' parameter trees with the parsers a
 real OSS is read with, and the layouts the files got are simulated on the testbed's hardware.
-Every scenario runs on the paper's empty testbed and on the same testbed drifted out of balance.
+Every scenario runs on the paper's empty testbed and on the same testbed drifted out of balance;
+one too big for the drifted cluster runs at the largest half of its size that fits (`fitted`).
 
 Seed 000's scenarios keep the stripe counts the paper gave them (the controller's
 `--layout-keep`): iez chooses their OSTs and stripe sizes only. One more scenario shows what the
