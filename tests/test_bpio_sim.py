@@ -97,3 +97,10 @@ def test_bpio_gains_over_qos_grow_with_the_nodes(tmp_path):
     assert gain[128] > gain[2] and gain[128] > 0.2  # the seed's "greater than 20%" at scale
     # RR spreads a job's files evenly too: BPIO's counts cannot beat it by much on this model.
     assert ior_bw(tmp_path, 128, "bpio") >= 0.98 * ior_bw(tmp_path, 128, "rr")
+
+
+def test_figure_job_names_a_job(tmp_path):
+    doc = _scenario(tmp_path, 4, "rr")
+    doc["figure"] = {"job": "nope"}
+    with pytest.raises(ConfigError, match="figure.job: 'nope' is not one of the jobs"):
+        variants(doc, tmp_path)

@@ -104,6 +104,8 @@ def study_figure(fig_spec: Figure, runs: list["Run"], path: Path, footer: Sequen
     points: list[tuple[Any, Any, str, float]] = []  # (x, series, metric, value)
     for r in runs:
         for j in r.results.jobs:
+            if fig_spec.job and j.name != fig_spec.job:
+                continue
             for m in fig_spec.metrics:
                 points.append((_axis_value(r, j.name, fig_spec.x), _axis_value(r, j.name, fig_spec.series)
                                if fig_spec.series else "", m, j.metric(m) * UNITS[m][1]))

@@ -117,6 +117,7 @@ class Figure:
     series: str = ""  # a sweep key, "variant" or "job" ("" = one series)
     metrics: tuple[str, ...] = ("write_bw",)
     title: str = ""
+    job: str = ""  # only this job's numbers ("" = every job's)
 
 
 @dataclass(frozen=True)
@@ -244,7 +245,10 @@ def _parse(doc: dict[str, Any], base: Path) -> Scenario:
         if m not in METRICS:
             raise ConfigError(f"figure.metrics: {m!r} is not one of {', '.join(METRICS)}")
     figure = Figure(x=str(fig_t.get("x", "run")), series=str(fig_t.get("series", "")),
-                    metrics=tuple(metrics), title=str(fig_t.get("title", doc.get("title", ""))))
+                    metrics=tuple(metrics), title=str(fig_t.get("title", doc.get("title", ""))),
+                    job=str(fig_t.get("job", "")))
+    if figure.job and figure.job not in names:
+        raise ConfigError(f"figure.job: {figure.job!r} is not one of the jobs {names}")
     compares = []
     for k, c in enumerate(doc.get("compare", [])):
         if c.get("metric") not in METRICS:
