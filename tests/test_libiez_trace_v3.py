@@ -201,8 +201,8 @@ def test_failed_and_exchanged_renames_are_plain(tmp_path, bad):
 
 def test_descriptor_numbers_reused_behind_libiez(tmp_path):
     """A pipe's number, marked not traced at its first write, closed by a raw system call and
-    reused for a file: the file is traced (the open replaces the mark); a file made by mkstemp
-    (a call libiez does not wrap) is traced from its first write."""
+    reused for a file: the file is traced (the open replaces the mark); a file made by a raw
+    openat system call (unseen by libiez) is traced from its first write."""
     script = ("import ctypes, os\n"
               "r, w = os.pipe()\n"
               "os.write(w, b'p')\n"
@@ -210,8 +210,7 @@ def test_descriptor_numbers_reused_behind_libiez(tmp_path):
               "fd = os.open('reused', os.O_WRONLY | os.O_CREAT, 0o644)\n"
               "assert fd == w\n"
               "os.write(fd, b'f' * 10)\n"
-              "name = ctypes.create_string_buffer(b'tmp.XXXXXX')\n"
-              "t = ctypes.CDLL(None).mkstemp(name)\n"  # glibc's, not Python's os.open
+              "t = ctypes.CDLL(None).syscall(257, -100, b'tmp.raw', os.O_WRONLY | os.O_CREAT, 0o644)\n"  # SYS_openat
               "os.write(t, b'm' * 20)\n")
     r = subprocess.run([sys.executable, "-c", script], env=env(tmp_path), cwd=tmp_path, timeout=60,
                        capture_output=True, text=True)
