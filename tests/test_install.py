@@ -237,6 +237,50 @@ def test_a_job_from_the_prefix_through_the_taskprolog_is_traced_placed_and_uploa
         run([iez, "emulate", "down", emu], env=clean_env())
 
 
+def test_site_wide_placement_through_the_taskprolog_and_the_epilog(stage, tmp_path):
+    """Slurm site-wide, both halves: job 1 is traced (no plan yet) and its Epilog uploads it; the
+    controller plans the application's next run; job 2's TaskProlog fetches that plan (the first
+    task of the node, into the user's own directory), its file is placed from it under the new
+    job id, and its Epilog uploads it as the planned run."""
+    from iez.cluster import make_cluster
+    from iez.demo.stack import control_plane
+
+    with control_plane(tmp_path / "plane", make_cluster(ost_size=1 << 30), seed=3) as s:
+        out, traces, tmp = s.cd.fs / "site", tmp_path / "traces", tmp_path / "tmp"
+        out.mkdir()
+        tmp.mkdir()
+        token = tmp_path / "site.token"
+        token.write_text(s.plane.site + "\n")
+        conf = tmp_path / "slurm.env"
+        conf.write_text(f"IEZ_SITE_TRACE_ROOT={traces}\nIEZ_CONTROLLER={s.url}\nIEZ_TOKEN_FILE={token}\n"
+                        f"IEZ_SITE_IEZ={stage / 'bin' / 'iez'}\n")
+        slurm = stage / "share" / "iez" / "slurm"
+        stderr = {}
+        for job in ("5101", "5102"):
+            env = clean_env(SLURM_JOB_ID=job, SLURM_JOB_NAME="site", IEZ_SITE_CONF=str(conf), TMPDIR=str(tmp))
+            exports = ok([slurm / "iez-taskprolog.sh"], env=env)
+            task = dict(env, IEZ_EMULATED=str(s.cd.root), IEZ_LOG="stderr")
+            for line in exports.splitlines():
+                name, _, value = line.removeprefix("export ").partition("=")
+                task[name] = value
+            assert ("IEZ_PLAN" in task) == (job == "5102"), exports  # no plan before the first run
+            r = run([stage / "bin" / "iez-bench", "-w", "-k", "-b", "4m", "-t", "1m", "-o", f"{out}/out.{job}"],
+                    env=task)
+            assert r.returncode == 0, r.stderr
+            stderr[job] = r.stderr
+            r = run([slurm / "iez-epilog.sh"], env=dict(env, SLURM_JOB_UID=str(os.getuid()),
+                                                         SLURM_JOB_GID=str(os.getgid())))
+            assert r.returncode == 0 and not (traces / job).exists(), r.stderr  # uploaded, then removed
+            if job == "5101":
+                with s.client() as c:
+                    assert c.fetch_plan("site", wait=60).status == "ready"
+        assert re.search(r"plan: 1 hits, 0 misses", stderr["5102"]), stderr["5102"]  # out.{job} matched
+        with s.client() as c:
+            runs = c.app("site")["runs"]
+        traced = [(r["run"], r["plan_hits"], r["plan_misses"]) for r in runs if r["traced"]]
+        assert traced == [(1, 0, 0), (2, 1, 0)], runs  # job 2 uploaded as the planned run 2
+
+
 def test_systemd_units_verify_and_are_hardened(stage, tmp_path):
     need_tool("systemd-analyze", "apt-get install systemd")
     installed = stage / "share" / "iez" / "systemd"

@@ -27,9 +27,12 @@ for dir in "$root/$job"/*/; do
     [ -d "$dir" ] && [ ! -L "${dir%/}" ] || continue
     app=$(basename "$dir")
     [[ $app =~ ^[A-Za-z0-9][A-Za-z0-9._+-]{0,127}$ ]] || { log "skipped $dir: not an application name"; continue; }
+    # the planned run it traced, when iez-taskprolog.sh fetched a plan for it
+    run=()
+    [ -f "$root/$job/$app.run" ] && [ ! -L "$root/$job/$app.run" ] && read -r n < "$root/$job/$app.run" && [[ $n =~ ^[0-9]{1,9}$ ]] && run=(--run "$n")
     if out=$("${as_user[@]}" env -i PATH=/usr/bin:/bin HOME=/ IEZ_CONTROLLER="${IEZ_CONTROLLER:-}" \
             IEZ_TOKEN_FILE="${IEZ_TOKEN_FILE:-/etc/iez/site.token}" \
-            timeout "${IEZ_SITE_UPLOAD_TIMEOUT:-120}" "$iez" trace upload "$dir" --app "$app" 2>&1); then
+            timeout "${IEZ_SITE_UPLOAD_TIMEOUT:-120}" "$iez" trace upload "$dir" --app "$app" "${run[@]}" 2>&1); then
         log "uploaded $app: $out"
     else
         ok=0

@@ -33,4 +33,29 @@ echo "export LD_PRELOAD=$lib${LD_PRELOAD:+ $LD_PRELOAD}"
 echo "export IEZ_APP=$app"
 echo "export IEZ_RUN=$SLURM_JOB_ID"
 [ -n "${IEZ_TRACE_DIR:-}" ] || echo "export IEZ_TRACE_DIR=$root/$SLURM_JOB_ID/$app"
+
+# Placement: with a controller configured and no plan of the job's own, the first task on each
+# node fetches the application's plan (never waiting for one being made: the job does not wait)
+# into a directory of the user's own; the other tasks take the same file. The run number goes
+# beside the trace, for iez-epilog.sh's upload (--run). No plan: the run is traced only.
+iez=${IEZ_SITE_IEZ:-/opt/iez/bin/iez}
+[ -n "${IEZ_CONTROLLER:-}" ] && [ -z "${IEZ_PLAN:-}" ] && [ -x "$iez" ] || exit 0
+dir=${TMPDIR:-/tmp}/iez-plan.$SLURM_JOB_ID.$(id -u)
+mkdir -m 700 "$dir" 2>/dev/null
+# Only a directory this user owns, not a link another user planted.
+[ -d "$dir" ] && [ ! -L "$dir" ] && [ -O "$dir" ] || exit 0
+(
+    flock -w 60 9 || exit 0
+    [ -e "$dir/plan" ] || [ -e "$dir/none" ] && exit 0
+    if run=$(timeout "${IEZ_SITE_FETCH_TIMEOUT:-20}" env IEZ_CONTROLLER="$IEZ_CONTROLLER" \
+            IEZ_TOKEN_FILE="${IEZ_TOKEN_FILE:-/etc/iez/site.token}" "$iez" trace fetch-plan --app "$app" -o "$dir/plan" 2>/dev/null); then
+        [[ $run =~ ^[0-9]+$ ]] && mkdir -p "$root/$SLURM_JOB_ID" && echo "$run" > "$root/$SLURM_JOB_ID/$app.run"
+    else
+        rm -f "$dir/plan"; : > "$dir/none"
+    fi
+) 9> "$dir/lock" 2>/dev/null
+if [ -s "$dir/plan" ]; then
+    echo "export IEZ_PLAN=$dir/plan"
+    echo "export IEZ_MODE=trace,place"
+fi
 exit 0

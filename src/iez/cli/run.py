@@ -1,5 +1,6 @@
-"""`iez run --app NAME [--controller URL] -- COMMAND...` (see iez.wrapper), and `iez trace upload`,
-which retries the upload `iez run` does after the job."""
+"""`iez run --app NAME [--controller URL] -- COMMAND...` (see iez.wrapper), `iez trace upload`,
+which retries the upload `iez run` does after the job, and `iez trace fetch-plan`, the fetch
+`iez run` does before it (for site-wide placement from a Slurm TaskProlog: docs/install.md)."""
 
 from __future__ import annotations
 
@@ -35,6 +36,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     u.add_argument("--run", type=int, help="the planned run it traced (iez run's warning gives it)")
     u.set_defaults(func=cmd_upload)
 
+    f = g.add_parser("fetch-plan", help="write the controller's plan for APP's coming run to a file and print "
+                     "its run number (what iez run does before the job)",
+                     description="Exit 0 with the run number on stdout when a plan was written; exit 1 with the "
+                     "reason on stderr when there is none yet (trace the run instead). FILE must not exist.")
+    f.add_argument("--app", required=True, help="application name")
+    controller_option(f)
+    f.add_argument("--wait", type=float, default=0.0, help="seconds to wait for a plan being made (default 0)")
+    f.add_argument("-o", "--output", required=True, metavar="FILE", help="the plan file to create")
+    f.set_defaults(func=cmd_fetch_plan)
+
 
 def controller_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--controller", metavar="URL", help="controller URL (default $IEZ_CONTROLLER or "
@@ -57,4 +68,23 @@ def cmd_upload(args: argparse.Namespace) -> int:
     with ControllerClient.from_env(args.controller) as client:
         got = client.upload_trace(check_app(args.app), args.trace, run=args.run)
     print(json.dumps(got))
+    return 0
+
+
+def cmd_fetch_plan(args: argparse.Namespace) -> int:
+    import os
+
+    from iez.controller.api_client import ControllerClient
+    from iez.wrapper import check_app
+
+    with ControllerClient.from_env(args.controller) as client:
+        reply = client.fetch_plan(check_app(args.app), wait=args.wait)
+    if reply.status != "ready":
+        print(f"iez: no plan for {args.app} ({reply.status}: {reply.reason}): trace this run", file=sys.stderr)
+        return 1
+    # Created, never replaced: a TaskProlog writes it in a directory other tasks share.
+    fd = os.open(args.output, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    with os.fdopen(fd, "w") as out:
+        out.write(reply.text)
+    print(reply.run if reply.run is not None else "")
     return 0
