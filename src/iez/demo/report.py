@@ -32,7 +32,7 @@ SCOPE = ("Everything ran as real processes on this machine: an emulated Lustre c
 
 # seed 000's OSTCost (docs/references.md#s000-eq7: max / mean OST utilization), said in plain words
 LEGEND = "OSTCost: the busiest OST's bytes / the average OST's (1.00 = even; lower is better)."
-COLUMNS_NOTE = "a→b: Lustre default→iez. job: its own bytes; all data: all on the OSTs; write, read: simulated."
+COLUMNS_NOTE = "a→b: Lustre default→iez. job: its own bytes; all data: all on the OSTs; MB/s, gain: simulated."
 
 BASELINE_NOTE = ("Where our default differs from the paper's: the default here is Lustre's own allocator, "
                  "reproduced from the LOD source (RR with OSS interleaving and precession, QoS when free space "
@@ -109,8 +109,8 @@ COLUMNS = (
     Column("OSSCost\njob", lambda oc: _arrow(oc.runs["default"].report.job.oss_cost, oc.runs["iez"].report.job.oss_cost,
                                              ".2f"), terminal=False),
     Column("write\nMB/s", _write_rates),
-    Column("write", lambda oc: _pct(_gain(oc, "write_bw"))),
-    Column("read", lambda oc: _pct(_gain(oc, "read_bw"))),
+    Column("write\ngain", lambda oc: _pct(_gain(oc, "write_bw"))),
+    Column("read\ngain", lambda oc: _pct(_gain(oc, "read_bw"))),
     Column("files placed\nfrom plan", lambda oc: _placed(oc.runs["iez"]), terminal=False),
     Column("paper\nOSTCost", _paper),
 )
