@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "access.h"
-#include "collread.h"
+#include "collio.h"
 #include "core.h"
 #include "hdf5_mpi.h"
 #include "log.h"
@@ -270,12 +270,13 @@ static int open_file(MPI_Comm comm, const char *filename, int amode, MPI_Info in
         iez_pmpi.PMPI_Comm_size(comm, &mc.size);
     }
     /* split writing: a hierarchical file's aggregators one per component (split.c) */
-    MPI_Info used = creating ? iez_split_info(comm, &mc, abs, len, info) : info;
+    int aggregate = 0;
+    MPI_Info used = creating ? iez_split_info(comm, &mc, abs, len, info, &aggregate) : info;
     /* libiez's create was the exclusive one (every rank knows: same amode everywhere) */
     int rc = iez_pmpi.PMPI_File_open(comm, filename, mc.created ? amode & ~MPI_MODE_EXCL : amode, used, fh);
     iez_split_done(used, info);
     if (rc == MPI_SUCCESS)
-        iez_collread_opened(comm, *fh, abs, len, amode);
+        iez_collio_opened(comm, *fh, abs, len, amode, aggregate);
     if (iez_enter()) {
         int saved = errno;
         int placed = mc.pl.outcome == IEZ_PLACE_CREATED;
@@ -302,8 +303,8 @@ IEZ_EXPORT int MPI_File_close(MPI_File *fh)
         return MPI_ERR_INTERN;
     struct iez_rec *rec = fh && iez_tracing ? forget(*fh) : NULL;
     int counted = IEZ_UNLIKELY(iez_access_level == IEZ_ACCESS_FILE) && fh && access_closing(*fh);
-    if (IEZ_UNLIKELY(iez_collread_on) && fh)
-        iez_collread_closing(*fh);
+    if (IEZ_UNLIKELY(iez_collio_on) && fh)
+        iez_collio_closing(*fh);
     int rc = iez_pmpi.PMPI_File_close(fh);
     if (rec)
         iez_trace_file_closed(rec);
@@ -388,9 +389,9 @@ static void account(MPI_File fh, int write, enum where w, MPI_Offset off, MPI_Co
         if (fine)                                                                                  \
             iez_access_enter(IEZ_ACCESS_CALL, "call");                                             \
         int rc;                                                                                    \
-        /* the Lustre-aware collective read (collread.c) serves it, or the real call does */      \
-        if (!(IEZ_UNLIKELY(iez_collread_on) && iez_collread_kind(#NAME) &&                         \
-              iez_collread_try(iez_collread_kind(#NAME), &rc, IEZ_CR_ARGS ARGS)))                  \
+        /* libiez's collective read or write (collio.c) serves it, or the real call does */       \
+        if (!(IEZ_UNLIKELY(iez_collio_on) && iez_collio_kind(#NAME) &&                             \
+              iez_collio_try(iez_collio_kind(#NAME), &rc, IEZ_CIO_ARGS ARGS)))                     \
             rc = real ARGS;                                                                        \
         if (fine)                                                                                  \
             iez_access_exit(IEZ_ACCESS_CALL);                                                      \

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/vfs.h>
 
 #include "dynsym.h"
 #include "hdf5_mpi.h"
@@ -27,17 +28,27 @@ static const char *const keys[IEZ_SPLIT_VALUES] = {"cb_nodes", "striping_factor"
 /* ROMIO's default collective buffer (ADIOI_CB_BUFFER_SIZE_DFLT, references: romio-hints). */
 #define CB_BUFFER_DEFAULT (16ll << 20)
 
-int iez_split_values(const struct iez_layout *lay, int nprocs, long long v[IEZ_SPLIT_VALUES])
+/* A composite of at least two components, each with an explicit OST list, one stripe count and
+ * one stripe size: seed 001's subfiles on their OST subsets. */
+static int hierarchical(const struct iez_layout *lay)
 {
-    memset(v, 0, IEZ_SPLIT_VALUES * sizeof *v);
-    if (!lay->composite || lay->ncomp < 2 || nprocs < 2)
-        return -1;
+    if (!lay->composite || lay->ncomp < 2)
+        return 0;
     const struct iez_stripe *first = &lay->comp[0].s;
     for (uint32_t i = 0; i < lay->ncomp; i++) {
         const struct iez_stripe *s = &lay->comp[i].s;
         if (!s->nosts || s->count <= 0 || s->count != first->count || s->size == 0 || s->size != first->size)
-            return -1;
+            return 0;
     }
+    return 1;
+}
+
+int iez_split_values(const struct iez_layout *lay, int nprocs, long long v[IEZ_SPLIT_VALUES])
+{
+    memset(v, 0, IEZ_SPLIT_VALUES * sizeof *v);
+    if (!hierarchical(lay) || nprocs < 2)
+        return -1;
+    const struct iez_stripe *first = &lay->comp[0].s;
     /* ROMIO allows no more aggregators than ranks: with fewer ranks than components, each
      * domain is a run of whole components (a divisor of their number), never a part of two */
     long long groups = lay->ncomp;
@@ -160,6 +171,27 @@ int iez_split_hints(const long long v[IEZ_SPLIT_VALUES], int nodes, MPI_Info use
     return 0;
 }
 
+/* IEZ_SPLIT: off, hints (ROMIO's), or aggregate (libiez's own, collwrite.c); by default the
+ * hints, except on Lustre, where ROMIO's Lustre driver hands stripes to its aggregators in turn
+ * (references: romio-lustre-aggregators): no hint confines one to a component there. */
+enum { SPLIT_OFF, SPLIT_HINTS, SPLIT_AGGREGATE };
+#define LUSTRE_SUPER_MAGIC 0x0BD00BD0 /* lustre_user.h; as ROMIO's ADIO_FileSysType_fncall tests it */
+
+static int mode_of(const char *abs)
+{
+    const char *v = getenv("IEZ_SPLIT");
+    if (v && !strcmp(v, "off"))
+        return SPLIT_OFF;
+    if (v && !strcmp(v, "hints"))
+        return SPLIT_HINTS;
+    if (v && !strcmp(v, "aggregate"))
+        return SPLIT_AGGREGATE;
+    if (v && *v)
+        iez_log_once(IEZ_LOG_CONFIG, "IEZ_SPLIT=%s is none of aggregate, hints, off: the default", v);
+    struct statfs fs;
+    return statfs(abs, &fs) == 0 && (unsigned long)fs.f_type == LUSTRE_SUPER_MAGIC ? SPLIT_AGGREGATE : SPLIT_HINTS;
+}
+
 /* The file parallel H5Fcreate has just created from the plan on rank 0 of its communicator:
  * HDF5's own MPI_File_open of it, in the same thread and inside that H5Fcreate, finds it
  * existing but qualifies all the same. */
@@ -180,9 +212,9 @@ void iez_h5_mpi_end(void)
 
 /* Rank 0: the hints of the file it has just created from the plan (by this open, or by the
  * H5Fcreate around it), or none. */
-static void planned_values(const struct iez_mpi_create *mc, const char *abs, int len, long long v[IEZ_SPLIT_VALUES])
+static void planned_values(const struct iez_mpi_create *mc, const char *abs, int len, long long v[IEZ_SPLIT_VALUES + 1])
 {
-    memset(v, 0, IEZ_SPLIT_VALUES * sizeof *v);
+    memset(v, 0, (IEZ_SPLIT_VALUES + 1) * sizeof *v);
     size_t speclen = 0;
     const char *spec;
     int planned = (mc->created && mc->pl.plan == IEZ_PLAN_HIT) || (h5_created && len >= 0 && !strcmp(h5_created, abs));
@@ -190,24 +222,33 @@ static void planned_values(const struct iez_mpi_create *mc, const char *abs, int
         return;
     struct iez_layout lay = {0};
     char err[256];
-    if (iez_layout_parse(spec, speclen, &lay, err, sizeof err) == 0)
-        iez_split_values(&lay, mc->size, v);
+    if (iez_layout_parse(spec, speclen, &lay, err, sizeof err) == 0 && hierarchical(&lay)) {
+        v[IEZ_SPLIT_VALUES] = mode_of(abs);
+        /* the hints need whole components per aggregator; libiez's own aggregation does not */
+        if (iez_split_values(&lay, mc->size, v) && v[IEZ_SPLIT_VALUES] == SPLIT_HINTS)
+            v[IEZ_SPLIT_VALUES] = SPLIT_OFF;
+    }
     iez_layout_free(&lay);
 }
 
-MPI_Info iez_split_info(MPI_Comm comm, const struct iez_mpi_create *mc, const char *abs, int len, MPI_Info user)
+MPI_Info iez_split_info(MPI_Comm comm, const struct iez_mpi_create *mc, const char *abs, int len, MPI_Info user,
+                        int *aggregate)
 {
+    *aggregate = 0;
     /* the same terms on every rank of comm (its size, the environment): all enter or none */
     if (mc->size < 2 || !iez_cfg.place || !iez_cfg.plan[0])
         return user;
-    long long v[IEZ_SPLIT_VALUES] = {0};
+    long long v[IEZ_SPLIT_VALUES + 1] = {0}; /* the hints' values, then the mode */
     if (mc->rank == 0 && iez_enter()) {
         int saved = errno;
         planned_values(mc, abs, len, v);
         errno = saved;
         iez_leave();
     }
-    if (iez_pmpi.PMPI_Bcast(v, IEZ_SPLIT_VALUES, MPI_LONG_LONG, 0, comm) != MPI_SUCCESS || v[0] <= 0)
+    if (iez_pmpi.PMPI_Bcast(v, IEZ_SPLIT_VALUES + 1, MPI_LONG_LONG, 0, comm) != MPI_SUCCESS)
+        return user;
+    *aggregate = v[IEZ_SPLIT_VALUES] == SPLIT_AGGREGATE;
+    if (v[IEZ_SPLIT_VALUES] != SPLIT_HINTS || v[0] <= 0)
         return user;
     /* the hosts: one leader each in comm */
     pthread_once(&info_once, resolve_info);

@@ -26,9 +26,11 @@ int iez_split_hints(const long long v[IEZ_SPLIT_VALUES], int nodes, MPI_Info use
 
 /* The info MPI_File_open passes to PMPI_File_open for a file iez_mpi_place has just dealt with
  * (mc): rank 0, if it created the file from the plan, finds its planned layout and broadcasts
- * the hints; every rank of comm calls it. user itself when there are none. Free the result with
- * iez_split_done. */
-MPI_Info iez_split_info(MPI_Comm comm, const struct iez_mpi_create *mc, const char *abs, int len, MPI_Info user);
+ * the hints (IEZ_SPLIT=hints) or, in *aggregate, that libiez aggregates the file's collective
+ * writes itself (IEZ_SPLIT=aggregate, collwrite.c); every rank of comm calls it. user itself
+ * when there are no hints. Free the result with iez_split_done. */
+MPI_Info iez_split_info(MPI_Comm comm, const struct iez_mpi_create *mc, const char *abs, int len, MPI_Info user,
+                        int *aggregate);
 void iez_split_done(MPI_Info used, MPI_Info user);
 
 /* Parallel H5Fcreate has placed abs over its communicator (mc): a file rank 0 created from the
