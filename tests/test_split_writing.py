@@ -295,3 +295,43 @@ def test_fuzzed_aggregated_writes_equal_mpichs_and_stay_in_their_components(job,
         assert all(len(pids) == 1 for pids in owner.values()), owner
         if ranks >= len(comps):
             assert all(len({component_of(spec, a, b) for a, b in spans}) == 1 for spans in by_pid.values())
+
+
+@pytest.mark.parametrize("mode", ["aggregate", "hints", "off"])
+def test_the_split_modes_on_iez_bench_and_parallel_hdf5(job, tmp_path, mode):
+    """IEZ_SPLIT: libiez's own aggregation, ROMIO's hints, or neither, on IOR's collective shared
+    file and on parallel HDF5's: the same bytes as without iez each time; with aggregation or the
+    hints each data write inside one component, four components from four writers; with neither,
+    HDF5's slices, after its 2 KiB of metadata, straddle them (IOR's blocks are the components:
+    ROMIO writes them independently, one per rank)."""
+    need_built(H5MPI)
+    job.plan({"ior": HIERARCHICAL, "h.h5": HIERARCHICAL})
+    bench = [BENCH, "-a", "MPIIO", "-c", "-b", "4m", "-t", "1m", "-s", "1", "-k", "-w", "-o"]
+    job.mpi(RANKS, [*bench, job.path("ior")], IEZ_SPLIT=mode)
+    job.mpi(RANKS, [*bench, tmp_path / "ref"], iez=False)
+    job.mpi(RANKS, [H5MPI, job.path("h.h5"), BLOCK], IEZ_SPLIT=mode)
+    job.mpi(RANKS, [H5MPI, tmp_path / "ref.h5", BLOCK], iez=False)
+    assert digest(job.path("ior")) == digest(tmp_path / "ref")
+    assert job.path("h.h5").read_bytes()[2048:] == (tmp_path / "ref.h5").read_bytes()[2048:]
+    assert "MPI's own write" not in job.log(), job.log()
+    for f in (job.path("ior"), job.path("h.h5")):
+        spans = [s for w in data_writes(job, f).values() for s in w]
+        comps = [component_of(HIERARCHICAL, min(a for a, _ in w), max(b for _, b in w))
+                 for w in data_writes(job, f).values() if w]
+        if mode == "off":
+            assert f.name == "ior" or any(component_of(HIERARCHICAL, a, b) is None for a, b in spans), f
+        else:
+            assert sorted(comps) == [0, 1, 2, 3], (f, comps)
+
+
+def test_a_view_one_rank_cannot_have_served_takes_every_rank_to_mpichs_write(job):
+    """Rank 0's contiguous views are darrays (the same bytes), which libiez does not flatten: its
+    refusal reaches every rank in the first exchange, all of them make MPICH's write (no rank
+    waits alone), the bytes are still MPICH's, and each process logs it once."""
+    need_built(COLLWRITE)
+    job.plan({"f0": FUZZED[0]})
+    (job.tmp / "ref").mkdir()
+    out = job.mpi(3, [COLLWRITE, "--darray", 41, 8, job.tmp / "ref", job.path("f0")], IEZ_SPLIT="aggregate")
+    assert "collwrite fuzz: 24 writes" in out
+    assert job.log().count("a view, type or file it cannot serve") == 3
+    assert "MPI's own write" in job.log()

@@ -2,7 +2,7 @@
  * preloaded and IEZ_SPLIT=aggregate on files the plan lays out hierarchically
  * (tests/test_split_writing.py).
  *
- *   iez-test-collwrite [--zero-holes] SEED ITERATIONS REFDIR FILE...
+ *   iez-test-collwrite [--zero-holes] [--darray] SEED ITERATIONS REFDIR FILE...
  *
  * Each FILE is created through MPI_File_open (libiez lays it out from the plan and aggregates its
  * collective writes), and beside it REFDIR/<n> through PMPI_File_open (MPICH alone). Per
@@ -14,7 +14,9 @@
  * MPI_File_* to FILE, through PMPI_File_* to the reference. It checks each call's count and file
  * pointer against MPICH's, and, after the files are closed, that rank 0 reads the same size and
  * the same bytes wherever some rank wrote (offsets from MPI_File_get_byte_offset), and with
- * --zero-holes (libiez aggregated every write) zeros elsewhere in FILE. Prints "collwrite fuzz: N writes, B bytes" on rank 0; exit 1 with the failing case on
+ * --zero-holes (libiez aggregated every write) zeros elsewhere in FILE. With --darray, rank 0's
+ * contiguous views are a darray of one process (the same bytes), a filetype libiez leaves to
+ * MPI: every rank must then take MPI's write together. Prints "collwrite fuzz: N writes, B bytes" on rank 0; exit 1 with the failing case on
  * stderr. */
 #include <fcntl.h>
 #include <mpi.h>
@@ -25,7 +27,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static int rank, nprocs;
+static int rank, nprocs, zero_holes, darray;
 static uint64_t shared_rng, own_rng;
 
 static uint64_t next(uint64_t *s)
@@ -96,6 +98,11 @@ static struct view make_view(int shape)
         v.disp = pick(&shared_rng, 0, 3) * 4096;
         v.pos = (MPI_Offset)rank * chunk;
         v.most = chunk;
+        if (darray && rank == 0) {
+            int gsize = (int)chunk, distrib = MPI_DISTRIBUTE_BLOCK, darg = MPI_DISTRIBUTE_DFLT_DARG, psize = 1;
+            MPI_Type_create_darray(1, 0, 1, &gsize, &distrib, &darg, &psize, MPI_ORDER_C, MPI_BYTE, &v.ftype);
+            v.name = "darray";
+        }
         break;
     }
     case 1: { /* IOR segments: block b of every rank in turn */
@@ -169,7 +176,6 @@ static struct view make_view(int shape)
  * elsewhere libiez's file must hold zeros (it never writes a byte no rank wrote). */
 #define MASK_BYTES (16l << 20)
 static unsigned char mask[MASK_BYTES / 8];
-static int zero_holes;
 
 static void mark(MPI_File ref, MPI_Offset pos, int n, int esize, const char *file, int it)
 {
@@ -267,12 +273,13 @@ int main(int argc, char **argv)
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &nprocs);
-    zero_holes = argc > 1 && !strcmp(argv[1], "--zero-holes");
-    argc -= zero_holes;
-    argv += zero_holes;
+    for (; argc > 1 && !strncmp(argv[1], "--", 2); argc--, argv++) {
+        zero_holes |= !strcmp(argv[1], "--zero-holes");
+        darray |= !strcmp(argv[1], "--darray");
+    }
     if (argc < 5) {
         if (!rank)
-            fprintf(stderr, "usage: iez-test-collwrite [--zero-holes] SEED ITERATIONS REFDIR FILE...\n");
+            fprintf(stderr, "usage: iez-test-collwrite [--zero-holes] [--darray] SEED ITERATIONS REFDIR FILE...\n");
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
     uint64_t seed = strtoull(argv[1], NULL, 10);
