@@ -15,7 +15,6 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -157,7 +156,7 @@ static void configure(void)
     iez_collio_on = iez_collread_on;
 }
 
-static struct iez_cio_file *find(MPI_File fh)
+struct iez_cio_file *iez_cio_find(MPI_File fh)
 {
     pthread_mutex_lock(&lock);
     struct iez_cio_file *f = files;
@@ -167,9 +166,11 @@ static struct iez_cio_file *find(MPI_File fh)
     return f;
 }
 
+void iez_cio_configure(void) { pthread_once(&once, configure); }
+
 void iez_collio_opened(MPI_Comm comm, MPI_File fh, const char *abs, int len, int amode, int aggregate)
 {
-    pthread_once(&once, configure);
+    iez_cio_configure();
     /* the same on every rank (the environment, the amode, rank 0's aggregate): all enter the
      * Comm_dup or none */
     int read = iez_collread_on && !(amode & (MPI_MODE_WRONLY | MPI_MODE_SEQUENTIAL));
@@ -263,8 +264,7 @@ static int wanted(struct iez_cio_file *f, struct iez_cio_map *m, int64_t id[3])
     return read_map(f, m, id) == 0;
 }
 
-/* The files' first collective call served: rank 0's map to everyone, the aggregators' order. */
-static void set_up(struct iez_cio_file *f, const char *what, const char *kind)
+void iez_cio_set_up(struct iez_cio_file *f, const char *what, const char *kind)
 {
     int64_t head[4] = {0, 0, 0, 0}; /* map length (0: left to MPI), dev, ino, iolog */
     struct iez_cio_map m = {0};
@@ -707,71 +707,3 @@ int iez_cio_advance(MPI_File fh, const struct iez_cio_call *c)
         return MPI_ERR_OTHER;
     return MPI_SUCCESS;
 }
-
-/* ---- the calls ------------------------------------------------------------------------------ */
-
-int iez_collio_try(int kind, int *rc, ...)
-{
-    va_list ap;
-    va_start(ap, rc);
-    MPI_File fh = va_arg(ap, MPI_File);
-    int k = kind & ~(IEZ_CIO_LARGE | IEZ_CIO_WRITE), at = k == IEZ_CIO_AT_ALL || k == IEZ_CIO_AT_ALL_BEGIN;
-    int write = (kind & IEZ_CIO_WRITE) != 0;
-    MPI_Offset off = at ? va_arg(ap, MPI_Offset) : 0;
-    void *buf = va_arg(ap, void *);
-    MPI_Count count = kind & IEZ_CIO_LARGE ? va_arg(ap, MPI_Count) : va_arg(ap, int);
-    MPI_Datatype type = va_arg(ap, MPI_Datatype);
-    MPI_Status *st = k == IEZ_CIO_ALL || k == IEZ_CIO_AT_ALL ? va_arg(ap, MPI_Status *) : NULL;
-    va_end(ap);
-    struct iez_cio_file *f = find(fh);
-    if (!f || !(write ? f->write : f->read))
-        return 0;
-    const char *what = write ? "split writing's own aggregation" : "Lustre-aware collective read";
-    const char *op = write ? "write" : "read";
-    if (!f->state)
-        set_up(f, what, op);
-    if (f->state < 0)
-        return 0;
-    MPI_Status own;
-    int begin = k == IEZ_CIO_ALL_BEGIN || k == IEZ_CIO_AT_ALL_BEGIN;
-    int done = write ? iez_collwrite_call(f, fh, at, off, buf, count, type, begin ? &own : st)
-                     : iez_collread_call(f, fh, at, off, buf, count, type, begin ? &own : st);
-    if (done < 0) {
-        iez_log_once(IEZ_LOG_COLLREAD, "%s: a view, type or file it cannot serve (%s): MPI's own %s", what,
-                     f->path ? f->path : "?", op);
-        return 0;
-    }
-    if (begin) { /* the data have moved; MPI_File_*_end gives the status */
-        f->split_status = own;
-        f->split = 1;
-    }
-    *rc = done;
-    return 1;
-}
-
-/* The end of a split collective: the status of a begin this file served, else MPI's. */
-static int split_end(MPI_File fh, MPI_Status *st)
-{
-    struct iez_cio_file *f = __atomic_load_n(&iez_collio_on, __ATOMIC_RELAXED) ? find(fh) : NULL;
-    if (!f || !f->split)
-        return 0;
-    f->split = 0;
-    if (st != MPI_STATUS_IGNORE)
-        *st = f->split_status;
-    return 1;
-}
-
-#define IEZ_CIO_END(NAME, Q)                                                                       \
-    IEZ_EXPORT int MPI_File_##NAME(MPI_File fh, Q void *buf, MPI_Status *st)                       \
-    {                                                                                              \
-        if (iez_pmpi_ready(__builtin_return_address(0)))                                           \
-            return MPI_ERR_INTERN;                                                                 \
-        pthread_once(&once, configure);                                                            \
-        if (split_end(fh, st))                                                                     \
-            return MPI_SUCCESS;                                                                    \
-        return iez_cio_fn.NAME ? iez_cio_fn.NAME(fh, buf, st) : MPI_ERR_INTERN;                    \
-    }
-IEZ_CIO_END(read_all_end, )
-IEZ_CIO_END(read_at_all_end, )
-IEZ_CIO_END(write_all_end, const)
-IEZ_CIO_END(write_at_all_end, const)

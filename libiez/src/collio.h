@@ -145,6 +145,13 @@ struct iez_cio_item {
 };
 int iez_cio_by_off(const void *a, const void *b);
 
+/* The file fh, if registered; configure once (IEZ_COLLREAD, MPI's functions) before any use. */
+struct iez_cio_file *iez_cio_find(MPI_File fh);
+void iez_cio_configure(void);
+/* The file's first collective call served: rank 0's map to everyone, the aggregators' order
+ * (f->state 1), or left to MPI (-1); `what` and `op` name the call in the log. */
+void iez_cio_set_up(struct iez_cio_file *f, const char *what, const char *op);
+
 /* This rank's pieces for a call at etype offset off (at) or the individual pointer: 0, or -1
  * when the call is left to MPI. */
 int iez_cio_prepare(const struct iez_cio_file *f, MPI_File fh, int write, int at, MPI_Offset off, MPI_Count count,
@@ -171,7 +178,8 @@ int iez_cio_advance(MPI_File fh, const struct iez_cio_call *c);
 static inline int iez_cio_too_big(int64_t v) { return v < 0 || v > INT32_MAX; }
 #define IEZ_CIO_MAX_RUN (16ll << 20) /* one pread/pwrite moves at most this much, unless one piece is larger */
 
-/* The calls, with the file set up: their MPI return code, or -1: left to MPI (every rank alike). */
+/* The calls, with the file set up: their MPI return code, or -1: left to MPI (every rank alike);
+ * collective.c sends each call to its own. */
 int iez_collread_call(struct iez_cio_file *f, MPI_File fh, int at, MPI_Offset off, void *buf, MPI_Count count,
                       MPI_Datatype type, MPI_Status *st);
 int iez_collwrite_call(struct iez_cio_file *f, MPI_File fh, int at, MPI_Offset off, const void *buf, MPI_Count count,
