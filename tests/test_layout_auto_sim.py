@@ -84,12 +84,22 @@ def policy_placed_runs(path) -> list:
     return [v for v in scenario.variants(doc, base) if any(placed(j) for j in v.scenario.jobs)]
 
 
+# Spider II-size scenarios take 20 minutes of simulation each, beyond `make test`'s budget: not
+# checked here; the benchmark named beside each runs the scenario in `make bench`.
+AT_BENCH = {"seed002-ior": "bench/bench_bpio.py"}
 # Only the scenarios with something to compare: listing the others would skip them.
-SCENARIOS = [p for p in sorted((ROOT / "scenarios").glob("*.toml")) if policy_placed_runs(p)]
+SCENARIOS = [p for p in sorted((ROOT / "scenarios").glob("*.toml"))
+             if p.stem not in AT_BENCH and policy_placed_runs(p)]
 
 
 def test_some_scenarios_have_policy_placed_jobs():
     assert SCENARIOS, "no scenario in scenarios/ has a job a policy places: nothing to check auto on"
+
+
+def test_the_scenarios_left_to_the_benchmarks_are_run_there():
+    for stem, bench in AT_BENCH.items():
+        assert (ROOT / "scenarios" / f"{stem}.toml").exists(), stem
+        assert f"{stem}.toml" in (ROOT / bench).read_text(), f"{bench} does not run scenarios/{stem}.toml"
 
 
 @pytest.mark.parametrize("path", SCENARIOS, ids=[p.stem for p in SCENARIOS])

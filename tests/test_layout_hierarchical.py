@@ -45,7 +45,7 @@ CLUSTER = make_cluster(4, 4)  # 4 OSSs x 4 OSTs: OSTs 0-3 on oss0, 4-7 on oss1, 
 def test_rule_groups_divide_the_writers_and_cover_the_files_osts():
     assert choose(64 * MiB, 4, 8)[0] == Grouping(4, 2)  # one component per writer, two OSTs each
     assert choose(64 * MiB, 16, 8)[0] == Grouping(4, 2)  # at most c/2 subsets: groups of 4 writers
-    assert choose(GiB, 496, 56)[0] == Grouping(16, 3)  # 496 = 16 x 31: whole groups of ranks
+    assert choose(GiB, 496, 56)[0] == Grouping(8, 7)  # whole groups of ranks on all 56 OSTs (not 16 x 3 = 48)
     assert choose(GiB, 7, 56)[0] == Grouping(7, 8)  # few writers: wide subsets, every OST used
     for b, w, c in ((GiB, 496, 56), (64 * MiB, 12, 30), (3 * GiB, 1024, 160)):
         for g in choose(b, w, c):

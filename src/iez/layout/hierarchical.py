@@ -22,8 +22,10 @@ largest divisor of the writer count W (whole groups of consecutive ranks) such t
 (1) each subfile holds at least 1 MiB ("a file smaller than 1 MB, does not need to be striped"),
 (2) each subset has at least SUBSET_SIZE = 2 OSTs, the width the paper's experiments used for
 each subfile ("each subfile should not stripe too wide"), and (4) the subsets together cover the
-file's c OSTs: k = c // G, so G·k ≤ c ≤ the usable OSTs; (3) no overlap: the allocator keeps the
-subsets disjoint. G < 2 (one writer, or too small a file or count) means no hierarchy: the file
+file's c OSTs: k = c // G, so G·k ≤ c ≤ the usable OSTs, and among the G that qualify those
+covering the most of the c come first (2,048 writers on c = 20: G = 4 of 5 OSTs, all 20, rather
+than G = 8 of 2, which would leave 4 of the OSTs the cost model chose unused); (3) no overlap:
+the allocator keeps the subsets disjoint. G < 2 (one writer, or too small a file or count) means no hierarchy: the file
 keeps its plain layout. Why not always the widest G: the paper's BT-IO run (§4.3, same anchor)
 lost time when each step wrote one subfile only, so the groups are the writers that write at
 once, never finer than one component per writer.
@@ -110,11 +112,13 @@ class Cut:
 
 def choose(file_bytes: int, writers: int, stripe_count: int) -> list[Grouping]:
     """The groupings the rule allows for a file of `file_bytes` written by `writers` ranks that
-    would get `stripe_count` stripes as a plain file, best (most groups) first (the module
-    docstring's rule); empty: no hierarchy."""
+    would get `stripe_count` stripes as a plain file, best (most of the stripes covered, then most
+    groups) first (the module docstring's rule); empty: no hierarchy."""
     most = min(stripe_count // SUBSET_SIZE, writers, file_bytes // SUBFILE_MIN)
-    return [Grouping(g, stripe_count // g) for g in range(most, 1, -1)
+    fits = [Grouping(g, stripe_count // g) for g in range(most, 1, -1)
             if writers % g == 0 and _lum_bytes(g, stripe_count // g * g) <= LUM_MAX]
+    # the groupings that cover the most of the c stripes first (condition 4), then the most groups
+    return sorted(fits, key=lambda x: -x.stripes)
 
 
 def cut(file_bytes: int, writers: int, stripe_count: int, stripe_size_for: Callable[[int], int]) -> Cut | None:
