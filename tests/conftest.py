@@ -17,7 +17,7 @@ BUILD = ROOT / "build"
 
 # Fixtures several modules use live in plugins, never imported from another test module.
 pytest_plugins = ["plugins.postgres", "plugins.controller_stack", "plugins.controller_process",
-                  "plugins.access_controllers"]
+                  "plugins.access_controllers", "plugins.sim_engine"]
 
 
 def need_fixtures() -> Path:

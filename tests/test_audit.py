@@ -16,7 +16,6 @@ from iez.audit.findings import FileFacts, findings
 from iez.audit.job import audit_log
 from iez.layout.raid0 import bytes_per_ost
 from iez.plan import parse_layout
-from iez.sim import engine
 from iez.trace.darshan import read_log
 from iez.trace.ingest import TraceError
 from test_darshan import need_log
@@ -26,12 +25,7 @@ LOGS = ("sample.darshan", "sample-badost.darshan", "sample-goodost.darshan", "io
         "dxt.darshan", "noposix.darshan")
 
 
-@pytest.fixture(scope="module", autouse=True)
-def eng() -> str:
-    try:
-        return engine.engine_path()
-    except engine.SimError as e:
-        pytest.fail(str(e))
+pytestmark = pytest.mark.usefixtures("eng")  # the engine is built (tests/plugins/sim_engine.py)
 
 
 @pytest.fixture(scope="module")

@@ -15,18 +15,13 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT
-from iez.sim import engine, scenario, study
+from iez.sim import scenario, study
 
 MIB = 1 << 20
 SLACK = 1e-6  # SimGrid's max-min solver works to ~1e-5 of a resource; equal layouts give equal times
 
 
-@pytest.fixture(scope="module", autouse=True)
-def eng() -> str:
-    try:
-        return engine.engine_path()
-    except engine.SimError as e:
-        pytest.fail(str(e))
+pytestmark = pytest.mark.usefixtures("eng")  # the engine is built (tests/plugins/sim_engine.py)
 
 
 def run(doc: dict, tmp_path: Path, name: str) -> study.Run:

@@ -20,12 +20,6 @@ MIB = 1 << 20
 REL = 1e-6  # SimGrid's max-min solver works to 1e-5 of a resource's capacity; our cases land much closer
 
 
-@pytest.fixture(scope="module")
-def eng() -> str:
-    try:
-        return engine.engine_path()
-    except engine.SimError as e:
-        pytest.fail(str(e))
 
 
 def platform(n_oss=1, per_oss=1, read_bw=5e8, write_bw=4e8, oss_bw=1.25e9, clients=1, client_bw=1.25e9, **extra):
