@@ -45,7 +45,7 @@ def test_message_round_trip_keeps_every_field():
     frames = encode(m, TOKEN)
     assert frames[0] == TOPIC
     body = json.loads(frames[1])
-    assert body["schema"] == "iez.stats" and body["version"] == 1
+    assert body["schema"] == "iez.stats" and body["version"] == 2
     assert body["osts"]["iez-OST0000"] == {"kbytestotal": 100, "kbytesavail": 50, "kbytesfree": 60,
                                           "read_bps": None, "write_bps": 2.5}
     assert decode(frames, TOKEN) == m
@@ -65,7 +65,7 @@ def test_message_signature_refuses_other_tokens_and_tampering():
 
 
 @pytest.mark.parametrize("change, error", [
-    ({"version": 2}, "version 2 is not supported"),
+    ({"version": 3}, r"version 3 is not supported \(this iez reads 1, 2\)"),
     ({"schema": "x"}, "schema"),
     ({"role": "client"}, "role"),
     ({"id": "../etc"}, "bad host id"),
@@ -77,6 +77,8 @@ def test_message_signature_refuses_other_tokens_and_tampering():
     ({"osts": {"iez-OST0000": {"kbytestotal": 10, "kbytesavail": 1, "extra": 1}}}, "unknown fields"),
     ({"osts": {"iez-OST0000": {"kbytestotal": True, "kbytesavail": 1}}}, "kbytestotal"),
     ({"osts": {"iez-OST0000": {"kbytestotal": 10, "kbytesavail": 1, "write_bps": -1}}}, "write_bps"),
+    ({"osts": {"iez-OST0000": {"kbytestotal": 10, "kbytesavail": 1, "read_bytes": 1.5}}}, "read_bytes"),
+    ({"osts": {"iez-OST0000": {"kbytestotal": 10, "kbytesavail": 1, "write_bytes": 1 << 64}}}, "write_bytes"),
     ({"ost_states": {"iez-OST0000": "broken"}}, "state"),
     ({"load": {"cpu": 1}}, "load"),
     ({"errors": [1]}, "errors"),
@@ -150,14 +152,18 @@ def oss_tree(root: Path, written: int, now: float, space: int = 1 << 20) -> Para
 def test_rates_between_rounds(tmp_path):
     r = OstRates()
     first = r.collect(oss_tree(tmp_path, 10 * MiB, 100.0))
-    assert first.osts["iez-OST0000"] == {"read_bps": None, "write_bps": None}  # one sample: no rate yet
+    # one sample: no rate yet, but the OST's own sums (read_bytes printed only once non-zero: 0)
+    assert first.osts["iez-OST0000"] == {"read_bps": None, "write_bps": None, "read_bytes": 0,
+                                         "write_bytes": 10 * MiB}
     second = r.collect(oss_tree(tmp_path, 30 * MiB, 104.0))
-    assert second.osts["iez-OST0000"] == {"read_bps": 0.0, "write_bps": 20 * MiB / 4}
-    assert second.osts["iez-OST0001"] == {"read_bps": 10 * MiB / 4, "write_bps": 0.0}
+    assert second.osts["iez-OST0000"] == {"read_bps": 0.0, "write_bps": 20 * MiB / 4, "read_bytes": 0,
+                                          "write_bytes": 30 * MiB}
+    assert second.osts["iez-OST0001"] == {"read_bps": 10 * MiB / 4, "write_bps": 0.0, "read_bytes": 15 * MiB,
+                                          "write_bytes": 0}
     same = r.collect(oss_tree(tmp_path, 30 * MiB, 104.0))  # read again before the kernel updated it
     assert same.osts == second.osts
     back = r.collect(oss_tree(tmp_path, 1 * MiB, 50.0))  # the OST restarted: start over
-    assert back.osts["iez-OST0000"] == {"read_bps": None, "write_bps": None}
+    assert back.osts["iez-OST0000"] == {"read_bps": None, "write_bps": None, "read_bytes": 0, "write_bytes": MiB}
     assert r.collect(oss_tree(tmp_path, 3 * MiB, 52.0)).osts["iez-OST0000"]["write_bps"] == MiB
 
 

@@ -20,7 +20,7 @@ from iez.controller.service import Controller, Settings
 from iez.metrics import balance_report, integer_bound, ost_cost, oss_utilization, ost_utilization
 from iez.request import Request
 
-GiB = 1 << 30
+GiB, MiB = 1 << 30, 1 << 20
 
 
 def test_ost_cost_definition():
@@ -83,9 +83,12 @@ def exposed(tmp_path_factory) -> str:
     now = time.time()
     for seq, (t, rate) in enumerate(((now - 2, None), (now - 1, 4096.0)), start=1):
         for oss, osts in (("oss0", (0, 1)), ("oss1", (2, 3))):
+            # oss1's collector sends its OSTs' own byte sums (message version 2), oss0's only rates
+            sums = (7 * MiB * seq, 5 * MiB * seq) if oss == "oss1" else (None, None)
             msg = StatsMessage("oss", oss, seq, t, 60.0, oss,
                                {f"scratch-OST{i:04x}": OstReading(1 << 20, (1 << 19) + i, (1 << 19) + i, rate,
-                                                                  None if rate is None else 2 * rate) for i in osts},
+                                                                  None if rate is None else 2 * rate, *sums)
+                                for i in osts},
                                load=HostLoad(0.25, 0.5))
             assert ctl.on_message(encode(msg, SITE), now) == []
     ctl.on_message(encode(StatsMessage("mds", "mds0", 1, now, 60.0, "mds0"), SITE), now)
@@ -120,7 +123,11 @@ def test_metrics_join_the_lustre_exporters(exposed):
     cap = {lab["target"]: v for _, lab, v in fams["iez_capacity_bytes"][1]}
     assert cap == {f"scratch-OST{i:04x}": float(1 << 30) for i in range(4)}  # kbytestotal 1 MiB-KiB x 1024
     written = {lab["target"]: v for _, lab, v in fams["iez_write_bytes"][1]}
-    assert written == {f"scratch-OST{i:04x}": 2 * 4096.0 * 60 for i in range(4)}  # 2 x 4096 B/s over one 60 s interval
+    # oss0's OSTs: 2 x 4096 B/s over one 60 s interval; oss1's: the sums its collector last sent
+    assert written == {"scratch-OST0000": 2 * 4096.0 * 60, "scratch-OST0001": 2 * 4096.0 * 60,
+                       "scratch-OST0002": 10.0 * MiB, "scratch-OST0003": 10.0 * MiB}
+    read = {lab["target"]: v for _, lab, v in fams["iez_read_bytes"][1]}
+    assert read["scratch-OST0000"] == 4096.0 * 60 and read["scratch-OST0003"] == 14.0 * MiB
     used = {(lab["component"], lab["target"]): v for _, lab, v in fams["iez_used_ratio"][1]}
     assert used[("ost", "scratch-OST0001")] == pytest.approx(1 - ((1 << 19) + 1) / (1 << 20))
     assert ("oss", "oss1") in used

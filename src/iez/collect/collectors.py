@@ -140,6 +140,11 @@ class OstRates:
             rates = self._rates(target, stats)
             out.osts[target] = {"read_bps": None, "write_bps": None} if rates is None else \
                 {"read_bps": rates[0], "write_bps": rates[1]}
+            # Lustre's own cumulative sums, for /metrics' counters (a counter printed only once
+            # non-zero: absent is 0)
+            for field_name in ("read_bytes", "write_bytes"):
+                c = stats.counter(field_name)
+                out.osts[target][field_name] = (c.sum or 0) if c is not None else 0
         return out
 
     def _rates(self, target: str, stats: Stats) -> tuple[float, float] | None:
@@ -249,7 +254,8 @@ def run_round(collectors: list[Collector], tree: ParamTree) -> Round:
         if "kbytestotal" in f:
             # OstSpace writes both as checked ints; the rest of the fields are its or OstRates'.
             osts[t] = OstReading(f["kbytestotal"], f["kbytesavail"], f.get("kbytesfree"),  # type: ignore[arg-type]
-                                 f.get("read_bps"), f.get("write_bps"))
+                                 f.get("read_bps"), f.get("write_bps"),
+                                 f.get("read_bytes"), f.get("write_bytes"))  # type: ignore[arg-type]
         else:
             errors.append(f"{t}: I/O statistics but no space figures: OST not reported")
     return Round(osts, states, load, errors)

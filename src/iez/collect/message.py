@@ -1,4 +1,4 @@
-"""The statistics message a collector publishes and the controller reads (version 1).
+"""The statistics message a collector publishes and the controller reads (version 2; 1 still read).
 
 One message per collection round, sent over ZeroMQ as three frames:
 
@@ -7,16 +7,19 @@ One message per collection round, sent over ZeroMQ as three frames:
 The MAC is keyed with the site token, so the token never travels and a message cannot be
 forged or altered by anyone who can reach the controller's port. The body (docs/controller.md):
 
-    {"schema": "iez.stats", "version": 1, "role": "oss", "id": "oss0", "hostname": "n12",
+    {"schema": "iez.stats", "version": 2, "role": "oss", "id": "oss0", "hostname": "n12",
      "seq": 7, "time": 1767225600.25, "interval": 60.0,
      "osts": {"iez-OST0000": {"kbytestotal": 10485760, "kbytesavail": 9437184,
-                              "kbytesfree": 9437184, "read_bps": 0.0, "write_bps": 1048576.0}},
+                              "kbytesfree": 9437184, "read_bps": 0.0, "write_bps": 1048576.0,
+                              "read_bytes": 0, "write_bytes": 62914560}},
      "ost_states": {"iez-OST0003": "inactive"},
      "load": {"cpu": 0.12, "mem": 0.31},
      "errors": ["obdfilter.iez-OST0004.kbytesavail: not an integer"]}
 
 Targets are keyed by name (`<fsname>-OST<hex index>`), so an OSS serving two file systems is
-unambiguous. `read_bps`/`write_bps` are null until a collector has two samples; `load` is null
+unambiguous. `read_bps`/`write_bps` are null until a collector has two samples; `read_bytes`/
+`write_bytes` (version 2) are the OST's own cumulative sums (obdfilter stats), absent when its
+stats are not readable, so that /metrics' byte counters are Lustre's; `load` is null
 when /proc could not be read; `ost_states` comes from an MDS. Pure: encoding, signing,
 decoding and validation, no I/O.
 """
@@ -37,7 +40,8 @@ from iez.errors import IezError, shown
 
 TOPIC = b"iez.stats"
 SCHEMA = "iez.stats"
-VERSION = 1
+VERSION = 2
+READS = (1, 2)  # version 1: before the cumulative byte sums
 ROLES = ("oss", "mds")
 MAX_BYTES = 4 << 20  # a message larger than this is refused (an OSS has at most a few hundred OSTs)
 # Seconds between rounds. Bounded because the controller trusts a report for a few of its
@@ -47,6 +51,7 @@ MAX_ERRORS = 100  # errors carried per message; the rest are counted
 MAX_ERROR_LEN = 300
 _OST_NAME = re.compile(r"[A-Za-z0-9_-]{1,8}-OST[0-9a-fA-F]{4}")  # as ost_name() prints it
 _KB_MAX = 1 << 62  # KiB; far beyond any real target
+_BYTES_MAX = (1 << 64) - 1  # Lustre's stats sums are unsigned 64-bit
 
 
 class MessageError(IezError):
@@ -62,6 +67,8 @@ class OstReading:
     kbytesfree: int | None = None
     read_bps: float | None = None
     write_bps: float | None = None
+    read_bytes: int | None = None  # the OST's cumulative sums (None: not known)
+    write_bytes: int | None = None
 
 
 @dataclass(frozen=True)
@@ -120,8 +127,9 @@ def from_json(doc: Any) -> StatsMessage:
         raise MessageError("body is not a JSON object")
     if doc.get("schema") != SCHEMA:
         raise MessageError(f"schema {doc.get('schema')!r} is not {SCHEMA!r}")
-    if doc.get("version") != VERSION:
-        raise MessageError(f"version {doc.get('version')!r} is not supported (this iez reads {VERSION})")
+    if doc.get("version") not in READS:
+        raise MessageError(f"version {doc.get('version')!r} is not supported (this iez reads "
+                           f"{', '.join(map(str, READS))})")
     role = doc.get("role")
     if role not in ROLES:
         raise MessageError(f"role {role!r} is not one of {', '.join(ROLES)}")
@@ -183,14 +191,21 @@ def _target(name: Any) -> str:
 def _ost(name: str, r: Any) -> OstReading:
     if not isinstance(r, dict):
         raise MessageError(f"{name}: expected an object")
-    unknown = set(r) - {"kbytestotal", "kbytesavail", "kbytesfree", "read_bps", "write_bps"}
+    unknown = set(r) - {"kbytestotal", "kbytesavail", "kbytesfree", "read_bps", "write_bps", "read_bytes",
+                        "write_bytes"}
     if unknown:
         raise MessageError(f"{name}: unknown fields {sorted(unknown)}")
     total = _int(r.get("kbytestotal"), f"{name} kbytestotal", 1, _KB_MAX)
     avail = _int(r.get("kbytesavail"), f"{name} kbytesavail", 0, total)
     free = r.get("kbytesfree")
-    rates = {k: None if r.get(k) is None else _number(r[k], f"{name} {k}") for k in ("read_bps", "write_bps")}
-    return OstReading(total, avail, None if free is None else _int(free, f"{name} kbytesfree", 0, total), **rates)
+    def rate(k: str) -> float | None:
+        return None if r.get(k) is None else _number(r[k], f"{name} {k}")
+
+    def total_bytes(k: str) -> int | None:
+        return None if r.get(k) is None else _int(r[k], f"{name} {k}", 0, _BYTES_MAX)
+
+    return OstReading(total, avail, None if free is None else _int(free, f"{name} kbytesfree", 0, total),
+                      rate("read_bps"), rate("write_bps"), total_bytes("read_bytes"), total_bytes("write_bytes"))
 
 
 def _state(name: str, s: Any) -> str:

@@ -117,10 +117,12 @@ def families(cluster: Cluster, view: ViewSnapshot, desc: dict[str, Any], counts:
     free = gauge("iez_free_bytes", "Free space on the OST, the root reserve included (kbytesfree x 1024).")
     age = gauge("iez_stats_age_seconds", "Seconds since the target's statistics arrived at the controller.")
     stale = gauge("iez_stale", "1 while the target has no fresh statistics (allocation avoids its OSTs).")
-    rbytes = CounterMetricFamily("iez_read_bytes", "Bytes read on the OST as its collector reported them "
-                                 "(rate x interval, summed since the controller started).", labels=TARGET_LABELS)
-    wbytes = CounterMetricFamily("iez_write_bytes", "Bytes written on the OST as its collector reported them "
-                                 "(rate x interval, summed since the controller started).", labels=TARGET_LABELS)
+    rbytes = CounterMetricFamily("iez_read_bytes", "Bytes read on the OST: its obdfilter stats read_bytes sum as "
+                                 "its collector reported it (version 1 collectors: rate x interval, summed since the "
+                                 "controller started).", labels=TARGET_LABELS)
+    wbytes = CounterMetricFamily("iez_write_bytes", "Bytes written on the OST: its obdfilter stats write_bytes sum "
+                                 "as its collector reported it (version 1 collectors: rate x interval, summed since "
+                                 "the controller started).", labels=TARGET_LABELS)
     for row in desc["osts"]:
         lab = ["ost", row["name"]]
         stale.add_metric(lab, float(row["stale"]))

@@ -165,9 +165,13 @@ class Controller:
         return issues
 
     def _count_bytes(self, kept: StatsMessage) -> None:
-        """Add a message's rates x its interval to the OSTs' byte counters (/metrics' _total
-        counters, for rate()); a rate not known yet adds nothing."""
+        """The OSTs' byte counters (/metrics' _total counters, for rate()): the OST's own
+        cumulative sums where its collector sends them (version 2), else its rates x the
+        interval added up (version 1 collectors; a rate not known yet adds nothing)."""
         for target, r in kept.osts.items():
+            if r.read_bytes is not None and r.write_bytes is not None:
+                self.ost_bytes[target] = (float(r.read_bytes), float(r.write_bytes))
+                continue
             read, write = self.ost_bytes.get(target, (0.0, 0.0))
             self.ost_bytes[target] = (read + (r.read_bps or 0.0) * kept.interval,
                                       write + (r.write_bps or 0.0) * kept.interval)
