@@ -28,9 +28,11 @@ def test_two_jobs_take_turns_under_exclusive(bench):
     r = pair(bench, "exclusive", ("0-4", "2-6"))
     assert r["osts_written"] == [[0, 1, 2, 3, 4], [2, 3, 4, 5, 6]]
     assert r["grants"] == [1, 1] and r["hold_overlap_s"] == 0.0 and r["untokened"] == [0, 0]
-    # One of them waited for about the whole of the other's run.
+    # One of them waited for most of the other's run: both start at one instant, but on a loaded
+    # machine the later one's start lags by a part of the first's hold (0.21 s of 0.27 s seen in CI);
+    # sharing would make it wait nothing at all.
     first, second = sorted((0, 1), key=lambda i: r["token_wait_s"][i])
-    assert r["token_wait_s"][second] >= 0.8 * hold(r, first)
+    assert r["token_wait_s"][second] >= 0.5 * hold(r, first)
     assert r["token_wait_s"][first] < 0.1
 
 

@@ -137,8 +137,11 @@ def test_writer_segments_of_the_layer_that_knows_them():
                         open_time=T0) for p in range(2)]
     recs += [FileRecord(path="/mnt/iez/shared-ptr", rank=r, api="mpiio", created=r == 0, bytes_written=10,
                         writer_segments=0 if r else 2, open_time=T0) for r in range(2)]
+    # HACC-IO: rank 0 writes the header apart from its block; the writers' most common count wins
+    recs += [FileRecord(path="/mnt/iez/hacc", rank=r, pid=r, created=r == 0, bytes_written=MiB,
+                        writer_segments=2 if r == 0 else 1, open_time=T0) for r in range(4)]
     got = {q.path.rsplit("/", 1)[1]: q.writer_segments for q in ingest(recs).requests}
-    assert got == {"ssf": 1, "seg": 4, "shared-ptr": 0}
+    assert got == {"ssf": 1, "seg": 4, "shared-ptr": 0, "hacc": 1}
 
 
 def test_final_path_from_renames():

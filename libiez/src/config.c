@@ -119,6 +119,10 @@ void iez_config_load(struct iez_config *c)
             break;
         }
     }
+    /* A rank an MPI launcher started is an MPI process even with libiez.so alone preloaded: its
+     * MPI's shared memory in /dev/shm is not the application's (open.h, iez_system_path). */
+    if (getenv("PMI_RANK") || getenv("PMIX_RANK") || getenv("OMPI_COMM_WORLD_RANK"))
+        c->mpi_process = 1;
     const char *nid = getenv("IEZ_NID");
     if (nid && strlen(nid) < sizeof c->nid && !strpbrk(nid, " \t\n"))
         copy(c->nid, sizeof c->nid, nid);

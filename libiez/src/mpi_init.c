@@ -112,7 +112,7 @@ IEZ_EXPORT int MPI_Init(int *argc, char ***argv)
 {
     if (iez_pmpi_ready(__builtin_return_address(0)))
         return MPI_ERR_INTERN;
-    iez_mpi_process = 1;
+    iez_cfg.mpi_process = 1;
     int rc = iez_pmpi.PMPI_Init(argc, argv);
     if (rc == MPI_SUCCESS) {
         iez_mpi_thread_multiple = 0; /* MPI_Init is MPI_Init_thread(MPI_THREAD_SINGLE) */
@@ -125,7 +125,7 @@ IEZ_EXPORT int MPI_Init_thread(int *argc, char ***argv, int required, int *provi
 {
     if (iez_pmpi_ready(__builtin_return_address(0)))
         return MPI_ERR_INTERN;
-    iez_mpi_process = 1;
+    iez_cfg.mpi_process = 1;
     int rc = iez_pmpi.PMPI_Init_thread(argc, argv, required, provided);
     if (rc == MPI_SUCCESS) {
         iez_mpi_thread_multiple = !provided || *provided >= MPI_THREAD_MULTIPLE;

@@ -18,8 +18,6 @@
 #include "sysio.h"
 #include "trace.h"
 
-int iez_mpi_process;
-
 int iez_absolute(int dirfd, const char *path, char *out, size_t cap)
 {
     char base[PATH_MAX];

@@ -15,6 +15,7 @@
 #include <sys/types.h>
 
 #include "place.h"
+#include "state.h"
 #include "shard.h"
 
 struct iez_open {
@@ -43,14 +44,13 @@ void iez_open_end(struct iez_open *op, int fd);
 /* The absolute, lexically normalised name of (dirfd, path), as plan keys are written: its
  * length, or -1. */
 int iez_absolute(int dirfd, const char *path, char *out, size_t cap);
-/* In an MPI process (set by libiez-mpi's MPI_Init before MPI starts), MPI's and UCX's shared
+/* In an MPI process (iez_cfg.mpi_process), MPI's and UCX's shared
  * memory segments in /dev/shm and /proc's links to other processes' descriptors (which UCX
  * opens to share them) are not the application's files: neither placed nor traced, as
  * Darshan excludes /dev/ and /proc/. Elsewhere they are files like any other. */
-extern int iez_mpi_process;
 static inline int iez_system_path(const char *abs, size_t len)
 {
-    return iez_mpi_process && ((len > 9 && !__builtin_memcmp(abs, "/dev/shm/", 9)) ||
+    return iez_cfg.mpi_process && ((len > 9 && !__builtin_memcmp(abs, "/dev/shm/", 9)) ||
                                (len > 6 && !__builtin_memcmp(abs, "/proc/", 6)));
 }
 /* A file opened through a layer without descriptors (MPI-IO, HDF5): its trace record, with the

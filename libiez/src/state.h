@@ -23,6 +23,9 @@ struct iez_config {
     char job_id[64], array_task[32]; /* the batch system's, "" outside a job */
     int app_given;               /* app came from IEZ_APP */
     int rank;
+    /* an MPI process: libiez-mpi's MPI_Init sets it before MPI starts, the environment of a rank
+     * an MPI launcher started (PMI_RANK, PMIX_RANK, OMPI_COMM_WORLD_RANK) at load (open.h) */
+    int mpi_process;
     char trace_dir[PATH_MAX];    /* "" = no tracing */
     char plan[PATH_MAX];         /* "" = no plan */
     char log[PATH_MAX];          /* "" = silent; "-" = stderr */

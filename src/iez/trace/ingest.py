@@ -21,9 +21,11 @@ docs/references.md#s000-table1), because a layout is chosen once, at create. Rul
   MPI-IO's, not ROMIO's aggregated POSIX writes beneath): the most common transfer size among
   its writers (ties: the larger), since ranks of one job mostly write alike and a lone rank
   writing a header or a tail must not set it; and the smallest alignment any of them wrote
-  with. 0 when no record knows. writer_segments is the largest number of contiguous extents
-  one writer of that kind of layer wrote (1: one block per writer), read_size the readers'
-  most common largest read, read_bytes as write_bytes are.
+  with. 0 when no record knows. writer_segments is the most common number of contiguous extents
+  the writers of that kind of layer wrote (1: one block per writer; ties: the larger), for the
+  same reason: HACC-IO's rank 0 writes the header apart from its block, and one such writer must
+  not make a file of one block per writer read as segmented. read_size is the readers' most
+  common largest read, read_bytes as write_bytes are.
 - A file the run read but did not create is one of `Ingested.reads` (a read-only run is
   imported as reads); final_path is the name a rename in the run gave the file; host is the
   creator's (or first reader's).
@@ -112,7 +114,7 @@ def _write_facts(path: str, recs: list[FileRecord]) -> tuple[int, int, int, int]
         return 0, 0, 0, 0
     writers = max(len({(r.rank, r.host, r.pid) for r in wrote}), max(r.writers for r in wrote))
     layer = _top_layer(path, wrote, lambda r: r.transfer_size)
-    segments = max((r.writer_segments for r in _top_layer(path, wrote, lambda r: r.writer_segments)), default=0)
+    segments = _most_common(r.writer_segments for r in _top_layer(path, wrote, lambda r: r.writer_segments))
     return (writers, _most_common(r.transfer_size for r in layer),
             min((r.write_align for r in layer if r.write_align > 0), default=0), segments)
 
