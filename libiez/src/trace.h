@@ -47,8 +47,9 @@ static inline struct iez_ofd *iez_fd_get(int fd)
 }
 
 /* A descriptor this process did not open through libiez (inherited across exec: a shell
- * redirect, a launcher's file; opened by a raw call) and now written (writing 1) or read: one
- * fstat and one readlink decide, under the rules of an open (open.c); its traced descriptor, or
+ * redirect, a launcher's file; opened by a raw call) and now written (writing 1) or read: its
+ * flags (fcntl) and name (readlink of /proc/self/fd) decide, under the rules of an open (open.c),
+ * once per descriptor; its traced descriptor, or
  * NULL, the slot then holding an iez_fd_none marker. */
 struct iez_ofd *iez_fd_adopt(int fd, int writing);
 /* Put a marker (iez_fd_none), or NULL (forget it), in fd's slot. */
