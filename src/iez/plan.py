@@ -17,12 +17,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, Sequence
+
+import numpy as np
 
 from iez.errors import ConfigError, LayoutError
 from iez.fields import Matcher, escape, parse_path
 from iez.files import read_regular, replace_atomically
-from iez.layout.layout import LUSTRE_EOF, Component, FileLayout, Layout
+from iez.layout.layout import LOV_MAX_STRIPE_COUNT, LUSTRE_EOF, Component, FileLayout, Layout
 
 MAGIC = "#iez-plan"
 _INT = re.compile(r"-?[0-9]+")  # the grammar's int: no sign but '-', no spaces, no '_' (int() takes all three)
@@ -202,3 +204,55 @@ def from_entries(entries: Iterable[PlanEntry], **meta: str) -> Plan:
     for e in entries:
         plan.add(e.path, e.layout)
     return plan
+
+
+def dumps_arrays(meta: Mapping[str, str], paths: Sequence[str], stripe_size: np.ndarray, offsets: np.ndarray,
+                 osts: np.ndarray, pools: Sequence[str], pool: np.ndarray,
+                 other: Mapping[int, FileLayout] | None = None) -> str:
+    """What `dumps` writes for files whose plain layouts are arrays (file i: `stripe_size[i]`,
+    OSTs `osts[offsets[i]:offsets[i + 1]]`, pool `pools[pool[i]]`) and files in `other` with
+    their layout from there: one join of string pieces, no object per file. Paths are checked as
+    `Plan.add` checks them."""
+    n = len(paths)
+    other = other or {}
+    text = "\n".join(paths)
+    v2 = "{" in text or "}" in text
+    if n and (text.count("\n") != n - 1 or ("\n" + text).count("\n/") != n or any(c in text for c in "\t\r\0")):
+        for p in paths:
+            check_name(p)
+    for p in paths if v2 else ():
+        parse_path(p)
+    if len(set(paths)) != n:
+        seen: set[str] = set()
+        raise ConfigError(f"plan: {next(p for p in paths if p in seen or seen.add(p))} is planned twice")  # type: ignore[func-returns-value]
+    head = dumps(Plan(meta=dict(meta)))  # the header lines, as version 1 (no entries)
+    if v2:
+        head = head.replace(f"{MAGIC} 1", f"{MAGIC} {VERSION}", 1)
+    # Per file: its path, "\t" + its layout's start ("S=..,c=..,o=", one string for all files
+    # alike), one piece per stripe (":"-prefixed after the first), "\n".
+    count = np.diff(offsets)
+    plain = np.ones(n, bool)
+    plain[list(other)] = False
+    width = max(len(pools), 1)
+    keys, head_of = np.unique(np.where(plain, (stripe_size * (LOV_MAX_STRIPE_COUNT + 1) + count) * width + pool, -1),
+                              return_inverse=True)
+    starts = [f"\tS={k // width // (LOV_MAX_STRIPE_COUNT + 1)},c={k // width % (LOV_MAX_STRIPE_COUNT + 1)}"
+              f"{',p=' + pools[k % width] if pools[k % width] else ''},o=" for k in keys.tolist()]
+    stripes = np.where(plain, count, 0)
+    at = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(stripes + 3, out=at[1:])
+    pieces = np.empty(int(at[-1]), dtype=object)
+    pieces[at[:-1]] = paths
+    pieces[at[:-1] + 1] = np.array(starts, dtype=object)[head_of.reshape(-1)]
+    pieces[at[1:] - 1] = "\n"
+    for i, fl in other.items():
+        pieces[at[i] + 1] = "\t" + format_layout(fl)
+    if stripes.any():
+        top = int(osts.max()) + 1
+        first, later = np.array([str(i) for i in range(top)], dtype=object), np.array(
+            [f":{i}" for i in range(top)], dtype=object)
+        file_of = np.repeat(np.arange(n), stripes)
+        k = np.arange(len(file_of)) - np.repeat(np.cumsum(stripes) - stripes, stripes)
+        ost = osts[offsets[:-1][file_of] + k]
+        pieces[at[file_of] + 2 + k] = np.where(k == 0, first[ost], later[ost])
+    return head + "".join(pieces.tolist())

@@ -9,6 +9,9 @@ data shared by ingestion, prediction, allocation, the interaction database and t
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Sequence, overload
+
+import numpy as np
 
 from iez.layout.layout import FileLayout
 
@@ -64,3 +67,34 @@ class Placement:
     run: str = ""
     policy: str = ""
     note: str = ""  # why the layout differs from the one the request asked for ("" = it does not)
+
+
+@dataclass(frozen=True, eq=False)
+class RequestColumns(Sequence[Request]):
+    """Many requests as columns (one entry per file), for jobs of 10^5-10^6 files: the allocator
+    reads the arrays, and a `Request` is built only for the files a caller indexes. Fields not
+    held here take `Request`'s defaults; `pool` is an index into `pools`."""
+
+    path: Sequence[str]
+    write_bytes: np.ndarray  # int64
+    stripe_count: np.ndarray  # int64
+    create_time: np.ndarray  # float
+    pool: np.ndarray  # int64, into `pools`
+    pools: tuple[str, ...] = ("",)
+    app: str = ""
+    run: str = ""
+
+    def __len__(self) -> int:
+        return len(self.path)
+
+    @overload
+    def __getitem__(self, i: int) -> Request: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[Request]: ...
+
+    def __getitem__(self, i: int | slice) -> Request | list[Request]:
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self)))]
+        return Request(self.path[i], int(self.write_bytes[i]), int(self.stripe_count[i]), app=self.app,
+                       run=self.run, create_time=float(self.create_time[i]), pool=self.pools[int(self.pool[i])])

@@ -90,7 +90,7 @@ from iez.alloc.policy import (
     OstTable,
     RequestTable,
     job_bytes,
-    make_placements,
+    Placements,
     room_bytes,
     stripe_bytes,
     stripe_size,
@@ -128,9 +128,7 @@ class Balanced:
         self.routers = routers
 
     def place(self, requests: Sequence[Request], cluster: Cluster, snapshot: Snapshot,
-              options: AllocOptions = AllocOptions()) -> list[Placement]:
-        if not requests:
-            return []
+              options: AllocOptions = AllocOptions()) -> Placements:
         osts, table = tables(requests, cluster, snapshot, options)
         if self.routers and cluster.topology:
             cap = cluster.topology.oss_router_bw([s.name for s in cluster.osses])
@@ -138,10 +136,10 @@ class Balanced:
         cuts = hierarchical_cuts(requests, table, cluster, options)
         if any(cuts):
             table = with_cuts(table, cuts)
+        if not len(requests):
+            return Placements(requests, table, np.zeros(0, np.int64), np.zeros(1, np.int64), self.name)
         sol = solve(table, osts, rr_orders(cluster, table, osts), options)
-        flat, at = osts.index[sol.stripes].tolist(), sol.offsets.tolist()
-        lists = [tuple(flat[at[i]:at[i + 1]]) for i in range(len(requests))]
-        placements = make_placements(requests, table, lists, self.name)
+        placements = Placements(requests, table, osts.index[sol.stripes], sol.offsets, self.name)
         if any(cuts):
             placements = hierarchical(placements, cuts, requests, cluster, osts, sol, options)
         return placements
@@ -187,8 +185,8 @@ def with_cuts(table: RequestTable, cuts: Sequence[Cut | None]) -> RequestTable:
     return replace(table, count=count, size=size)
 
 
-def hierarchical(placements: list[Placement], cuts: Sequence[Cut | None], requests: Sequence[Request],
-                 cluster: Cluster, osts: OstTable, sol: Solution, options: AllocOptions) -> list[Placement]:
+def hierarchical(placements: Placements, cuts: Sequence[Cut | None], requests: Sequence[Request],
+                 cluster: Cluster, osts: OstTable, sol: Solution, options: AllocOptions) -> Placements:
     """The cut files' composite layouts, their subsets spread over OSSs, if the job's real time
     keeps the bound (else with the plain order's subsets, else the plain layouts)."""
     oss_of = {o.index: o.oss for o in cluster.osts}
@@ -196,7 +194,7 @@ def hierarchical(placements: list[Placement], cuts: Sequence[Cut | None], reques
     top = sol.reference * options.max_slowdown
     plain_time = _real_time(placements, osts)
     for spread in (True, False):
-        out = list(placements)
+        out: dict[int, Placement] = {}
         for i, c in enumerate(cuts):
             if c is None:
                 continue
@@ -213,8 +211,9 @@ def hierarchical(placements: list[Placement], cuts: Sequence[Cut | None], reques
             assumed = premise(requests[i].writer_segments, requests[i].api, requests[i].grows)[1]
             why = f"{why} ({assumed})" if assumed else why
             out[i] = replace(p, layout=fl, note=f"{p.note}; {why}" if p.note else why)
-        if _real_time(out, osts) <= max(top, plain_time) * (1 + EPS):
-            return out
+        cut_up = placements.with_replaced(out)
+        if _real_time(cut_up, osts) <= max(top, plain_time) * (1 + EPS):
+            return cut_up
     return placements
 
 
@@ -236,14 +235,32 @@ class Solution:
 
 def rr_orders(cluster: Cluster, table: RequestTable, osts: OstTable) -> list[np.ndarray]:
     """Per pool of `table`: the positions of its usable OSTs in LOD's RR array order."""
-    server_of = {o.index: o.oss for o in cluster.osts}
-    servers = server_order([(o.index, o.oss) for o in cluster.osts])
-    out = []
-    for name, allowed in zip(table.pools, table.allowed):
-        rr = [osts.position[i] for i in calc_rr(list(cluster.pool(name)), server_of, servers) if i is not None]
-        order = np.array(rr, dtype=np.int64)
-        out.append(order[allowed[order]])
-    return out
+    return [order[allowed[order]] for order, allowed in zip(rr_arrays(cluster, table.pools), table.allowed)]
+
+
+# The RR arrays of the clusters placed on lately: they depend on the cluster alone, and a cluster
+# is frozen, so a controller placing job after job on one builds them once.
+_RR_CACHE: dict[int, tuple[Cluster, dict[str, np.ndarray]]] = {}
+RR_CACHE_CLUSTERS = 4
+
+
+def rr_arrays(cluster: Cluster, pools: Sequence[str]) -> list[np.ndarray]:
+    """Per pool name: OST positions (cluster order) in LOD's RR array order (`calc_rr`)."""
+    held = _RR_CACHE.get(id(cluster))
+    if held is None or held[0] is not cluster:  # an id is only reused once its object is gone
+        if len(_RR_CACHE) >= RR_CACHE_CLUSTERS:
+            _RR_CACHE.pop(next(iter(_RR_CACHE)))
+        held = _RR_CACHE[id(cluster)] = (cluster, {})
+    arrays = held[1]
+    missing = [name for name in pools if name not in arrays]
+    if missing:
+        server_of = {o.index: o.oss for o in cluster.osts}
+        servers = server_order([(o.index, o.oss) for o in cluster.osts])
+        position = {o.index: p for p, o in enumerate(cluster.osts)}
+        for name in missing:
+            rr = calc_rr(list(cluster.pool(name)), server_of, servers)
+            arrays[name] = np.array([position[i] for i in rr if i is not None], dtype=np.int64)
+    return [arrays[name] for name in pools]
 
 
 def solve(table: RequestTable, osts: OstTable, orders: Sequence[np.ndarray], options: AllocOptions) -> Solution:

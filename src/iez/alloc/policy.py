@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import astuple, dataclass, field
-from typing import Mapping, Protocol, Sequence
+from typing import Mapping, Protocol, Sequence, overload
 
 import numpy as np
 
@@ -32,7 +32,7 @@ from iez.layout.hierarchical import premise
 from iez.layout.layout import LOV_MAX_STRIPE_COUNT, LUSTRE_EOF, STRIPE_SIZE_LIMIT, Component, FileLayout, Layout
 from iez.layout.raid0 import bytes_per_ost
 from iez.layout.stripe import AP, UNIT, method1, method2_stripe_size
-from iez.request import Placement, Request
+from iez.request import Placement, Request, RequestColumns
 from iez.units import format_size
 
 STRIPE_METHODS = ("method2", "method1", "fixed")
@@ -111,7 +111,7 @@ class Policy(Protocol):
     name: str
 
     def place(self, requests: Sequence[Request], cluster: Cluster, snapshot: Snapshot,
-              options: AllocOptions = AllocOptions()) -> list[Placement]: ...
+              options: AllocOptions = AllocOptions()) -> Sequence[Placement]: ...
 
 
 # -- stripe size -------------------------------------------------------------------------------
@@ -255,13 +255,7 @@ class RequestTable:
 def request_table(requests: Sequence[Request], cluster: Cluster, osts: OstTable,
                   options: AllocOptions) -> RequestTable:
     n = len(requests)
-    try:
-        w = np.fromiter((_whole(r.write_bytes) for r in requests), dtype=np.int64, count=n)
-        asked = np.fromiter((_whole(r.stripe_count) for r in requests), dtype=np.int64, count=n)
-    except (TypeError, ValueError, OverflowError):
-        bad = next(r for r in requests if not _fits_int64(r.write_bytes) or not _fits_int64(r.stripe_count))
-        raise ConfigError(f"request {bad.path}: write bytes {bad.write_bytes!r} and stripe count "
-                          f"{bad.stripe_count!r} must be whole numbers") from None
+    w, asked = _whole_columns(requests)
     if n and w.min() < 0:
         bad = requests[int(np.argmin(w))]
         raise ConfigError(f"request {bad.path}: write bytes {bad.write_bytes} is negative")
@@ -271,19 +265,13 @@ def request_table(requests: Sequence[Request], cluster: Cluster, osts: OstTable,
     if n and asked.min() < -1:
         bad = requests[int(np.argmin(asked))]
         raise ConfigError(f"request {bad.path}: stripe count {bad.stripe_count} (use -1 for every OST)")
-    pools: list[str] = []
-    pool_of: dict[str, int] = {}
-    pool = np.empty(n, dtype=np.int64)
-    for i, r in enumerate(requests):
-        k = pool_of.get(r.pool)
-        if k is None:
-            if r.pool and r.pool not in cluster.pools:
-                raise AllocationError(f"EINVAL: request {r.path} names pool {r.pool!r}, which {cluster.fsname} "
-                                      f"does not have (pools: {', '.join(sorted(cluster.pools)) or 'none'})",
-                                      errno="EINVAL")
-            k = pool_of[r.pool] = len(pools)
-            pools.append(r.pool)
-        pool[i] = k
+    pools, pool = _pool_column(requests)
+    for name in pools:
+        if name and name not in cluster.pools:
+            r = requests[int(np.argmax(pool == pools.index(name)))]
+            raise AllocationError(f"EINVAL: request {r.path} names pool {r.pool!r}, which {cluster.fsname} "
+                                  f"does not have (pools: {', '.join(sorted(cluster.pools)) or 'none'})",
+                                  errno="EINVAL")
     allowed = []
     for name in pools:
         member = np.zeros(osts.n, bool)
@@ -314,9 +302,42 @@ def request_table(requests: Sequence[Request], cluster: Cluster, osts: OstTable,
     if n and options.layout != "keep":
         count, size, lod_count, components, notes = auto_layouts(requests, w, count, size, pool, allowed, osts,
                                                                  cluster, options)
-    t = np.fromiter((r.create_time for r in requests), dtype=float, count=n)
-    return RequestTable(w, count, size, pool, pools, allowed, np.argsort(t, kind="stable"), lod_count, components,
-                        notes)
+    t = requests.create_time if isinstance(requests, RequestColumns) else \
+        np.array([r.create_time for r in requests], dtype=float)
+    order = np.arange(n) if (t[1:] >= t[:-1]).all() else np.argsort(t, kind="stable")
+    return RequestTable(w, count, size, pool, pools, allowed, order, lod_count, components, notes)
+
+
+def _whole_columns(requests: Sequence[Request]) -> tuple[np.ndarray, np.ndarray]:
+    """Write bytes and stripe counts as int64 arrays; ConfigError names a request whose are not
+    whole numbers (bools are not)."""
+    if isinstance(requests, RequestColumns):
+        return requests.write_bytes.astype(np.int64, copy=False), requests.stripe_count.astype(np.int64, copy=False)
+    w = [r.write_bytes for r in requests]
+    asked = [r.stripe_count for r in requests]
+    try:
+        if set(map(type, w)) | set(map(type, asked)) <= {int}:  # the usual case, checked in bulk
+            return np.array(w, dtype=np.int64).reshape(-1), np.array(asked, dtype=np.int64).reshape(-1)
+        return (np.fromiter(map(_whole, w), dtype=np.int64, count=len(w)),
+                np.fromiter(map(_whole, asked), dtype=np.int64, count=len(w)))
+    except (TypeError, ValueError, OverflowError):
+        bad = next(r for r in requests if not _fits_int64(r.write_bytes) or not _fits_int64(r.stripe_count))
+        raise ConfigError(f"request {bad.path}: write bytes {bad.write_bytes!r} and stripe count "
+                          f"{bad.stripe_count!r} must be whole numbers") from None
+
+
+def _pool_column(requests: Sequence[Request]) -> tuple[list[str], np.ndarray]:
+    """The pools the requests name, in first-use order, and each request's position among them."""
+    if isinstance(requests, RequestColumns):
+        used, first, pool = np.unique(requests.pool, return_index=True, return_inverse=True)
+        rank = np.empty(len(used), dtype=np.int64)
+        rank[np.argsort(first)] = np.arange(len(used))
+        return [requests.pools[int(k)] for k in used[np.argsort(first)]], rank[pool.reshape(-1)]
+    names = [r.pool for r in requests]
+    pool_of = {name: k for k, name in enumerate(dict.fromkeys(names))}
+    if len(pool_of) == 1:
+        return list(pool_of), np.zeros(len(names), dtype=np.int64)
+    return list(pool_of), np.fromiter(map(pool_of.__getitem__, names), dtype=np.int64, count=len(names))
 
 
 def auto_layouts(requests: Sequence[Request], w: np.ndarray, count: np.ndarray, size: np.ndarray, pool: np.ndarray,
@@ -433,20 +454,77 @@ def _fits_int64(v: object) -> bool:
     return True
 
 
+class Placements(Sequence[Placement]):
+    """A policy's placements, in request order, as arrays: file i's stripe size is `size[i]` and
+    its stripes go to OSTs `osts[offsets[i]:offsets[i + 1]]` (OST indices, in stripe order). A
+    `Placement` is built only when a caller indexes or iterates (identical layouts shared, as they
+    are frozen); `iez.plan.dumps_arrays` writes the plan straight from the arrays. `replaced` holds files
+    whose layout is not the plain one of their list (hierarchical striping)."""
+
+    def __init__(self, requests: Sequence[Request], table: RequestTable, osts: np.ndarray, offsets: np.ndarray,
+                 policy: str, replaced: Mapping[int, Placement] | None = None):
+        self.requests, self.table, self.policy = requests, table, policy
+        self.osts, self.offsets, self.size = osts, offsets, table.size
+        self.replaced = dict(replaced or {})
+        self._layouts: dict[tuple, FileLayout] = {}
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    @overload
+    def __getitem__(self, i: int) -> Placement: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[Placement]: ...
+
+    def __getitem__(self, i: int | slice) -> Placement | list[Placement]:
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self)))]
+        i = range(len(self))[i]  # negative indices; IndexError past the end
+        got = self.replaced.get(i)
+        if got is not None:
+            return got
+        r, size, comps = self.requests[i], int(self.size[i]), self.table.components[i]
+        osts = tuple(self.osts[self.offsets[i]:self.offsets[i + 1]].tolist())
+        key = (size, r.pool, osts, comps)
+        fl = self._layouts.get(key)
+        if fl is None:
+            fl = self._layouts[key] = (pfl(r.pool, osts, comps) if comps else FileLayout(
+                plain=Layout(stripe_size=size, stripe_count=len(osts), pool=r.pool, osts=osts)))
+        return Placement(r.path, fl, r.write_bytes, r.app, r.run, self.policy, self.table.notes[i])
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sequence) and len(self) == len(other) and all(a == b for a, b in zip(self, other))
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def with_replaced(self, replaced: Mapping[int, Placement]) -> Placements:
+        return Placements(self.requests, self.table, self.osts, self.offsets, self.policy, replaced)
+
+    def paths(self) -> Sequence[str]:
+        return self.requests.path if isinstance(self.requests, RequestColumns) else [r.path for r in self.requests]
+
+    def non_plain(self) -> dict[int, FileLayout]:
+        """The layouts that are not the plain one of a file's list (PFL, hierarchical), by file:
+        what a plan writer working from the arrays (`iez.plan.dumps_arrays`) takes from here."""
+        out = {i: p.layout for i, p in self.replaced.items()}
+        out.update((i, self[i].layout) for i, c in enumerate(self.table.components) if c and i not in out)
+        return out
+
+
+def array_placements(requests: Sequence[Request], table: RequestTable, ost_lists: Sequence[tuple[int, ...]],
+                     policy: str) -> Placements:
+    """Placements in request order from each request's OST indices in stripe order."""
+    offsets = np.zeros(len(ost_lists) + 1, dtype=np.int64)
+    np.cumsum([len(o) for o in ost_lists], out=offsets[1:])
+    flat = np.fromiter((i for o in ost_lists for i in o), dtype=np.int64, count=int(offsets[-1]))
+    return Placements(requests, table, flat, offsets, policy)
+
+
 def make_placements(requests: Sequence[Request], table: RequestTable, ost_lists: Sequence[tuple[int, ...]],
                     policy: str) -> list[Placement]:
-    """Placements in request order from each request's OST indices in stripe order; identical
-    layouts are shared (they are frozen)."""
-    cache: dict[tuple, FileLayout] = {}
-    out = []
-    for r, size, osts, comps, note in zip(requests, table.size.tolist(), ost_lists, table.components, table.notes):
-        key = (size, r.pool, osts, comps)
-        fl = cache.get(key)
-        if fl is None:
-            fl = cache[key] = (pfl(r.pool, osts, comps) if comps else
-                               FileLayout(plain=Layout(stripe_size=size, stripe_count=len(osts), pool=r.pool, osts=osts)))
-        out.append(Placement(r.path, fl, r.write_bytes, r.app, r.run, policy, note))
-    return out
+    """As `array_placements`, each `Placement` built."""
+    return list(array_placements(requests, table, ost_lists, policy))
 
 
 def pfl(pool: str, osts: tuple[int, ...], comps: Pfl) -> FileLayout:
