@@ -41,7 +41,8 @@ def probe(*args: str, asan: bool = False, env: dict[str, str] | None = None) -> 
 
 
 def c_plan(path: Path, asan: bool = False) -> tuple[dict[str, tuple[str, str]] | None, str]:
-    """(path -> (layout, lum hex), "") if the C parser accepts the plan, else (None, its error)."""
+    """(path -> (layout, lum hex), its collread metadata) if the C parser accepts the plan, else
+    (None, its error)."""
     out = probe("plan", str(path), asan=asan).stdout.decode("utf-8", "surrogateescape").split("\n")
     if out[0].startswith("ERR "):
         return None, out[0][4:]
@@ -51,7 +52,7 @@ def c_plan(path: Path, asan: bool = False) -> tuple[dict[str, tuple[str, str]] |
         path_, rest = line.split("\t", 1)  # a path holds no tab (the plan's separator); a pool name may
         layout, hexbytes = rest.rsplit("\t", 1)
         entries[path_] = (layout, hexbytes)
-    return entries, ""
+    return entries, out[0].split(" ", 2)[2]
 
 
 def line_of(message: str) -> int:
@@ -78,6 +79,7 @@ def test_c_parser_on_vector(name):
     if want["valid"]:
         assert got is not None, err
         assert {p: lay for p, (lay, _) in got.items()} == want["entries"]
+        assert err == want.get("collread", "")
     else:
         assert got is None, f"accepted {name}: {want['about']}"
         assert line_of(err) == want["line"], err
@@ -89,6 +91,7 @@ def test_python_parser_on_vector(name):
     if want["valid"]:
         plan = P.load(PLANS / f"{name}.plan")
         assert {p: P.format_layout(fl) for p, fl in plan.entries.items()} == want["entries"]
+        assert plan.meta.get("collread", "") == want.get("collread", "")
     else:
         try:
             P.load(PLANS / f"{name}.plan")

@@ -24,6 +24,8 @@
 #include "iolog.h"
 #include "log.h"
 #include "lum.h"
+#include "place.h"
+#include "plan.h"
 #include "pmpi.h"
 #include "state.h"
 #include "sysio.h"
@@ -141,17 +143,22 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct iez_cio_file *files;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
+/* IEZ_COLLREAD unset and a plan given: the plan's collread key decides at each open (by_plan). */
+static int by_plan;
+
 static void configure(void)
 {
-    /* off unless asked: the plan may turn it on for a file later (wanted(), below) */
+    /* off unless asked, by IEZ_COLLREAD or else by the plan; the variable set wins */
     const char *v = getenv("IEZ_COLLREAD");
     iez_collread_on = v && !strcmp(v, "lustre");
+    by_plan = !(v && *v) && iez_cfg.plan[0];
     if (v && *v && strcmp(v, "lustre") && strcmp(v, "off"))
         iez_log_once(IEZ_LOG_COLLREAD, "IEZ_COLLREAD=%s is neither lustre nor off: off", v);
     resolve();
-    if (iez_collread_on && !fn_ok) {
-        iez_log_once(IEZ_LOG_COLLREAD, "IEZ_COLLREAD=lustre: MPI lacks a function it needs: off");
-        iez_collread_on = 0;
+    if ((iez_collread_on || by_plan) && !fn_ok) {
+        if (iez_collread_on)
+            iez_log_once(IEZ_LOG_COLLREAD, "IEZ_COLLREAD=lustre: MPI lacks a function it needs: off");
+        iez_collread_on = by_plan = 0;
     }
     iez_collio_on = iez_collread_on;
 }
@@ -168,12 +175,29 @@ struct iez_cio_file *iez_cio_find(MPI_File fh)
 
 void iez_cio_configure(void) { pthread_once(&once, configure); }
 
+/* The plan's choice of the read for a file opened on comm: rank 0's plan answers for all, as
+ * it answers for the layout (wanted(), below), so every rank enters the Comm_dup or none. */
+static int plan_wants(MPI_Comm comm)
+{
+    if (!by_plan)
+        return 0;
+    int rank = 0, on = 0;
+    iez_pmpi.PMPI_Comm_rank(comm, &rank);
+    if (rank == 0) {
+        on = iez_plan_collread(iez_place_plan()) == IEZ_COLLREAD_LUSTRE;
+        static int said;
+        if (on && !__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
+            iez_log("the plan asks for the Lustre-aware collective read (collread=lustre)");
+    }
+    return iez_pmpi.PMPI_Bcast(&on, 1, MPI_INT, 0, comm) == MPI_SUCCESS && on;
+}
+
 void iez_collio_opened(MPI_Comm comm, MPI_File fh, const char *abs, int len, int amode, int aggregate)
 {
     iez_cio_configure();
-    /* the same on every rank (the environment, the amode, rank 0's aggregate): all enter the
-     * Comm_dup or none */
-    int read = iez_collread_on && !(amode & (MPI_MODE_WRONLY | MPI_MODE_SEQUENTIAL));
+    /* the same on every rank (the environment, the amode, rank 0's plan and aggregate): all
+     * enter the Comm_dup or none */
+    int read = !(amode & (MPI_MODE_WRONLY | MPI_MODE_SEQUENTIAL)) && (iez_collread_on || plan_wants(comm));
     int write = aggregate && fn_ok && !(amode & (MPI_MODE_RDONLY | MPI_MODE_SEQUENTIAL));
     if (!read && !write)
         return;
@@ -256,9 +280,9 @@ static int read_map(const struct iez_cio_file *f, struct iez_cio_map *m, int64_t
     return rc;
 }
 
-/* Whether libiez serves this file's collective calls: asked for (IEZ_COLLREAD=lustre, split
- * writing's aggregation) and a layout iez can read. The plan's per-file choice of the read
- * belongs here, decided on rank 0 as the layout is. */
+/* Whether libiez serves this file's collective calls: asked for (IEZ_COLLREAD=lustre or the
+ * plan's collread at open, split writing's aggregation) and a layout iez can read, decided on
+ * rank 0. */
 static int wanted(struct iez_cio_file *f, struct iez_cio_map *m, int64_t id[3])
 {
     return read_map(f, m, id) == 0;

@@ -354,8 +354,9 @@ static uint64_t end_of(const struct mfile *f, MPI_File fh, enum where w, MPI_Off
 }
 
 /* After a successful call moving count items of type (the bytes of a nonblocking or split
- * call count when it starts, as Darshan counts them). */
-static void account(MPI_File fh, int write, enum where w, MPI_Offset off, MPI_Count count, MPI_Datatype type)
+ * call count when it starts, as Darshan counts them); coll: a collective read. */
+static void account(MPI_File fh, int write, int coll, enum where w, MPI_Offset off, MPI_Count count,
+                    MPI_Datatype type)
 {
     struct mfile *f;
     MPI_Count size;
@@ -368,8 +369,11 @@ static void account(MPI_File fh, int write, enum where w, MPI_Offset off, MPI_Co
     if (write)
         iez_trace_rec_wrote(f->rec, (uint64_t)n, end_of(f, fh, w, off, n), f->bytes, mt);
     else
-        iez_trace_rec_read(f->rec, (uint64_t)n, mt);
+        iez_trace_rec_read(f->rec, (uint64_t)n, coll, mt);
 }
+
+/* A collective read call (the name folds to a constant): _all, _at_all, _ordered and their forms. */
+#define IEZ_COLL_READ(W, NAME) (!(W) && (__builtin_strstr(NAME, "_all") || __builtin_strstr(NAME, "ordered")))
 
 /* The wrapper of one data call: PARAMS and ARGS its parameters and the real call's arguments,
  * OFF its explicit offset (0 if none). Each finds its PMPI function at its first call. */
@@ -396,7 +400,7 @@ static void account(MPI_File fh, int write, enum where w, MPI_Offset off, MPI_Co
         if (fine)                                                                                  \
             iez_access_exit(IEZ_ACCESS_CALL);                                                      \
         if (rc == MPI_SUCCESS)                                                                     \
-            account(fh, W, WH, OFF, (MPI_Count)count, type);                                       \
+            account(fh, W, IEZ_COLL_READ(W, #NAME), WH, OFF, (MPI_Count)count, type);             \
         return rc;                                                                                 \
     }
 

@@ -35,12 +35,18 @@ static void load_plan(void)
     __atomic_store_n(&plan_ready, 1, __ATOMIC_RELEASE);
 }
 
-const char *iez_place_planned(const char *abs, size_t len, size_t *speclen)
+const struct iez_plan *iez_place_plan(void)
 {
     if (!iez_owner() || !iez_cfg.plan[0])
         return NULL;
     pthread_once(&plan_once, load_plan);
-    return plan ? iez_plan_find(plan, abs, len, speclen) : NULL;
+    return plan;
+}
+
+const char *iez_place_planned(const char *abs, size_t len, size_t *speclen)
+{
+    const struct iez_plan *p = iez_place_plan();
+    return p ? iez_plan_find(p, abs, len, speclen) : NULL;
 }
 
 void iez_place(int dirfd, const char *path, const char *abs, size_t len, mode_t mode, int use_plan,

@@ -48,5 +48,9 @@ void iez_place(int dirfd, const char *path, const char *abs, size_t len, mode_t 
 /* The plan's layout text for abs (not NUL-terminated), or NULL: no plan, not in it, or not the
  * process that owns the plan (a vfork child). */
 const char *iez_place_planned(const char *abs, size_t len, size_t *speclen);
+/* The process's plan, loaded at the first call that needs it; NULL: none, rejected, or not the
+ * process that owns it. */
+struct iez_plan;
+const struct iez_plan *iez_place_plan(void);
 
 #endif

@@ -63,6 +63,7 @@ struct iez_plan {
     char *buf;
     size_t len;
     int version;
+    int collread; /* IEZ_COLLREAD_*: the collread meta key */
     struct slot *slots;
     size_t mask, n;
     char *arena; /* filled-in paths, each followed by TAB, its layout and LF */
@@ -504,6 +505,30 @@ static void raw_duplicates(struct raw *raws, size_t n, struct first_err *fe)
                      raws[i].p);
 }
 
+/* A metadata line's words (KEY=VALUE, separated by spaces): only collread is read, the rest is
+ * the control plane's. The last collread given wins, as iez.plan's dictionary keeps it. */
+static const char *parse_meta(struct iez_plan *plan, const char *p, size_t n, char *why, size_t cap)
+{
+    for (size_t i = 1, j; i < n; i = j + 1) {
+        for (j = i; j < n && p[j] != ' ';)
+            j++;
+        static const char key[] = "collread=";
+        size_t k = sizeof key - 1, vlen = j - i - k;
+        if (j - i < k || memcmp(p + i, key, k))
+            continue;
+        const char *v = p + i + k;
+        if (vlen == 6 && !memcmp(v, "lustre", 6))
+            plan->collread = IEZ_COLLREAD_LUSTRE;
+        else if (vlen == 3 && !memcmp(v, "off", 3))
+            plan->collread = IEZ_COLLREAD_OFF;
+        else {
+            snprintf(why, cap, "plan: collread=%.*s is neither lustre nor off", (int)(vlen > 40 ? 40 : vlen), v);
+            return why;
+        }
+    }
+    return NULL;
+}
+
 static int parse_entries(struct iez_plan *plan, const struct iez_plan_env *env, const char *source, char *err,
                          size_t errlen)
 {
@@ -525,6 +550,10 @@ static int parse_entries(struct iez_plan *plan, const struct iez_plan_env *env, 
         eol = line_end(p, end);
         no++;
         size_t n = (size_t)(eol - p);
+        if (n && p[0] == '#' && parse_meta(plan, p, n, why, sizeof why)) {
+            note_err(&fe, no, "%s", why);
+            break;
+        }
         if (!n || p[0] == '#')
             continue;
         const char *tab = memchr(p, '\t', n);
@@ -722,6 +751,8 @@ void iez_plan_free(struct iez_plan *plan)
 size_t iez_plan_size(const struct iez_plan *plan) { return plan->n; }
 
 int iez_plan_version(const struct iez_plan *plan) { return plan->version; }
+
+int iez_plan_collread(const struct iez_plan *plan) { return plan ? plan->collread : IEZ_COLLREAD_UNSET; }
 
 /* The layout after the TAB that ends the path at text (its line ends at LF, CR or the end). */
 static const char *spec_after(const char *text, size_t plen, const char *end, size_t *speclen)

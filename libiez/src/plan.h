@@ -47,6 +47,12 @@ void iez_plan_free(struct iez_plan *plan);
 
 size_t iez_plan_size(const struct iez_plan *plan);
 int iez_plan_version(const struct iez_plan *plan);
+/* The plan's collread meta key (docs/plan-format.md): the Lustre-aware collective read asked
+ * for or refused, or not said (also for plan NULL). */
+#define IEZ_COLLREAD_UNSET 0
+#define IEZ_COLLREAD_LUSTRE 1
+#define IEZ_COLLREAD_OFF 2
+int iez_plan_collread(const struct iez_plan *plan);
 /* The layout text planned for path (not NUL-terminated), or NULL. No allocation. */
 const char *iez_plan_find(const struct iez_plan *plan, const char *path, size_t plen, size_t *speclen);
 /* Entries in file order, paths as written: *iter starts at 0; returns 0 when done. */

@@ -18,6 +18,7 @@ _Static_assert(offsetof(struct iez_rec, comm_size) == 20, "communicator size at 
 _Static_assert(offsetof(struct iez_rec, write_align) == 18, "write facts at 18");
 _Static_assert(offsetof(struct iez_rec, segments) == 64, "version 3 facts at 64");
 _Static_assert(offsetof(struct iez_rec, read_max) == 80, "read fact at 80");
+_Static_assert(offsetof(struct iez_rec, read_coll) == 81, "collective read at 81");
 _Static_assert(offsetof(struct iez_shard_header, job_id) == 360, "job context at 360");
 _Static_assert(offsetof(struct iez_shard_header, program) == 512, "program at 512");
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "shards are little-endian; this host is not");

@@ -74,7 +74,8 @@ struct iez_rec {                     /* IEZ_REC_FIXED bytes, then path, then lay
      * and the largest read as write_max is the largest write */
     uint64_t segments, write_end;
     uint8_t read_max;
-    uint8_t reserved[15];
+    uint8_t read_coll;               /* live: 1 once the process read it with a collective MPI-IO call */
+    uint8_t reserved[14];
 };
 
 struct iez_shard {

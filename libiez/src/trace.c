@@ -418,10 +418,12 @@ void iez_trace_rec_wrote(struct iez_rec *r, uint64_t n, uint64_t end, int contig
         __atomic_store_n(&r->max_offset, end, __ATOMIC_RELAXED);
 }
 
-void iez_trace_rec_read(struct iez_rec *r, uint64_t n, int mt)
+void iez_trace_rec_read(struct iez_rec *r, uint64_t n, int coll, int mt)
 {
     add(&r->bytes_read, n, mt);
     iez_byte_max(&r->read_max, iez_size_fact(n), mt);
+    if (coll && !__atomic_load_n(&r->read_coll, __ATOMIC_RELAXED))
+        __atomic_store_n(&r->read_coll, 1, __ATOMIC_RELAXED);
 }
 
 void iez_trace_mark(int fd, struct iez_ofd *none)

@@ -183,7 +183,8 @@ void iez_trace_file_closed(struct iez_rec *r);
  * the write covered [end - n, end) (its start gives the write alignment); mt: another thread
  * may update it at the same time. */
 void iez_trace_rec_wrote(struct iez_rec *r, uint64_t n, uint64_t end, int contiguous, int mt);
-void iez_trace_rec_read(struct iez_rec *r, uint64_t n, int mt);
+/* coll: a collective MPI-IO read (the control plane turns on the Lustre-aware read for such). */
+void iez_trace_rec_read(struct iez_rec *r, uint64_t n, int coll, int mt);
 /* A file (or directory) this process traces names for was renamed: absolute names. */
 void iez_trace_renamed(const char *from, size_t from_len, const char *to, size_t to_len);
 /* The rank and run id this process turned out to have (MPI_Init). */

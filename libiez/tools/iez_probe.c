@@ -2,7 +2,8 @@
  * normalisation) on its arguments, so the Python tests can hold it against iez.plan and
  * iez.layout.lum, and the benchmark can time a plan load.
  *
- *   iez-probe plan FILE            OK <n> then PATH<TAB>LAYOUT<TAB>LUM-HEX per entry, or ERR <why>
+ *   iez-probe plan FILE            OK <n> <collread: "", lustre or off> then PATH<TAB>LAYOUT<TAB>LUM-HEX
+ *                                  per entry, or ERR <why>
  *   iez-probe load FILE            OK <n> <seconds> <max RSS KiB>, or ERR <why>
  *   iez-probe read FILE            OK <bytes> <seconds> <max RSS KiB>: only reading it (a baseline)
  *   iez-probe find FILE PATH...    LAYOUT, or "-" per path (fields filled from this process)
@@ -69,7 +70,8 @@ int main(int argc, char **argv)
             printf("ERR %s\n", err);
             return 2;
         }
-        printf("OK %zu\n", iez_plan_size(plan));
+        static const char *const collread[] = {"", "lustre", "off"};
+        printf("OK %zu %s\n", iez_plan_size(plan), collread[iez_plan_collread(plan)]);
         size_t it = 0, plen, slen;
         const char *path, *spec;
         while (iez_plan_next(plan, &it, &path, &plen, &spec, &slen)) {

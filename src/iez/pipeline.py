@@ -26,6 +26,7 @@ from iez.cluster import Cluster, Snapshot, load_cluster, make_cluster
 from iez.db.errors import DatabaseError
 from iez.errors import AllocationError, IezError
 from iez.fields import Matchers, process_fields
+from iez.layout.collread import striped_collective_reads
 from iez.plan import Plan, save
 from iez.request import Placement, Request
 from iez.trace.ingest import Ingested, TraceError, ingest
@@ -51,6 +52,14 @@ LAUNCHERS = frozenset({
     "env", "time", "timeout", "nohup", "nice", "ionice", "taskset", "numactl", "stdbuf", "setsid", "chrt",
     "xargs", "parallel", "strace", "ltrace", "valgrind", "perf",
 })
+
+
+MAX_NAMED = 20  # files a run's meta names as read collectively and striped (the plan needs one)
+
+
+def collective_reads(got: Ingested) -> list[str]:
+    """The run's meta `collective_reads`: its striped files read with collective MPI-IO calls."""
+    return striped_collective_reads(got.requests + got.reads)[:MAX_NAMED]
 
 
 @dataclass
@@ -133,6 +142,7 @@ def _load_shards(p: Path, app: str) -> LoadedTrace:
         raise TraceError(f"{p}: nothing to import: the run created no file and read none "
                          f"({len(in_place)} files only written in place, "
                          f"{len({r.path for r in records} - in_place)} only opened)")
+    meta["collective_reads"] = collective_reads(got)
     return LoadedTrace(p, "libiez", run, len(shards), got, meta, name, notes)
 
 
@@ -150,7 +160,9 @@ def _load_darshan(p: Path, app: str) -> LoadedTrace:
                          f"{d.get('anonymised', 0)} with anonymised (hashed) names)")
     return LoadedTrace(p, "darshan", str(log.jobid), log.nprocs, got,
                        {"exe": log.exe, "warnings": [f"{p}: {w}" for w in log.warnings], "notes": log.notes,
-                        "start_time": log.start_time}, name, [f"{p}: {n}" for n in log.notes])
+                        "start_time": log.start_time,
+                        "collective_reads": collective_reads(got)},
+                       name, [f"{p}: {n}" for n in log.notes])
 
 
 def load_trace(path: str | Path, app: str = "") -> LoadedTrace:
@@ -399,12 +411,22 @@ def choose(sets: Sequence[PlacementSet], policy: str | None) -> PlacementSet:
     raise DatabaseError(f"run {run} was placed by {', '.join(sorted(by))}: choose one with --policy")
 
 
+def reads_collectively(tx: Txn, app: str) -> bool:
+    """The application's last traced run read a striped file with collective MPI-IO calls
+    (`iez.layout.collread`): its plan asks for libiez-mpi's Lustre-aware collective read."""
+    traced = [r for r in tx.runs(app) if r.traced] if app in tx.apps() else []
+    return bool(traced and traced[-1].meta.get("collective_reads"))
+
+
 def make_plan(app: str, run: int, policy: str, cluster: Cluster, placed: Sequence[Placement],
-              created: float | None = None) -> Plan:
-    """The plan file (docs/plan-format.md) of run `run`: each placed file's layout."""
+              created: float | None = None, collread: bool = False) -> Plan:
+    """The plan file (docs/plan-format.md) of run `run`: each placed file's layout, and
+    `collread=lustre` when the run is to read with the Lustre-aware collective read."""
     stamp = time.gmtime(created) if created is not None else time.gmtime()
     plan = Plan(meta={"app": app, "run": str(run), "policy": policy, "fsname": cluster.fsname,
                       "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", stamp)})
+    if collread:
+        plan.meta["collread"] = "lustre"
     for p in placed:
         plan.add(p.path, p.layout)
     return plan
@@ -413,7 +435,7 @@ def make_plan(app: str, run: int, policy: str, cluster: Cluster, placed: Sequenc
 def write_plan(tx: Txn, app: str, run: int, policy: str, cluster: Cluster, placed: Sequence[Placement],
                path: str | Path) -> Plan:
     """Write the plan file of `policy`'s placements to `path` and record that the run follows it."""
-    plan = make_plan(app, run, policy, cluster, placed)
+    plan = make_plan(app, run, policy, cluster, placed, collread=reads_collectively(tx, app))
     try:
         save(plan, path)
     except OSError as e:

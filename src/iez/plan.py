@@ -32,6 +32,8 @@ _POOL = re.compile(r"[A-Za-z0-9_.-]*")  # no separator, blank or control byte ca
 VERSION = 2  # the newest this reads and writes; version 1 (no fields) is still read
 MAX_PLAN_BYTES = 256 << 20  # as libiez's IEZ_PLAN_MAX_BYTES (libiez/src/plan.h)
 _KEYS = {"S": "stripe_size", "c": "stripe_count", "i": "stripe_offset", "p": "pool", "o": "osts"}
+# Metadata keys a reader acts on, with their values (docs/plan-format.md); other keys are free.
+META_VALUES = {"collread": ("lustre", "off")}
 
 
 @dataclass(frozen=True)
@@ -60,6 +62,12 @@ class Plan:
     def matcher(self, env: Mapping[str, str]) -> Matcher:
         """Which entry a created name falls under in a process with `env`'s fields."""
         return Matcher(self.entries, env)
+
+
+def check_meta(key: str, value: str) -> None:
+    """A metadata word a reader acts on holds one of its values."""
+    if key in META_VALUES and value not in META_VALUES[key]:
+        raise ConfigError(f"plan: {key}={value} is neither {' nor '.join(META_VALUES[key])}")
 
 
 def check_name(path: str) -> None:
@@ -151,6 +159,7 @@ def dumps(plan: Plan) -> str:
         for k, v in plan.meta.items():
             if any(c in f"{k}{v}" for c in " =\t\n"):
                 raise ConfigError(f"plan: metadata {k}={v!r} may not hold spaces, '=' or tabs")
+            check_meta(k, v)
         lines.append("#" + " ".join(f"{k}={v}" for k, v in plan.meta.items()))
     lines += [f"{p}\t{format_layout(fl)}" for p, fl in plan.entries.items()]
     return "\n".join(lines) + "\n"
@@ -169,9 +178,14 @@ def loads(text: str, source: str = "<plan>") -> Plan:
         if not line:
             continue
         if line.startswith("#"):
-            for kv in line[1:].split():
-                k, _, v = kv.partition("=")
-                plan.meta[k] = v
+            for kv in line[1:].split(" "):
+                k, sep, v = kv.partition("=")
+                if sep:
+                    try:
+                        check_meta(k, v)
+                    except ConfigError as e:
+                        raise ConfigError(f"{source}:{no}: {e}") from None
+                    plan.meta[k] = v
             continue
         path, sep, spec = line.partition("\t")
         if not sep:

@@ -51,6 +51,8 @@ class Request:
     placed: bool = field(default=False, compare=False)
     # Random characters at the end of the name, generated at create (mkstemp); 0 = none known.
     name_random: int = field(default=0, compare=False)
+    # Some process read it with a collective MPI-IO call (the Lustre-aware read is for such files).
+    read_collective: bool = field(default=False, compare=False)
 
     @property
     def writer_count(self) -> int:

@@ -313,6 +313,7 @@ def _extract(path: str) -> dict[str, Any]:
                 comm_size=nprocs if shared else 1,
                 transfer_size=transfer if written else 0, write_align=align if written else 0,
                 writers=nprocs if shared else 1, read_size=0 if written else transfer,
+                read_collective=int(c.get(f"{prefix}_COLL_READS", 0)) > 0,
             )))
     notes, skipped = _said(decided)
     decisions = {k: len(v) for k, v in decided.items()}

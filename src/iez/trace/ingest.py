@@ -33,6 +33,7 @@ docs/references.md#s000-table1), because a layout is chosen once, at create. Rul
   wrappers traced it, else, for a file the `mktemp` command created (its creator's `program`;
   coreutils generates the name with gnulib's own code, which no wrapper sees), the name's last
   part after `.`, `-` or `_` (or the whole base name) when it is 3 or more letters and digits.
+- read_collective: some process read the file with a collective MPI-IO call.
 
 Pure: takes records, returns requests; no I/O.
 """
@@ -187,6 +188,7 @@ def _file_request(path: str, recs: list[FileRecord], t0: float, app: str, run: s
         host=first.host,
         final_path=next((r.renamed_to for r in creators + recs if r.renamed_to), ""),
         name_random=_name_random(path, creators),
+        read_collective=any(r.read_collective for r in recs),
     )
 
 

@@ -43,3 +43,4 @@ class FileRecord:
     job_id: str = ""  # the batch system's job id (SLURM_JOB_ID, PBS_JOBID, LSB_JOBID, FLUX_JOB_ID)
     array_task: str = ""  # its array task id (SLURM_ARRAY_TASK_ID, PBS_ARRAY_INDEX, ...)
     name_random: int = 0  # created: its name ends in this many generated characters (mkstemp: 6)
+    read_collective: bool = False  # this process read it with a collective MPI-IO call

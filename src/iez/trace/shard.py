@@ -45,8 +45,8 @@ _LIVE = struct.Struct("<IIQQQQ")
 # record: magic, size, crc, api, flags, path_len, lum_len, write_align, write_max, comm_size,
 #         open_ns, bytes_written, bytes_read, max_offset, close_ns
 _REC = struct.Struct("<IIIBBHHBBIQQQQQ")
-# version 3's live record facts at 64: segments, write_end + 1, read_max
-_REC3 = struct.Struct("<QQB")
+# version 3's live record facts at 64: segments, write_end + 1, read_max, collective read
+_REC3 = struct.Struct("<QQBB")
 LIVE_FACTS = slice(18, 20)  # the write facts: live since version 2, so the CRC takes them as 0
 # merged job trace: magic, version, header size, shards, ranks, written ns, index CRC, header CRC
 _JOB = struct.Struct("<8sIIIIQII")
@@ -324,7 +324,7 @@ def _rename(data: bytes, off: int, plen: int, llen: int) -> Rename:
 def _record(data: bytes, off: int, plen: int, llen: int, fixed: int, common: dict, problems: list[str]) -> FileRecord:
     (_, _, _, api, flags, _, _, align, wmax, comm_size, open_ns, written, read, max_offset,
      close_ns) = _REC.unpack_from(data, off)
-    segments, _, rmax = _REC3.unpack_from(data, off + 64) if fixed > 64 else (0, 0, 0)
+    segments, _, rmax, coll = _REC3.unpack_from(data, off + 64) if fixed > 64 else (0, 0, 0, 0)
     path = _name(data[off + fixed:off + fixed + plen])
     lum = data[off + fixed + plen:off + fixed + plen + llen]
     osts: tuple[int, ...] = ()
@@ -341,7 +341,8 @@ def _record(data: bytes, off: int, plen: int, llen: int, fixed: int, common: dic
                       close_time=close_ns / 1e9, comm_size=max(comm_size, 1), plan_hit=hit,
                       transfer_size=1 << (wmax - 1) if wmax else 0,
                       write_align=1 << (64 - align) if 0 < align <= 64 else 0, writer_segments=segments,
-                      read_size=1 << (rmax - 1) if rmax else 0, name_random=flags >> REC_RANDOM_SHIFT, **common)
+                      read_size=1 << (rmax - 1) if rmax else 0, name_random=flags >> REC_RANDOM_SHIFT,
+                      read_collective=coll != 0, **common)
 
 
 def read_job(path: str | Path) -> list[Shard]:

@@ -8,7 +8,8 @@ Run: python3 tests/vectors/plans/make_plan_vectors.py
 
 NAME.json: "about"; "valid"; for a valid plan "entries" (path as version 2 writes it, a
 version-1 path's braces doubled -> the layout as iez.plan.format_layout writes it); for an invalid one "line", the line the error is reported
-at (0: the file as a whole, such as a bad header or bytes that are not UTF-8).
+at (0: the file as a whole, such as a bad header or bytes that are not UTF-8); "collread", the
+value of that metadata key when the plan gives one.
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ OSTS_2000 = ":".join(str((7 * k) % 2000) for k in range(2000))  # a permutation 
 VECTORS: list[dict] = []
 
 
-def ok(name: str, about: str, text: str | bytes, entries: dict[str, str]) -> None:
-    VECTORS.append(dict(name=name, about=about, text=text, valid=True, entries=entries))
+def ok(name: str, about: str, text: str | bytes, entries: dict[str, str], collread: str = "") -> None:
+    VECTORS.append(dict(name=name, about=about, text=text, valid=True, entries=entries, collread=collread))
 
 
 def bad(name: str, about: str, text: str | bytes, line: int) -> None:
@@ -47,6 +48,11 @@ ok("crlf", "CRLF line ends (universal newlines, as Python's text mode reads the 
 ok("cr_only", "old Mac line ends, a lone CR", "#iez-plan 1\r/a\tS=65536\r/b\tc=-1\r", {"/a": "S=65536", "/b": "c=-1"})
 ok("blank_and_meta", "blank lines anywhere; a # line after the header is metadata, even between entries",
    H + "\n#app=ior\n/a\tc=1\n\n#run=2 note\n#\n/b\tc=2\n\n", {"/a": "c=1", "/b": "c=2"})
+ok("meta_collread", "the collread metadata key, lustre or off: the last one given wins",
+   H + "#app=ior collread=off\n/a\tc=1\n#collread=lustre run=2\n", {"/a": "c=1"}, collread="lustre")
+ok("meta_collread_word", "a word without '=' is free metadata, even one named collread",
+   H + "#collread note\n/a\tc=1\n", {"/a": "c=1"})
+ok("meta_collread_off", "collread=off", H2 + "#collread=off\n/a.{job}\tc=1\n", {"/a.{job}": "c=1"}, collread="off")
 ok("header_whitespace", "the header is split on any whitespace, Unicode included (U+3000, U+00A0)",
    "\u3000#iez-plan\t\u00a01  \n/a\tc=1\n", {"/a": "c=1"})
 ok("all_fields", "every field, in any order; defaults are left out when formatted",
@@ -120,6 +126,9 @@ bad("empty_path", "an empty path", H + "\tc=1\n", 2)
 bad("nul_in_path", "NUL in a path", H + "/a\0b\tc=1\n", 2)
 bad("no_tab", "an entry needs PATH<TAB>LAYOUT", H + "/a c=1\n", 2)
 bad("spaces_line", "a line of spaces is not blank", H + "/a\tc=1\n   \n", 3)
+bad("meta_collread_on", "collread is lustre or off, nothing else", H + "#app=x\n/a\tc=1\n#app=y collread=on\n", 4)
+bad("meta_collread_empty", "collread= needs its value", H + "#collread=\n/a\tc=1\n", 2)
+bad("meta_collread_case", "values are lower case", H + "#collread=Lustre\n", 2)
 bad("duplicate_path", "a path appears at most once", H + "/a\tc=1\n/b\tc=1\n/a\tc=2\n", 4)
 bad("empty_layout", "a layout has at least one field", H + "/a\t\n", 2)
 bad("unknown_field", "fields are S, c, i, p, o", H + "/a\tX=1\n", 2)
@@ -200,7 +209,7 @@ def main() -> None:
     for v in VECTORS:
         text = v["text"]
         (OUT / f"{v['name']}.plan").write_bytes(text if isinstance(text, bytes) else text.encode())
-        meta = {k: v[k] for k in ("about", "valid", "entries", "line") if k in v}
+        meta = {k: v[k] for k in ("about", "valid", "entries", "line", "collread") if v.get(k) not in (None, "")}
         (OUT / f"{v['name']}.json").write_text(json.dumps(meta, indent=1, ensure_ascii=False) + "\n")
     print(f"wrote {len(VECTORS)} plan vectors to {OUT}")
 
