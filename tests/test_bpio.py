@@ -4,15 +4,18 @@ by the application's earlier stripes per OST behind them."""
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from iez.alloc.balanced import Balanced
-from iez.alloc.bpio import Bpio
-from iez.alloc.policy import AllocOptions
+from iez.alloc.bpio import WEIGHTS, Bpio, paths
+from iez.alloc.policy import AllocOptions, stripe_bytes, tables
 from iez.alloc.registry import get_policy
 from iez.cluster import Snapshot, make_cluster, parse_cluster
+from iez.errors import AllocationError
 from iez.request import Request
 
 CLUSTER = (Path(__file__).parent / "vectors" / "topology" / "small.toml").read_text()  # its comment draws it
@@ -111,3 +114,100 @@ def test_balanced_with_the_router_level_moves_bytes_off_an_oss_behind_slow_route
     plain, routed = on_oss1(Balanced()), on_oss1(Balanced(routers=True))
     assert plain == 4 and routed < plain  # off by default: the OSSs' NICs alone split it evenly
     assert on_oss1(Balanced(routers=True)) == routed and get_policy("balanced").routers is False
+
+
+def scan(requests, cluster, snapshot, options, w):
+    """The former bpio search, kept as the reference: every stripe costs all OSTs at once
+    (numpy), the first of the rounding-equal cheapest wins; OSTs the client reaches through no
+    router only when no other fits (the former code added 1e18 to their cost, which also
+    erased their own)."""
+    osts, table = tables(requests, cluster, snapshot, options)
+    topo = cluster.topology
+    pth = paths(topo, cluster) if topo else None
+    oss_fan = np.bincount(osts.oss, minlength=len(cluster.osses)).astype(float)
+    n_ost, n_oss = np.zeros(osts.n), np.zeros(len(cluster.osses))
+    n_router = np.zeros(len(topo.routers) + 1) if topo else np.zeros(1)
+    n_rgroup = np.zeros(int(pth.rgroup.max()) + 1) if pth else np.zeros(0)
+    room, rc = osts.room.copy(), np.full(len(n_router), np.inf)
+    out = [()] * len(requests)
+    for i in table.order.tolist():
+        r = requests[i]
+        group = topo.group_of(r.host, r.rank) if topo else None
+        free, count = table.allowed[int(table.pool[i])].copy(), int(table.count[i])
+        cand = pth.cand[group.name] if group is not None else None
+        chosen = []
+        for need in stripe_bytes(table.write_bytes[i:i + 1], table.size[i:i + 1], count, np.arange(count)).tolist():
+            per_oss = w["oss"] * n_oss / oss_fan
+            if cand is not None:
+                rc[:-1] = (w["router_group"] * (n_rgroup / pth.rgroup_fan)[pth.rgroup]
+                           + w["router"] * n_router[:-1] / pth.router_fan)
+                per = rc[cand]
+                pick = per.argmin(axis=1)
+                best = per[np.arange(len(cluster.osses)), pick]
+                far = (best == np.inf)[osts.oss]
+                per_oss += np.where(best < np.inf, best, 0)
+            else:
+                far = np.zeros(osts.n, bool)
+            cost = per_oss[osts.oss] + w["ost"] * n_ost
+            fits = free & (room >= need)
+            healthy = fits & ~osts.degraded
+            take = healthy if healthy.any() else fits
+            cost[~(take & ~far if (take & ~far).any() else take)] = np.inf
+            if cost.min() == np.inf:
+                return "ENOSPC"
+            p = int(np.argmax(cost <= cost.min() + 1e-12))
+            s = int(osts.oss[p])
+            free[p] = False
+            room[p] -= need
+            chosen.append(int(osts.index[p]))
+            n_ost[p] += 1
+            n_oss[s] += 1
+            if cand is not None and cand[s, pick[s]] >= 0:
+                n_router[cand[s, pick[s]]] += 1
+                n_rgroup[pth.rgroup[cand[s, pick[s]]]] += 1
+        out[i] = tuple(chosen)
+    return out
+
+
+def random_cluster(rng: random.Random) -> str:
+    """A cluster with uneven OSSs, routers serving overlapping OSS sets in groups, client groups
+    reaching several routers of an OSS or none, a pool, small OSTs some of them used, degraded ones."""
+    n_oss = rng.randint(2, 5)
+    osts, lines = 0, []
+    for s in range(n_oss):
+        k = rng.randint(1, 4)
+        lines += [f'[[oss]]\nname = "oss{s}"\nosts = {list(range(osts, osts + k))}']
+        osts += k
+    lines.append('[ost_defaults]\nsize = "64MiB"')
+    for o in range(osts):
+        state = rng.choice(["active"] * 5 + ["degraded"])
+        lines.append(f'[[ost]]\nindex = {o}\nused = "{rng.choice([0, 8, 40])}MiB"\nstate = "{state}"')
+    lines.append(f"[pools]\nhalf = {list(range(0, osts, 2))}")
+    routers = []
+    for r in range(rng.randint(n_oss, 2 * n_oss)):
+        served = sorted({r % n_oss, rng.randrange(n_oss)})  # every OSS served, some twice
+        routers.append(f"r{r}")
+        lines.append(f'[[router]]\nname = "r{r}"\ngroup = "g{r % 3}"\noss = {[f"oss{s}" for s in served]}')
+    lines.append(f'[[client_group]]\nname = "all"\nnodes = ["n0"]\nranks = [0, 9]\nrouters = {routers}')
+    for g in range(1, 3):
+        reach = rng.sample(routers, rng.randint(1, len(routers)))
+        lines.append(f'[[client_group]]\nname = "c{g}"\nnodes = ["n[{g}1-{g}9]"]\nrouters = {reach}')
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_heaps_place_as_the_full_scan(seed):
+    rng = random.Random(seed)
+    c = parse_cluster(random_cluster(rng))
+    weights = rng.choice([WEIGHTS, {"oss": 1, "ost": 2, "router": 0.5, "router_group": 3}, {"oss": 1, "ost": 1}])
+    reqs = [Request(f"/f{k}", rng.choice([1, 3, 9]) << 20, rng.choice([1, 2, 3, -1]), rank=rng.randrange(40),
+                    host=rng.choice(["n0", "n11", "n23", "", "elsewhere"]), create_time=float(rng.randrange(5)),
+                    pool=rng.choice(["", "", "half"]))
+            for k in range(rng.randint(1, 30))]
+    opts = AllocOptions(layout="keep", exclude=frozenset(rng.sample(range(len(c.osts)), 1)))
+    want = scan(reqs, c, Snapshot.from_cluster(c), opts, {**dict.fromkeys(WEIGHTS, 0.0), **weights})
+    try:
+        got = [p.layout.osts() for p in Bpio(weights).place(reqs, c, Snapshot.from_cluster(c), opts)]
+    except AllocationError:
+        got = "ENOSPC"
+    assert got == (want if want == "ENOSPC" else [list(x) for x in want])
