@@ -92,9 +92,24 @@ __attribute__((constructor)) static void iez_constructor(void)
 
 __attribute__((destructor)) static void iez_destructor(void) { iez_fini(); }
 
-/* Only to know that counters now need atomic updates (iez_multithreaded). */
+/* Only to know that counters now need atomic updates (iez_multithreaded): before the thread
+ * runs, so its first write sees it. */
+static void thread_created(void)
+{
+    if (!__atomic_load_n(&iez_mpi_starting, __ATOMIC_RELAXED))
+        __atomic_store_n(&iez_threads_mpi_own, 0, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&iez_fork_single, 0, __ATOMIC_SEQ_CST);
+}
+
 IEZ_EXPORT int pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*start)(void *), void *arg)
 {
-    __atomic_store_n(&iez_fork_single, 0, __ATOMIC_SEQ_CST);
+    thread_created();
     return IEZ_REAL(pthread_create)(t, attr, start, arg);
+}
+
+/* C11's threads: glibc's thrd_create does not go through pthread_create's symbol */
+IEZ_EXPORT int thrd_create(thrd_t *t, thrd_start_t start, void *arg)
+{
+    thread_created();
+    return IEZ_REAL(thrd_create) ? IEZ_REAL(thrd_create)(t, start, arg) : thrd_error;
 }

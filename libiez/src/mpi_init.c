@@ -108,12 +108,30 @@ static void started(void)
     iez_trace_set_ident(rank, run);
 }
 
+/* Around PMPI_Init: the threads MPI starts in it are its own when the process had no other
+ * (iez_multithreaded); a thread created by the application later clears it (core.c). */
+static int starting(void)
+{
+    int alone = __libc_single_threaded;
+    __atomic_store_n(&iez_mpi_starting, 1, __ATOMIC_SEQ_CST);
+    return alone;
+}
+
+static void threads_started(int alone, int rc)
+{
+    __atomic_store_n(&iez_mpi_starting, 0, __ATOMIC_SEQ_CST);
+    if (alone && rc == MPI_SUCCESS)
+        __atomic_store_n(&iez_threads_mpi_own, 1, __ATOMIC_SEQ_CST);
+}
+
 IEZ_EXPORT int MPI_Init(int *argc, char ***argv)
 {
     if (iez_pmpi_ready(__builtin_return_address(0)))
         return MPI_ERR_INTERN;
     iez_cfg.mpi_process = 1;
+    int alone = starting();
     int rc = iez_pmpi.PMPI_Init(argc, argv);
+    threads_started(alone, rc);
     if (rc == MPI_SUCCESS) {
         iez_mpi_thread_multiple = 0; /* MPI_Init is MPI_Init_thread(MPI_THREAD_SINGLE) */
         started();
@@ -126,7 +144,9 @@ IEZ_EXPORT int MPI_Init_thread(int *argc, char ***argv, int required, int *provi
     if (iez_pmpi_ready(__builtin_return_address(0)))
         return MPI_ERR_INTERN;
     iez_cfg.mpi_process = 1;
+    int alone = starting();
     int rc = iez_pmpi.PMPI_Init_thread(argc, argv, required, provided);
+    threads_started(alone, rc);
     if (rc == MPI_SUCCESS) {
         iez_mpi_thread_multiple = !provided || *provided >= MPI_THREAD_MULTIPLE;
         started();

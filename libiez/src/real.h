@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <sys/types.h>
 #include <sys/uio.h>
+#include <threads.h>
 
 #define IEZ_REAL_LIST(X)                                                          \
     X(open, int, (const char *, int, ...))                                        \
@@ -86,7 +87,8 @@
     X(mkstemps64, int, (char *, int))                                             \
     X(mkostemps, int, (char *, int, int))                                         \
     X(mkostemps64, int, (char *, int, int))                                       \
-    X(pthread_create, int, (pthread_t *, const pthread_attr_t *, void *(*)(void *), void *))
+    X(pthread_create, int, (pthread_t *, const pthread_attr_t *, void *(*)(void *), void *)) \
+    X(thrd_create, int, (thrd_t *, thrd_start_t, void *))
 
 struct iez_real_table {
 #define IEZ_REAL_FIELD(name, ret, args) ret(*name) args;

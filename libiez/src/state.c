@@ -8,6 +8,8 @@ int iez_tracing;
 pid_t iez_pid;
 unsigned iez_gen;
 int iez_fork_single;
+int iez_threads_mpi_own;
+int iez_mpi_starting;
 __thread int iez_busy __attribute__((tls_model("initial-exec")));
 
 int iez_owner(void) { return getpid() == iez_pid; }

@@ -41,10 +41,20 @@ extern int iez_tracing;          /* trace mode with a trace directory: the hot-p
 extern pid_t iez_pid;            /* the process libiez's state belongs to */
 extern unsigned iez_gen;         /* bumped in each fork child: records of the parent are not ours */
 extern int iez_fork_single;      /* a fork child that has not created a thread (yet) */
+/* The other threads are MPI's own, started inside MPI_Init of a process that had none (UCX's
+ * async thread, progress threads): they make no I/O calls on the application's files. Cleared
+ * by the next thread created elsewhere. */
+extern int iez_threads_mpi_own;
+extern int iez_mpi_starting;     /* inside MPI_Init: threads created now are MPI's own */
 
 /* Whether another thread may update the same counters: glibc's flag says whether a thread was
- * ever created, but stays false in a fork child, where only the forking thread lives on. */
-static inline int iez_multithreaded(void) { return !__libc_single_threaded && !iez_fork_single; }
+ * ever created, but stays false in a fork child, where only the forking thread lives on; MPI's
+ * own threads do not count (under MPICH with UCX every rank has one: each write would pay two
+ * locked instructions for nothing). */
+static inline int iez_multithreaded(void)
+{
+    return !__libc_single_threaded && !iez_fork_single && !__atomic_load_n(&iez_threads_mpi_own, __ATOMIC_RELAXED);
+}
 
 /* Whether creates go through placement: IEZ_MODE place, or the emulated cluster, whose MDS sees
  * every create (trace mode too), as a real MDS lays out every file. */
