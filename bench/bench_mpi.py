@@ -3,20 +3,27 @@ libiez in this run, with its budget beside it.
 
     python -m bench mpi
 
+- The data path, call by call (budget: ratio <= 1.01): the CPU time of one MPI-IO call
+  (iez-bench-mpicalls, libiez/tools/mpi_calls.c: the calling thread's CPU over many calls of one
+  rank), traced by libiez-mpi on the emulated cluster, against the same program without
+  LD_PRELOAD: 1 MiB MPI_File_write_at (the shared file's writes), 16 KiB MPI_File_write (file
+  per process, the individual pointer), and 8 B MPI_File_write_at, where nothing but the call's
+  own cost is left (no budget: the figure says what libiez adds per call, in ns).
 - MPI-IO throughput: iez-bench -a MPIIO under mpiexec (2 ranks, one per core of the test
   machine) on an emulated cluster, traced and placed by libiez-mpi, against the same job without
-  LD_PRELOAD (budget: time ratio <= 1.01, i.e. bandwidth at least 1/1.01 of it), for the writes
-  and for the whole phase, whose open also places the file (a fixed cost per create, which the
-  page cache's speed here makes look large). One shared file of 1 GiB with 1 MiB independent
-  writes, and files per process with 16 KiB writes, where libiez's cost per call shows most.
+  LD_PRELOAD, for the writes and for the whole phase, whose open also places the file. One shared
+  file of 1 GiB with 1 MiB independent writes, and files per process with 16 KiB writes. This is
+  wall time of writes to the page cache: on a shared machine its pairs vary by tens of percent
+  either way (other processes, writeback), so it is printed for information beside the per-call
+  figures, which carry the budget.
 - MPI_File_open for 8 ranks: the write phase's open time as iez-bench measures it (latest open
   end minus earliest start), a shared file placed by rank 0 from the plan, and 8 files per
   process each placed by its rank, against the plain opens.
 
 The files go to a directory on disk (an MPI process's /dev/shm files are not traced), written to
-the page cache. Runs alternate with and without libiez, each going first half of the time, and
-the best of each is compared (the machine may be shared); the median of paired runs is printed
-too.
+the page cache. Runs alternate with and without libiez, each going first half of the time; the
+figure is the median of the pairs' ratios (a pair's two runs see the same load), with the
+spread of the pairs (interquartile) beside it.
 """
 
 from __future__ import annotations
@@ -32,20 +39,22 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import track
 
-from bench.bench_libiez import plain_env
+from bench.bench_libiez import paired_ratio, plain_env
 from iez.cluster import make_cluster
 from iez.emulated.mds_client import running_cluster
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "build" / "bench_app" / "iez-bench"
 MPILIB = ROOT / "build" / "libiez" / "libiez-mpi.so"
+CALLS = ROOT / "build" / "libiez" / "iez-bench-mpicalls"
 REPEATS = 8
+PAIRS = 12  # per-call figures: interleaved pairs of runs
 RANKS = 2  # one per core here: oversubscribed ranks spin in MPI's collectives and drown the figure
 console = Console(width=150, highlight=False)
 
 
 def check_build() -> str:
-    for f in (BENCH, MPILIB):
+    for f in (BENCH, MPILIB, CALLS):
         if not f.exists():
             raise RuntimeError(f"{f} is missing: install MPICH (apt-get install mpich libmpich-dev) and build "
                                "(cmake -S . -B build && cmake --build build)")
@@ -67,6 +76,32 @@ def job(mpiexec: str, ranks: int, args: list[str], env: dict[str, str]) -> dict:
 
 def figure(name: str, value: str, ratio: float, base: str, budget: str) -> None:
     console.print(f"  {name:<52} {value:>14}   ratio {ratio:7.4f} against {base:<24} {budget}")
+
+
+def calls_cpu(mpiexec: str, path: Path, call: str, size: int, count: int, env: dict[str, str]) -> float:
+    """CPU ns of one call, from one iez-bench-mpicalls run of one rank."""
+    r = subprocess.run([mpiexec, "-n", "1", str(CALLS), str(path), call, str(size), str(count)],
+                       capture_output=True, text=True, timeout=600, env=env)
+    path.unlink(missing_ok=True)
+    if r.returncode:
+        raise RuntimeError(f"iez-bench-mpicalls failed ({r.returncode}): {r.stderr.strip()[-300:]}")
+    return float(r.stdout.split()[1])
+
+
+def per_call(mpiexec: str, label: str, path: Path, call: str, size: int, count: int, env_a: dict[str, str],
+             env_b: dict[str, str], base: str, budget: str) -> None:
+    """Print the CPU of one call with env_a against env_b: PAIRS interleaved pairs of runs,
+    each going first half of the time, the median of the pairs' ratios."""
+    a: list[float] = []
+    b: list[float] = []
+    for i in track(range(PAIRS), description=label, console=console, transient=True):
+        pair = [(a, env_a), (b, env_b)]
+        for runs, env in pair if i % 2 else pair[::-1]:
+            runs.append(calls_cpu(mpiexec, path, call, size, count, env))
+    ratio, low, high = paired_ratio(a, b)
+    extra = statistics.median(a) - statistics.median(b)
+    figure(f"{label} ({extra:+.0f} ns)", f"{statistics.median(a) / 1e3:.2f} us", ratio, base,
+           f"{budget} (pairs {low:.3f}-{high:.3f})")
 
 
 def compare(tag: str, label: str, mpiexec: str, ranks: int, args: list[str], out: Path,
@@ -105,16 +140,23 @@ def measure(mpiexec: str, scratch: Path, cluster: Path) -> None:
     env = {**plain_env(), "LD_PRELOAD": str(MPILIB), "IEZ_EMULATED": str(cluster), "IEZ_APP": "bench",
            "IEZ_TRACE_DIR": str(scratch / "traces"), "IEZ_RUN": "1"}
 
-    console.print(f"MPI-IO throughput (iez-bench -a MPIIO, {RANKS} ranks, write phase incl. open and close)")
+    console.print(f"MPI-IO data path: CPU per call, one rank ({PAIRS} interleaved pairs, median of the pairs' ratios)")
+    for label, call, size, count in (("1 MiB MPI_File_write_at", "write_at", 1 << 20, 2000),
+                                     ("16 KiB MPI_File_write", "write", 16 << 10, 100000),
+                                     ("8 B MPI_File_write_at", "write_at", 8, 200000)):
+        per_call(mpiexec, label, fs / "calls", call, size, count, env, plain_env(), "without libiez-mpi",
+                 "budget <= 1.01" if size > 8 else "")
+
+    console.print(f"MPI-IO throughput (iez-bench -a MPIIO, {RANKS} ranks, write phase incl. open and close; "
+                  "wall time, page cache: noisy here)")
     for tag, label, args in (("ssf", "shared file, 1 MiB writes", ["-b", "512m", "-t", "1m"]),
                              ("fpp", "file per process, 16 KiB writes", ["-F", "-b", "128m", "-t", "16k"])):
         a, b = compare(tag, label, mpiexec, RANKS, args, fs, env)
-        for key, what, budget in (("xfer_s", "the writes", "budget <= 1.01"),
-                                  ("total_s", "open, writes, close", "")):
+        for key, what in (("xfer_s", "the writes"), ("total_s", "open, writes, close")):
+            ratio, low, high = paired_ratio([p[key] for p in a], [p[key] for p in b])
             best_a, best_b = min(p[key] for p in a), min(p[key] for p in b)
-            figure(f"{label}: {what}", f"{best_a * 1e3:.1f} ms", best_a / best_b, "without libiez-mpi", budget)
-            med = statistics.median(x[key] / y[key] for x, y in zip(a, b))
-            figure(f"{label}: {what}, median of pairs", f"{med:.4f}", med, "its pair without it", "")
+            figure(f"{label}: {what}", f"{statistics.median(p[key] for p in a) * 1e3:.1f} ms", ratio,
+                   "without libiez-mpi", f"(pairs {low:.3f}-{high:.3f}; best/best {best_a / best_b:.3f})")
         extra = min(p["open_s"] for p in a) - min(p["open_s"] for p in b)
         console.print(f"  {label}: open {extra * 1e3:+.2f} ms with placement (the emulated MDS is a Python "
                       f"process); best bandwidth {max(p['bw_mib_s'] for p in a):.0f} MiB/s to the page cache")
@@ -128,10 +170,10 @@ def measure(mpiexec: str, scratch: Path, cluster: Path) -> None:
         plan.write_text("#iez-plan 1\n#app=bench\n" + "".join(
             f"{fs / f'{tag}-{i}-iez' / n}\tc=4,S=1048576\n" for i in range(REPEATS) for n in names))
         a, b = compare(tag, label, mpiexec, 8, args, fs, {**env, "IEZ_PLAN": str(plan)})
-        best_a, best_b = min(p["open_s"] for p in a), min(p["open_s"] for p in b)
-        figure(label, f"{best_a * 1e3:.2f} ms", best_a / best_b, f"{best_b * 1e3:.2f} ms without", "")
-        med = statistics.median(x["open_s"] / y["open_s"] for x, y in zip(a, b))
-        figure(f"{label}: median of paired runs", f"{med:.4f}", med, "its pair without it", "")
+        ratio, low, high = paired_ratio([p["open_s"] for p in a], [p["open_s"] for p in b])
+        med_b = statistics.median(p["open_s"] for p in b)
+        figure(label, f"{statistics.median(p['open_s'] for p in a) * 1e3:.2f} ms", ratio,
+               f"{med_b * 1e3:.2f} ms without", f"(pairs {low:.3f}-{high:.3f})")
 
 
 if __name__ == "__main__":
