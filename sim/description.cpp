@@ -291,6 +291,25 @@ static Phase parse_phase(const Value& ph, const std::string& w, size_t n_nodes, 
       st.router = static_cast<int>(Value(a[4]).integer(ws + " router"));
     p.streams.push_back(st);
   }
+  if (ph.has("exchange")) {
+    if (p.kind != PhaseKind::Read)
+      throw Error(w + ".exchange: only a read phase has an exchange (a collective read's second phase)");
+    k = 0;
+    for (const Value& t : ph.at("exchange", w).arr(w + ".exchange")) {
+      std::string wt = w + ".exchange[" + std::to_string(k++) + "]";
+      const auto& a  = t.arr(wt);
+      if (a.size() != 3)
+        throw Error(wt + ": expected [from node, to node, bytes]");
+      Transfer tr{static_cast<int>(Value(a[0]).integer(wt + " from")), static_cast<int>(Value(a[1]).integer(wt + " to")),
+                  non_negative(Value(a[2]).num(wt + " bytes"), wt + " bytes")};
+      for (int node : {tr.from, tr.to})
+        if (node < 0 || node >= static_cast<int>(n_nodes))
+          throw Error(wt + ": node " + std::to_string(node) + " is not a position in the job's nodes");
+      if (tr.from == tr.to)
+        throw Error(wt + ": a node sends nothing to itself over the network");
+      p.exchange.push_back(tr);
+    }
+  }
   return p;
 }
 

@@ -82,6 +82,14 @@ struct Stream {
 
 enum class PhaseKind { Compute, Write, Read };
 
+// Bytes one node sends another over the compute network (MPI), not through Lustre: the second
+// phase of a two-phase collective read, after the aggregators' reads (docs/simulator.md).
+struct Transfer {
+  int from;  // positions in Job::nodes
+  int to;
+  double bytes;
+};
+
 struct Phase {
   PhaseKind kind;
   std::string label;
@@ -92,6 +100,7 @@ struct Phase {
   std::vector<std::pair<int, double>> creates;  // (node, files created)
   std::vector<std::pair<int, double>> opens;    // (node, files opened)
   std::vector<Stream> streams;
+  std::vector<Transfer> exchange;  // read phases: sent once every node's reads are done
 };
 
 struct Job {

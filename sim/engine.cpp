@@ -148,6 +148,10 @@ void Engine::build_platform()
   sg4::Link* fabric_up   = p.fabric_bw > 0 ? link("fabric.up", p.fabric_bw) : nullptr;
   sg4::Link* fabric_down = p.fabric_bw > 0 ? link("fabric.down", p.fabric_bw) : nullptr;
   bool client_cpu        = d_.io.call_overhead > 0 || d_.io.osc_overhead > 0;
+  bool exchanges         = false;
+  for (const Job& j : d_.jobs)
+    for (const Phase& ph : j.phases)
+      exchanges |= !ph.exchange.empty();
 
   for (const Client& c : p.clients) {
     ClientRt rt;
@@ -182,6 +186,13 @@ void Engine::build_platform()
     for (int r : c.routes) {
       rt.via[r] = zone->create_host(c.name + "@" + p.routers[r].name, 1.0);
       routes(rt.via[r], r);
+    }
+    if (exchanges) {
+      // MPI between compute nodes crosses their NICs, neither an LNet router nor the Lustre
+      // client's protocol cost; the compute fabric itself is not a limit.
+      rt.mpi = zone->create_host(c.name + ".mpi", 1.0);
+      zone->add_route(rt.mpi->get_netpoint(), nullptr, nullptr, nullptr, {sg4::LinkInRoute(tx)}, false);
+      zone->add_route(nullptr, rt.mpi->get_netpoint(), nullptr, nullptr, {sg4::LinkInRoute(rx)}, false);
     }
     clients_.push_back(rt);
   }
@@ -333,6 +344,19 @@ void Engine::io_step(JobRt* j, int pos, const Phase& ph, int step, int steps)
   }
 }
 
+void Engine::exchange(JobRt* j, int pos, const Phase& ph)
+{
+  // A two-phase collective read's second phase: each node sends the other nodes' ranks what its
+  // aggregators read for them, all at once, max-min shared on the NICs.
+  const NodeShare& share = j->shares[&ph - j->job->phases.data()][pos];
+  std::vector<sg4::CommPtr> comms;
+  for (const Transfer* t : share.sends)
+    if (t->bytes > 0)
+      comms.push_back(sg4::Comm::sendto_async(clients_[j->job->nodes[t->from]].mpi,
+                                              clients_[j->job->nodes[t->to]].mpi, static_cast<uint64_t>(t->bytes)));
+  sg4::Comm::wait_all(comms);
+}
+
 void Engine::node_actor(JobRt* j, int pos)
 {
   const Job& job   = *j->job;
@@ -374,6 +398,13 @@ void Engine::node_actor(JobRt* j, int pos)
       if (lead && gran == Granularity::Call)
         release();
     }
+    if (!ph.exchange.empty()) {
+      double t0 = sg4::Engine::get_clock();
+      exchange(j, pos, ph);
+      j->barrier->wait();
+      if (lead)
+        rec.exchange = sg4::Engine::get_clock() - t0;
+    }
     if (lead) {
       rec.end = sg4::Engine::get_clock();
       if (gran == Granularity::Phase)
@@ -404,6 +435,8 @@ void Engine::run()
         j->phases[k].bytes += s.bytes;
         shares[s.node].streams.push_back(&s);
       }
+      for (const Transfer& t : ph.exchange)
+        shares[t.from].sends.push_back(&t);
       for (const auto& [n, c] : ph.creates) {
         shares[n].mds_work += c / d_.platform.mds_create_rate;
         shares[n].mds_ops += c;

@@ -42,6 +42,7 @@ struct ClientRt {
   sg4::Host* host = nullptr;
   sg4::Link* cpu  = nullptr;  // client protocol cost (null when the description sets none)
   std::map<int, sg4::Host*> via;  // per router of its routes: the client as seen through that router
+  sg4::Host* mpi = nullptr;  // the client as an MPI peer: its NIC alone (only when a phase has an exchange)
 };
 
 struct PhaseRec {
@@ -49,6 +50,7 @@ struct PhaseRec {
   double end   = -1;
   double bytes = 0;
   double wait  = 0;  // token waits inside the phase
+  double exchange = 0;  // seconds of its collective read's exchange (inside start..end)
 };
 
 // One phase's share of one node: its streams and its metadata work (MDS seconds, ops).
@@ -56,6 +58,7 @@ struct NodeShare {
   std::vector<const Stream*> streams;
   double mds_work = 0;
   double mds_ops  = 0;
+  std::vector<const Transfer*> sends;  // its part of the phase's exchange
 };
 
 struct JobRt {
@@ -85,6 +88,7 @@ private:
   void node_actor(JobRt* j, int pos);
   void window_actor(JobRt* j);
   void io_step(JobRt* j, int pos, const Phase& ph, int step, int steps);
+  void exchange(JobRt* j, int pos, const Phase& ph);
   void acquire(JobRt* j, PhaseRec* rec);
   void release();
   void set_lock_capacity(const Phase& ph);

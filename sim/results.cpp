@@ -95,13 +95,13 @@ std::string Engine::results_json(double wall_seconds) const
         rb += rec.bytes;
         rt += dt;
       }
-      phases.push_back({{"kind", kind},
-                        {"label", ph.label},
-                        {"start", rec.start},
-                        {"end", rec.end},
-                        {"bytes", rec.bytes},
-                        {"bandwidth", rate(rec.bytes, dt)},
-                        {"token_wait", rec.wait}});
+      Json out{{"kind", kind},       {"label", ph.label},
+               {"start", rec.start}, {"end", rec.end},
+               {"bytes", rec.bytes}, {"bandwidth", rate(rec.bytes, dt)},
+               {"token_wait", rec.wait}};
+      if (!ph.exchange.empty())
+        out["exchange"] = rec.exchange;
+      phases.push_back(std::move(out));
     }
     jobs.push_back({{"name", job.name},
                     {"submit", job.submit},

@@ -15,6 +15,7 @@ from iez.cluster import Cluster
 from iez.errors import ConfigError
 from iez.layout.layout import FileLayout
 from iez.layout.raid0 import range_bytes
+from iez.sim.collread import two_phase
 from iez.sim.scenario import Scenario
 from iez.sim.workload import Phase, Workload
 
@@ -99,24 +100,34 @@ def _phase(ph: Phase, wl: Workload, layouts: dict[str, FileLayout], objects: dic
            shared: set[str], ost_ok: set[int], first: int, routes: Routes | None) -> dict[str, Any]:
     if ph.kind == "compute":
         return {"kind": "compute", "label": ph.label, "seconds": ph.seconds}
+    for e in ph.extents:
+        if e.path not in layouts:
+            raise ConfigError(f"job {wl.name}: no layout for {e.path}")
+    # Bytes each node moves on each (file, component, stripe): its own extents, or in a two-phase
+    # collective read what its aggregators read for every rank (iez.sim.collread).
+    pieces: dict[tuple[int, str, int, int], int] = defaultdict(int)
+    exchange: dict[tuple[int, int], int] = {}
+    if ph.collective_read != "off":
+        tp = two_phase(ph.collective_read, ph.extents, layouts, wl.node_of)
+        pieces.update(tp.reads)
+        exchange = tp.exchange
+    else:
+        for e in ph.extents:
+            for (c, s), n in range_bytes(layouts[e.path], e.offset, e.offset + e.length).items():
+                pieces[(wl.node_of(e.rank), e.path, c, s)] += n
     streams: dict[tuple[int, int, int], int] = defaultdict(int)
     grant = 0
-    for e in ph.extents:
-        lay = layouts.get(e.path)
-        if lay is None:
-            raise ConfigError(f"job {wl.name}: no layout for {e.path}")
-        node = wl.node_of(e.rank)
-        for (c, s), n in range_bytes(lay, e.offset, e.offset + e.length).items():
-            ost = lay.parts()[c].layout.osts[s]
-            if ost not in ost_ok:
-                raise ConfigError(f"job {wl.name}: {e.path} is placed on OST {ost}, which the cluster does not have")
-            obj = -1
-            if e.path in shared:
-                obj = objects.setdefault((e.path, c, s), len(objects))
-                # One lock grant covers one call's extent on one stripe at most.
-                unit = lay.parts()[c].layout.stripe_size
-                grant = max(grant, min(ph.call_size, unit) if ph.call_size else unit)
-            streams[(node, ost, obj)] += n
+    for (node, path, c, s), n in pieces.items():
+        lay = layouts[path].parts()[c].layout
+        ost = lay.osts[s]
+        if ost not in ost_ok:
+            raise ConfigError(f"job {wl.name}: {path} is placed on OST {ost}, which the cluster does not have")
+        obj = -1
+        if path in shared:
+            obj = objects.setdefault((path, c, s), len(objects))
+            # One lock grant covers one call's extent on one stripe at most.
+            grant = max(grant, min(ph.call_size, lay.stripe_size) if ph.call_size else lay.stripe_size)
+        streams[(node, ost, obj)] += n
     out: dict[str, Any] = {
         "kind": ph.kind, "label": ph.label, "calls": ph.calls, "call_size": ph.call_size,
         "streams": [[node, ost, n, obj, *([routes.via(first + node, ost)] if routes else [])]
@@ -124,6 +135,8 @@ def _phase(ph: Phase, wl: Workload, layouts: dict[str, FileLayout], objects: dic
     }
     if grant:
         out["grant"] = grant
+    if exchange:
+        out["exchange"] = [[a, b, n] for (a, b), n in sorted(exchange.items())]
     for key, counts in (("creates", ph.creates), ("opens", ph.opens)):
         per_node: dict[int, int] = defaultdict(int)
         for rank, k in counts:

@@ -23,6 +23,7 @@ class PhaseResult:
     bytes: float
     bandwidth: float
     token_wait: float
+    exchange: float = 0.0  # seconds of a collective read's exchange, inside start..end
 
 
 @dataclass(frozen=True)
@@ -93,7 +94,8 @@ def parse(doc: dict[str, Any]) -> Results:
 
 def _job(j: dict[str, Any]) -> JobResult:
     phases = tuple(PhaseResult(p["kind"], p["label"], float(p["start"]), float(p["end"]), float(p["bytes"]),
-                               float(p["bandwidth"]), float(p["token_wait"])) for p in j["phases"])
+                               float(p["bandwidth"]), float(p["token_wait"]), float(p.get("exchange", 0.0)))
+                   for p in j["phases"])
     return JobResult(name=j["name"], submit=float(j["submit"]), start=float(j["start"]), end=float(j["end"]),
                      end_to_end=float(j["end_to_end"]), makespan=float(j["makespan"]),
                      token_wait=float(j["token_wait"]), write_bytes=float(j["write_bytes"]),

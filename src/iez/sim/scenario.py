@@ -19,6 +19,7 @@ from typing import Any
 
 from iez.cluster import DEFAULT_NIC_BW, Cluster, load_cluster, make_cluster
 from iez.errors import ConfigError
+from iez.sim.collread import MODES as COLLECTIVE_READS
 from iez.sim.kinds import kind_of
 from iez.sim.workload import BT_DUMPS, Pattern
 from iez.units import parse_duration, parse_size
@@ -323,7 +324,7 @@ _JOB_KEYS = {"name", "kind", "ranks", "ranks_per_node", "nodes", "mode", "block"
              "stripe_count", "stripe_size", "write", "read", "particles", "class", "dumps", "tile", "element",
              "collective", "bursts", "compute", "compute_after", "placement", "osts", "submit", "windows",
              "path", "layout", "subset_size", "subfiles", "planned", "grows",
-             "split_writing"}
+             "split_writing", "collective_read"}
 LAYOUTS = ("keep", "auto", "hierarchical")
 
 
@@ -368,7 +369,10 @@ def _job(t: dict[str, Any], k: int, base: Path) -> JobEntry:
         compute=parse_duration(t.get("compute", 0), f"{w}.compute"),
         compute_after=bool(t.get("compute_after", False)),
         split_writing=bool(t.get("split_writing", False)),
+        collective_read=str(t.get("collective_read", "off")),
     )
+    if pattern.collective_read not in COLLECTIVE_READS:
+        raise ConfigError(f"{w}.collective_read: {pattern.collective_read!r} is not one of {', '.join(COLLECTIVE_READS)}")
     windows: list[tuple[float, float]] = []
     for pair in t.get("windows", []):
         if not isinstance(pair, list) or len(pair) != 2:

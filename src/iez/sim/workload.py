@@ -48,6 +48,7 @@ class Phase:
     call_size: int = 0  # bytes per call
     creates: tuple[tuple[int, int], ...] = ()  # (rank, files created)
     opens: tuple[tuple[int, int], ...] = ()  # (rank, files opened, not created)
+    collective_read: str = "off"  # a read phase's two-phase collective read: off | romio | lustre (iez.sim.collread)
 
 
 @dataclass(frozen=True)
@@ -94,6 +95,7 @@ class Pattern:
     bursts: int = 1  # compute/I-O cycles
     compute: float = 0.0  # seconds of compute in each burst
     compute_after: bool = False  # each burst is I/O then compute (default: compute then I/O)
+    collective_read: str = "off"  # how its reads are collective: off | romio | lustre (iez.sim.collread)
     split_writing: bool = False  # mpi-open: one rank creates, the others open nothing (docs/references.md#s001-hierarchical)
     prefix: str = "/lustre/scratch"
     extra: dict = field(default_factory=dict, compare=False)
@@ -149,7 +151,7 @@ def _rw(p: Pattern, extents: list[Extent], calls: int, call_size: int, files: li
                          call_size=call_size, creates=creates, opens=opens))
     if p.read:
         out.append(Phase("read", f"{p.kind} read", extents=tuple(extents), calls=calls, call_size=call_size,
-                         opens=tuple((r, 1) for r in range(p.ranks))))
+                         opens=tuple((r, 1) for r in range(p.ranks)), collective_read=p.collective_read))
     if not out:
         raise ConfigError(f"job {p.name}: neither write nor read is set")
     return out
