@@ -5,12 +5,13 @@ by the application's earlier stripes per OST behind them."""
 from __future__ import annotations
 
 import random
+import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from iez.alloc.balanced import Balanced
 from iez.alloc.bpio import WEIGHTS, Bpio, paths
 from iez.alloc.policy import AllocOptions, stripe_bytes, tables
 from iez.alloc.registry import get_policy
@@ -99,21 +100,61 @@ def test_respects_exclusions_and_counts(count):
     assert 1 not in osts and len(set(osts)) == len(osts) == (2 if count == 2 else 3)
 
 
+# oss1 is reached through r1 and r2 only; at 2e8 and 1e8 bytes/s it gets 2e8 / 2 + 1e8 of router
+# bandwidth against oss0's 1.25e9 (its NIC; its routers would give more).
+SLOW_ROUTERS = CLUSTER.replace("bw = 2e9", "bw = 2e8").replace('name = "r2"\n', 'name = "r2"\nbw = 1e8\n')
+TIME_ONLY = AllocOptions(layout="keep", capacity_weight=0.0)
+
+
+def gib_files(n: int) -> list[Request]:
+    return [Request(f"/g{k}", 1 << 30, 1, rank=k, host="n1") for k in range(n)]
+
+
+def on_oss1(osts) -> int:
+    return sum(o >= 2 for o in osts)
+
+
 def test_balanced_with_the_router_level_moves_bytes_off_an_oss_behind_slow_routers():
-    # oss1 is reached through r1 and r2 only; at 2e8 and 1e8 bytes/s it gets 2e8 / 2 + 1e8 of
-    # router bandwidth against oss0's 1.25e9 (its NIC; its routers would give more).
-    c = parse_cluster(CLUSTER.replace("bw = 2e9", "bw = 2e8").replace('name = "r2"\n', 'name = "r2"\nbw = 1e8\n'))
+    c = parse_cluster(SLOW_ROUTERS)
     assert c.topology is not None
     assert c.topology.oss_router_bw(["oss0", "oss1"]) == [1.25e9 + 1e8, 2e8]
-    reqs = [Request(f"/g{k}", 1 << 30, 1, rank=k, host="n1") for k in range(8)]
-    opts = AllocOptions(layout="keep", capacity_weight=0.0)
 
-    def on_oss1(policy):
-        return sum(p.layout.osts()[0] >= 2 for p in policy.place(reqs, c, Snapshot.from_cluster(c), opts))
+    def placed(**kw):
+        got = get_policy("balanced").place(gib_files(8), c, Snapshot.from_cluster(c), replace(TIME_ONLY, **kw))
+        return [p.layout.osts()[0] for p in got]
 
-    plain, routed = on_oss1(Balanced()), on_oss1(Balanced(routers=True))
+    plain, routed = on_oss1(placed()), on_oss1(placed(routers=True))
     assert plain == 4 and routed < plain  # off by default: the OSSs' NICs alone split it evenly
-    assert on_oss1(Balanced(routers=True)) == routed and get_policy("balanced").routers is False
+    assert AllocOptions().routers is False
+
+
+def test_allocate_and_the_controller_take_the_router_option(iez_cmd, subenv, tmp_path):
+    from iez import plan as planfile
+    from iez.controller.service import Controller, Settings
+    from iez.db import Database
+
+    db = f"sqlite:///{tmp_path / 'iez.db'}"
+    (tmp_path / "c.toml").write_text(SLOW_ROUTERS)
+    with Database(db) as d, d.begin() as tx:
+        tx.add_trace("app", gib_files(8))
+        tx.add_prediction("app", 2, gib_files(8), {}, [1])
+    subenv.pop("IEZ_DB", None)
+
+    def allocate(*opts: str) -> int:
+        out = tmp_path / "app.plan"
+        subprocess.run([*iez_cmd, "allocate", "app", "--policy", "balanced", "--cluster", str(tmp_path / "c.toml"),
+                        "--layout", "keep", "--capacity-weight", "0", "--no-gate", "--db", db, "-o", str(out), *opts],
+                       check=True, capture_output=True, env=subenv, cwd=tmp_path, timeout=120)
+        return on_oss1(o for fl in planfile.load(out).entries.values() for o in fl.osts())
+
+    assert allocate("--routers") < allocate() == 4
+    settings = Settings(cluster=parse_cluster(SLOW_ROUTERS), db_url=db, routers=True, capacity_weight=0.0)
+    for routers in (True, False):
+        controller = Controller(replace(settings, routers=routers))
+        try:
+            assert controller.options.routers is routers
+        finally:
+            controller.close()
 
 
 def scan(requests, cluster, snapshot, options, w):

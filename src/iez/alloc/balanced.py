@@ -122,15 +122,10 @@ GUARD_TRIES = 4  # times the bound is tightened to the real bytes before falling
 class Balanced:
     name = "balanced"
 
-    def __init__(self, routers: bool = False):
-        # With `routers`, the LNet router level of the cluster's topology caps what each OSS can
-        # take (`Topology.oss_router_bw`), so balanced and bpio compare on the same path model.
-        self.routers = routers
-
     def place(self, requests: Sequence[Request], cluster: Cluster, snapshot: Snapshot,
               options: AllocOptions = AllocOptions()) -> Placements:
         osts, table = tables(requests, cluster, snapshot, options)
-        if self.routers and cluster.topology:
+        if options.routers and cluster.topology:
             cap = cluster.topology.oss_router_bw([s.name for s in cluster.osses])
             osts = replace(osts, oss_bw=np.minimum(osts.oss_bw, cap))
         cuts = hierarchical_cuts(requests, table, cluster, options)

@@ -71,6 +71,10 @@ class AllocOptions:
     # A job cannot write faster than its clients, so a client-bound job leaves the servers slack
     # that `balanced` may spend on balance without slowing it.
     client_bw: float = math.inf
+    # `balanced` with the LNet router level of the cluster's topology: each OSS's bandwidth
+    # capped by its share of the routers serving it (Topology.oss_router_bw), the path model bpio
+    # balances on (docs/allocation.md). Off: the OSSs' NICs alone, as without topology.
+    routers: bool = False
     # Bytes per OST already promised to other applications' plans but not yet written: the
     # controller's global view. They count as used and are not free for this job.
     reserved: Mapping[int, int] = field(default_factory=dict)

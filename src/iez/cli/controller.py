@@ -50,6 +50,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="which token may upload traces and requests (default site: jobs upload their own)")
     p.add_argument("--policy", default=DEFAULT_POLICY, help=f"allocation policy (default {DEFAULT_POLICY})")
     p.add_argument("--capacity-weight", type=float, metavar="W", help="balanced's trade-off, 0..1 (default 0.5)")
+    p.add_argument("--routers", action="store_true",
+                   help="balanced: cap each OSS by its share of the LNet routers serving it (docs/allocation.md)")
     p.add_argument("--layout", choices=LAYOUTS,
                    help="stripe counts and sizes: auto, keep or hierarchical (default: the cluster file's "
                         "[defaults] layout; docs/layouts.md)")
@@ -117,6 +119,7 @@ def cmd_controller(args: argparse.Namespace) -> int:
                     read_token(args.admin_token_file, "IEZ_ADMIN_TOKEN", "admin", "--admin-token-file"))
     cluster = cluster_model(args.cluster, args.emulated)
     settings = Settings(cluster=cluster, db_url=args.db, policy=args.policy, capacity_weight=args.capacity_weight,
+                        routers=args.routers,
                         layout=args.layout, layout_keep=frozenset(args.layout_keep),
                         stale_after=args.stale_after, gate=None if args.no_gate else GateLimits(args.max_cpu, args.max_mem),
                         gate_proc=args.gate_proc, site_key=tokens.site,

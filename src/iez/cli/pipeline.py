@@ -77,6 +77,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--capacity-weight", type=float, metavar="W",
                    help="balanced's trade-off, 0..1: 0 = the job's own I/O time only, 1 = long-term "
                         "capacity balance only (default 0.5; docs/allocation.md)")
+    p.add_argument("--routers", action="store_true", default=None,
+                   help="balanced: cap each OSS by its share of the LNet routers serving it (the cluster's "
+                        "topology; docs/allocation.md)")
     p.add_argument("--stripe-method", choices=("method2", "method1", "fixed"),
                    help="stripe size by seed 000 Method II (default) or I, or the file system default")
     p.add_argument("--layout", choices=LAYOUTS,
@@ -179,7 +182,8 @@ def cmd_allocate(args: argparse.Namespace) -> int:
         raise IezError(f"--policy {args.policy!r}: give one or more distinct policy names")
     if args.output and len(names) > 1:
         raise IezError("-o writes one plan: give a single --policy with it")
-    given = {"capacity_weight": args.capacity_weight, "stripe_method": args.stripe_method, "layout": args.layout}
+    given = {"capacity_weight": args.capacity_weight, "stripe_method": args.stripe_method, "layout": args.layout,
+             "routers": args.routers}
     options = AllocOptions(**{k: v for k, v in given.items() if v is not None})
     limits = {"max_cpu": args.max_cpu, "max_mem": args.max_mem}
     gate = GateLimits(**{k: v for k, v in limits.items() if v is not None})

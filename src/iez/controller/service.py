@@ -67,6 +67,7 @@ class Settings:
     db_url: str | None = None
     policy: str = DEFAULT_POLICY
     capacity_weight: float | None = None
+    routers: bool = False  # balanced with the LNet router level (AllocOptions.routers)
     # The layout mode (docs/layouts.md "Modes"): None = the cluster file's [defaults] layout, else
     # iez's default; the applications of `layout_keep` keep their asked layouts whatever the mode.
     layout: str | None = None
@@ -97,7 +98,9 @@ class Controller:
         self.settings = settings
         self.cluster = settings.cluster
         self.policy = get_policy(settings.policy)  # unknown names fail at start
-        options = AllocOptions() if settings.capacity_weight is None else AllocOptions(capacity_weight=settings.capacity_weight)
+        options = AllocOptions(routers=settings.routers)
+        if settings.capacity_weight is not None:
+            options = replace(options, capacity_weight=settings.capacity_weight)
         layout = settings.layout or self.cluster.layout
         self.options = replace(options, layout=layout) if layout else options
         self.db = Database(settings.db_url)
