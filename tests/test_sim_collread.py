@@ -126,6 +126,17 @@ def test_lustre_with_fewer_ranks_than_osts_gives_each_aggregator_every_kth_ost()
     assert aware.exchange == {}
 
 
+@pytest.mark.parametrize("mode", ["romio", "lustre"])
+def test_a_file_read_by_one_node_is_read_there_and_sent_nowhere(mode):
+    """File per process: each collective call is on one rank's file, so its node is the only
+    aggregator and reads every OST of it, as an independent read would."""
+    lay = FileLayout.of(Layout(stripe_size=MIB, stripe_count=3, osts=(4, 5, 6)))
+    ext = [Extent(r, f"/f{r}", 0, 5 * MIB) for r in range(4)]
+    tp = two_phase(mode, ext, {f"/f{r}": lay for r in range(4)}, lambda r: r // 2)
+    assert tp.exchange == {}
+    assert tp.reads == {(r // 2, f"/f{r}", 0, s): n for r in range(4) for s, n in enumerate((2 * MIB, 2 * MIB, MIB))}
+
+
 def test_romio_domain_ends_sit_on_the_nearest_stripe_boundary():
     # 10 MiB in 3 domains: 3.33 and 6.67 MiB, moved to 4 and 8 MiB (4 MiB stripes)
     assert _domains(0, 10 * MIB, 3, 4 * MIB) == [4 * MIB, 8 * MIB]
