@@ -14,6 +14,7 @@ APT_PACKAGES=(
   fio attr                           # real programs under LD_PRELOAD; getfattr for debugging
   rsync sqlite3                      # real programs whose files the plan must place (tests/test_real_programs.py)
   sysstat                            # iostat, sampled by the profiler (LIOPProf)
+  wrk                                # the plan-fetch load generator of bench/bench_controlplane.py
   postgresql                         # the interaction database on PostgreSQL (tests start their own server)
   python3-venv
   chromium                           # headless browser the audit report's screenshot test drives (playwright)

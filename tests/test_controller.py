@@ -216,6 +216,44 @@ def test_requests_in_plan_out(stack):
             "/metrics", "/apps/{app}/runs/{run}/allocate"} <= set(spec["paths"])
 
 
+def test_a_plan_is_served_as_stored_with_its_etag(stack):
+    """The plan file is rendered once, when the run is placed, and stored: every fetch (the first,
+    the cached ones, after a kill -9 and restart) answers those bytes with an ETag, and 304 to a
+    client that holds them. Serving from memory still needs a token; a re-placement is served at once."""
+    stack.start_collectors()
+    stack.start_controller()
+    c = stack.client()
+    c.upload_requests("wrf", requests_for("wrf", stack.emu, 4, 32 * MiB, 2))
+    got = c.fetch_plan("wrf", wait=30)
+    assert got.status == "ready", got.reason
+    with Database(stack.db) as db, db.begin() as tx:
+        _, _, stored = tx.planned_run("wrf")
+    url = f"{stack.url}/apps/wrf/plan"
+    auth = {"Authorization": f"Bearer {stack.site}"}
+
+    def get(**headers: str) -> httpx.Response:
+        return httpx.get(url, headers={**auth, **headers})
+
+    first, again = get(), get()
+    assert first.status_code == again.status_code == 200 and first.content == again.content == stored
+    tag = first.headers["etag"]
+    assert tag == again.headers["etag"] and first.headers["x-iez-run"] == "1"
+    assert first.headers["content-type"] == "text/plain; charset=utf-8"
+    same = get(**{"If-None-Match": f'"other", W/{tag}'})
+    assert same.status_code == 304 and same.content == b"" and same.headers["etag"] == tag
+    assert get(**{"If-None-Match": '"other"'}).content == stored
+    assert httpx.get(f"{stack.url}/apps/wrf/runs/1/plan", headers={**auth, "If-None-Match": tag}).status_code == 304
+    assert httpx.get(url).status_code == 401  # held in memory, still not served without a token
+    assert httpx.get(url, headers={"Authorization": "Bearer " + "x" * 32}).status_code == 401
+    stack.kill("controller")
+    stack.start_controller()
+    back = get()
+    assert back.content == stored and back.headers["etag"] == tag
+    stack.client(admin=True).allocate("wrf", 1, policy="rr")  # placed again: the new plan at once
+    replaced = get(**{"If-None-Match": tag})
+    assert replaced.status_code == 200 and loads(replaced.text).meta["policy"] == "rr" and replaced.headers["etag"] != tag
+
+
 def test_two_applications_from_two_clients_are_placed_together(stack):
     from iez.alloc.registry import get_policy
     from iez.cluster import Snapshot

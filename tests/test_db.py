@@ -282,6 +282,7 @@ UNDO = {
     5: ["ALTER TABLE placements DROP COLUMN note"],
     6: ["DROP TABLE traced_reads", *(f"ALTER TABLE {t} DROP COLUMN {c}" for t in REQUEST_TABLES for c in V6_COLUMNS)],
     7: [f"ALTER TABLE {t} DROP COLUMN name_random" for t in (*REQUEST_TABLES, "traced_reads")],
+    8: ["DROP TABLE plans"],
 }
 
 
@@ -309,7 +310,7 @@ def test_a_version_1_database_is_brought_to_the_current_version(db):
     t0 = time.time()
     with db.begin() as tx:
         assert migrate(tx.conn, INTERACTION) == 1
-        assert current_version(tx.conn) == SCHEMA_VERSION == 7
+        assert current_version(tx.conn) == SCHEMA_VERSION == 8
         # every step together gives the tables a new database gets
         have = inspect(tx.conn)
         assert {t: {c["name"] for c in have.get_columns(t)} for t in INTERACTION.metadata.tables} == {
@@ -329,7 +330,7 @@ def test_a_version_3_database_gains_the_writers_facts(db):
         as_version(tx, 3)
         assert current_version(tx.conn) == 3
     with db.begin() as tx:
-        assert migrate(tx.conn, INTERACTION) == 3 and current_version(tx.conn) == SCHEMA_VERSION == 7
+        assert migrate(tx.conn, INTERACTION) == 3 and current_version(tx.conn) == SCHEMA_VERSION == 8
         ((_, old),) = tx.traced_runs("a")
         assert {(q.writers, q.transfer_size, q.write_align) for q in old} == {(0, 0, 0)}
         facts = dict(writers=1024, transfer_size=1 << 20, write_align=1 << 16)
@@ -351,7 +352,7 @@ def test_a_version_4_database_gains_the_placements_notes(db):
         tx.set_placements("a", 2, "balanced", placed, sid, {})
         as_version(tx, 4)
     with db.begin() as tx:
-        assert migrate(tx.conn, INTERACTION) == 4 and current_version(tx.conn) == SCHEMA_VERSION == 7
+        assert migrate(tx.conn, INTERACTION) == 4 and current_version(tx.conn) == SCHEMA_VERSION == 8
         [old] = tx.placement_sets("a", 2)
         assert [p.note for p in old.placements] == ["", ""]
         noted = [replace(placed[0], note="auto: 15 x 64 MiB instead of 8 x 96 MiB: fastest"), placed[1]]
@@ -377,7 +378,7 @@ def test_a_version_5_database_gains_the_read_facts_and_the_reads(db):
         as_version(tx, 5)
         assert "traced_reads" not in inspect(tx.conn).get_table_names()
     with db.begin() as tx:
-        assert migrate(tx.conn, INTERACTION) == 5 and current_version(tx.conn) == SCHEMA_VERSION == 7
+        assert migrate(tx.conn, INTERACTION) == 5 and current_version(tx.conn) == SCHEMA_VERSION == 8
         ((_, old),) = tx.traced_runs("a")
         for q in old + tx.prediction("a", 2).requests:
             assert (q.writer_segments, q.read_bytes, q.read_size, q.host, q.final_path) == (0, 0, 0, "", "")
@@ -405,7 +406,7 @@ def test_a_version_6_database_gains_the_generated_name_part(db):
         tx.add_prediction("a", 2, hacc(2), {}, [1])
         as_version(tx, 6)
     with db.begin() as tx:
-        assert migrate(tx.conn, INTERACTION) == 6 and current_version(tx.conn) == SCHEMA_VERSION == 7
+        assert migrate(tx.conn, INTERACTION) == 6 and current_version(tx.conn) == SCHEMA_VERSION == 8
         ((_, old),) = tx.traced_runs("a")
         assert {q.name_random for q in old + tx.prediction("a", 2).requests} == {0}
         made = [replace(q, path=q.path + ".aB3xY9", name_random=6) for q in hacc(2)]
@@ -416,6 +417,40 @@ def test_a_version_6_database_gains_the_generated_name_part(db):
         back = [r for _, r in tx.traced_runs("a")][1]
         assert [q.name_random for q in back + tx.prediction("a", 3).requests] == [6] * 4  # compare=False
         assert [r.name_random for r in tx.run_reads("a", 2)] == [10]
+
+
+def test_a_stored_plan_is_served_as_stored_until_its_placements_change(db):
+    """planned_run: the newest planned untraced run (or the one asked) with its plan bytes; a plan
+    stored for another policy, or before its placements were replaced, is not returned."""
+    placed = table2_placements()
+    with db.begin() as tx:
+        tx.add_trace("a", hacc(2))
+        assert tx.planned_run("a") is None
+        sid = tx.add_snapshot(make_cluster(), Snapshot.from_cluster(make_cluster()), "default")
+        for run in (2, 3):
+            tx.set_placements("a", run, "balanced", placed, sid, {})
+            tx.mark_planned("a", run, "balanced")
+            tx.set_plan("a", run, "balanced", f"plan {run}\n".encode())
+    with db.begin() as tx:
+        assert tx.planned_run("a") == (3, "balanced", b"plan 3\n")
+        assert tx.planned_run("a", 2) == (2, "balanced", b"plan 2\n")
+        assert tx.planned_run("a", 4) is None and tx.planned_run("b") is None
+        tx.mark_planned("a", 3, "rr")  # re-planned by another policy: the stored bytes are not its plan
+        assert tx.planned_run("a") == (3, "rr", None)
+        tx.set_placements("a", 2, "balanced", placed[:1], sid, {})
+        assert tx.planned_run("a", 2) == (2, "balanced", None)
+        tx.add_trace("a", hacc(2), 3)  # run 3 ran: a job starting now follows run 2
+        assert tx.planned_run("a")[0] == 2
+
+
+def test_a_version_7_database_gains_the_plans_table(db):
+    with db.begin() as tx:
+        tx.add_trace("a", hacc(2))
+        as_version(tx, 7)
+        assert "plans" not in inspect(tx.conn).get_table_names()
+    with db.begin() as tx:
+        assert migrate(tx.conn, INTERACTION) == 7 and current_version(tx.conn) == SCHEMA_VERSION
+        assert "plans" in inspect(tx.conn).get_table_names()
 
 
 def test_a_read_only_run_is_stored_and_teaches_prediction_nothing(db):

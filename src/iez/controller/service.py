@@ -11,6 +11,7 @@ a controller killed at any point resumes its work from the database when it star
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import threading
 import time
@@ -25,7 +26,7 @@ from iez.collect.host import check
 from iez.alloc.registry import DEFAULT_POLICY, get_policy
 from iez.cluster import Cluster
 from iez.collect.message import MessageError, StatsMessage, decode
-from iez.controller.work import next_planned, pending_work, plan_text, run_info
+from iez.controller.work import pending_work, plan_body, render_plan, run_info
 from iez.controller.exposition import Counts, Exposition, Histogram, families
 from iez.controller.view import MAX_CLOCK_SKEW, GlobalView
 from iez.db.database import RESERVATION_TTL
@@ -86,8 +87,42 @@ class PlanResult:
     status: str  # "ready" | "pending" | "failed"
     app: str
     run: int | None
-    text: str = ""
+    body: bytes = b""  # the plan file, as stored
     reason: str = ""
+
+    @property
+    def text(self) -> str:
+        return self.body.decode()
+
+    @property
+    def etag(self) -> str:
+        """An entity tag of the plan (RFC 9110 8.8.3): the run and a hash of its bytes."""
+        return f'"{self.run}-{hashlib.blake2b(self.body, digest_size=12).hexdigest()}"'
+
+
+class Plans:
+    """Ready plans by (app, run or None for the coming run), as served: each is read from the
+    database once and then answered from memory. Every write the controller makes that can change
+    which plan is served (an upload, a placement, a release) clears it; a reader that read the
+    database before such a write does not put what it read back (`generation`)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.ready: dict[tuple[str, int | None], PlanResult] = {}
+        self.generation = 0
+
+    def get(self, app: str, run: int | None) -> PlanResult | None:
+        return self.ready.get((app, run))  # one dict read: atomic under the GIL, no lock needed
+
+    def put(self, app: str, run: int | None, plan: PlanResult, generation: int) -> None:
+        with self.lock:
+            if generation == self.generation:
+                self.ready[(app, run)] = plan
+
+    def clear(self) -> None:
+        with self.lock:
+            self.generation += 1
+            self.ready = {}
 
 
 class Controller:
@@ -121,6 +156,7 @@ class Controller:
         self._thread: threading.Thread | None = None
         self.last_error: str | None = None  # the worker's newest error, for /health
         self.exposition = Exposition(self._families)
+        self.plans = Plans()
 
     # -- lifetime ------------------------------------------------------------------------------
 
@@ -204,6 +240,7 @@ class Controller:
             got = Ingested(list(requests), plan_hits=plan_hits, plan_misses=plan_misses, reads=list(reads))
             number, notes = pipeline.store_trace(tx, app, got, run, label=label, source=source, nprocs=nprocs,
                                                  meta=meta)
+        self.plans.clear()  # the traced run is no longer the one to follow
         with self.lock:
             hits, misses = self.plan_files.get(app, (0, 0))
             self.plan_files[app] = (hits + plan_hits, misses + plan_misses)
@@ -226,17 +263,28 @@ class Controller:
                 raise Conflict(f"run {number} of {app} is already planned; re-plan it with "
                                f"POST /apps/{app}/runs/{number}/allocate (admin)")
             tx.add_prediction(app, number, requests, {"source": "uploaded"}, [])
+        self.plans.clear()
         self.wake.set()
         return {"app": app, "run": number, "files": len(requests), "status": "pending"}
 
     # -- plans and state -----------------------------------------------------------------------
 
     def plan(self, app: str, run: int | None = None) -> PlanResult:
+        """The plan of run `run` of `app` (None: the run a job starting now follows), else why
+        there is none. A ready plan is answered from memory after its first read."""
+        cached = self.plans.get(app, run)
+        if cached is not None:
+            return cached
+        generation = self.plans.generation
         with self.db.begin() as tx:
+            planned = tx.planned_run(app, run)
+            if planned is not None:
+                number, policy, body = planned
+                ready = PlanResult("ready", app, number, body if body is not None else
+                                   render_plan(tx, app, number, policy))
+                self.plans.put(app, run, ready, generation)
+                return ready
             work = pending_work(tx)
-            info = next_planned(tx, app) if run is None else run_info(tx, app, run)
-            if info is not None and info.planned_policy:
-                return PlanResult("ready", app, info.number, plan_text(tx, app, info))
             known = app in tx.apps()
         mine = [w for w in work if w.app == app and (run is None or w.target == run)]
         failed = [w for w in mine if w.key in self.failed]
@@ -371,6 +419,7 @@ class Controller:
                 released = tx.release_plans(app)
         except DatabaseError as e:
             raise NotFound(str(e)) from None
+        self.plans.clear()
         log.info("released %s runs %s", app, released)
         return {"app": app, "released": released}
 
@@ -403,6 +452,9 @@ class Controller:
             if info is not None and info.traced:
                 raise Conflict(f"run {run} of {app} was traced while it was being placed")
             tx.mark_planned(app, run, name)
+            # rendered once, here: every fetch serves these bytes
+            tx.set_plan(app, run, name, plan_body(app, run, name, done.cluster, done.placements[name],
+                                                  done.snapshot.time))
 
         with self.alloc_lock:
             try:
@@ -415,6 +467,8 @@ class Controller:
                 if stale:  # the missing OSTs may be the ones it needs
                     raise HeldBack(f"{app} run {run}: {e} (OSTs {sorted(stale)} have no fresh statistics)") from None
                 raise
+            finally:
+                self.plans.clear()  # committed or not, nothing read before it is put back
         with self.lock:
             self.latency.setdefault(name, Histogram()).observe(done.seconds)
         log.info("placed %s run %d with %s: %d files in %.3f s", app, run, name, len(done.requests), done.seconds)

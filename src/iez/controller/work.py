@@ -7,20 +7,23 @@ database says it all:
 - allocate: a predicted run that is neither traced nor planned (uploaded requests, or a
   prediction made just before a crash).
 
-Plans are served from the stored placements, so a restarted controller serves every plan it
-made before.
+Plans are served as stored (the `plans` table: rendered once, when the run is placed), so a
+restarted controller serves every plan it made before without rendering it again.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
 
 from sqlalchemy import func, select
 
+from iez.cluster import Cluster
 from iez.db import RunInfo, Txn
 from iez.db.schema import applications, predictions, runs, traced_requests
 from iez.pipeline import make_plan
 from iez.plan import dumps
+from iez.request import Placement
 
 
 @dataclass(frozen=True)
@@ -70,16 +73,15 @@ def run_info(tx: Txn, app: str, number: int) -> RunInfo | None:
     return next((r for r in tx.runs(app) if r.number == number), None)
 
 
-def next_planned(tx: Txn, app: str) -> RunInfo | None:
-    """The run a job of `app` starting now should follow: the newest planned, untraced run."""
-    if app not in tx.apps():
-        return None
-    planned = [r for r in tx.runs(app) if r.planned_policy and not r.traced]
-    return planned[-1] if planned else None
+def plan_body(app: str, number: int, policy: str, cluster: Cluster, placed: Sequence[Placement],
+              created: float) -> bytes:
+    """The plan file (docs/plan-format.md) of run `number`, as served."""
+    return dumps(make_plan(app, number, policy, cluster, placed, created=created)).encode()
 
 
-def plan_text(tx: Txn, app: str, info: RunInfo) -> str:
-    """The plan file (docs/plan-format.md) of a planned run, from its stored placements."""
-    chosen = next(s for s in tx.placement_sets(app, info.number) if s.policy == info.planned_policy)
+def render_plan(tx: Txn, app: str, number: int, policy: str) -> bytes:
+    """The plan file of run `number` from `policy`'s stored placements (a run placed before plans
+    were stored)."""
+    chosen = next(s for s in tx.placement_sets(app, number) if s.policy == policy)
     cluster, snap = tx.snapshot(chosen.snapshot_id)
-    return dumps(make_plan(app, info.number, chosen.policy, cluster, chosen.placements, created=snap.time))
+    return plan_body(app, number, policy, cluster, chosen.placements, snap.time)

@@ -28,6 +28,7 @@ from iez.db.schema import (
     applications,
     cluster_snapshots,
     placements,
+    plans,
     predicted_requests,
     predictions,
     runs,
@@ -331,6 +332,7 @@ class Txn:
         aid = self.app_id(app)
         rid = self._run_id(aid, number, create=True)
         self.conn.execute(delete(placements).where(placements.c.run_id == rid, placements.c.policy == policy))
+        self.conn.execute(delete(plans).where(plans.c.run_id == rid))  # rendered from what is replaced
         now = time.time()
         rows = []
         for p in placed:
@@ -370,6 +372,26 @@ class Txn:
         """Record that run `number`'s plan file carries `policy`'s placements."""
         rid = self._run_id(self.app_id(app), number)
         self.conn.execute(update(runs).where(runs.c.id == rid).values(planned_policy=policy, planned_at=time.time()))
+
+    def set_plan(self, app: str, number: int, policy: str, body: bytes) -> None:
+        """Store run `number`'s plan file as served, rendered from `policy`'s placements."""
+        rid = self._run_id(self.app_id(app), number)
+        self.conn.execute(delete(plans).where(plans.c.run_id == rid))
+        self.conn.execute(plans.insert().values(run_id=rid, policy=policy, created_at=time.time(), body=body))
+
+    def planned_run(self, app: str, number: int | None = None) -> tuple[int, str, bytes | None] | None:
+        """A planned run of `app` (None: the newest planned, untraced one: what a job starting now
+        follows) as (number, policy, its stored plan file or None when there is none of that
+        policy); None when there is no such run. One query."""
+        q = (select(runs.c.number, runs.c.planned_policy, plans.c.policy, plans.c.body)
+             .join(applications, runs.c.app_id == applications.c.id)
+             .outerjoin(plans, plans.c.run_id == runs.c.id)
+             .where(applications.c.name == app, runs.c.planned_policy.is_not(None)))
+        q = q.where(runs.c.traced_at.is_(None)) if number is None else q.where(runs.c.number == number)
+        r = self.conn.execute(q.order_by(runs.c.number.desc()).limit(1)).first()
+        if r is None:
+            return None
+        return r.number, r.planned_policy, bytes(r.body) if r.policy == r.planned_policy else None
 
     def release_plans(self, app: str) -> list[int]:
         """Release the app's planned runs that have not run: they stop reserving space (the

@@ -24,6 +24,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Table,
@@ -124,6 +125,17 @@ def _name_random(conn: Connection) -> None:
         conn.execute(text(f"ALTER TABLE {table} ADD COLUMN name_random INTEGER NOT NULL DEFAULT 0"))
 
 
+def _plans(conn: Connection) -> None:
+    # runs planned before the step have no stored plan: it is rendered from their placements
+    frozen = MetaData()
+    Table("runs", frozen, Column("id", Integer, primary_key=True))
+    Table("plans", frozen,
+          Column("run_id", Integer, ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True),
+          Column("policy", String(32), nullable=False),
+          Column("created_at", Float, nullable=False),
+          Column("body", LargeBinary, nullable=False)).create(conn)
+
+
 # Version 1 is the baseline: no step leads to it. Steps for versions 2, 3, ... go here, in order.
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(2, "runs.released_at: a planned run an admin released reserves no space", _released_at),
@@ -135,6 +147,7 @@ MIGRATIONS: tuple[Migration, ...] = (
                  "read and did not create", _reads),
     Migration(7, "requests' name_random: the generated characters ending a name (mkstemp), for one-run "
                  "prediction of {rand:N}", _name_random),
+    Migration(8, "plans: a planned run's plan file, rendered once and served as stored", _plans),
 )
 
 INTERACTION = Schema("the interaction database", metadata, schema_version, SCHEMA_VERSION, MIGRATIONS)

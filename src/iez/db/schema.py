@@ -4,6 +4,7 @@ applications ─< runs ─< traced_requests            what a run really created
                     ─< traced_reads               what it read and did not create
                     ─< predictions ─< predicted_requests   AIPA's forecast of a run
                     ─< placements >─ cluster_snapshots     where a policy put each file (Table II)
+                    ─  plans                      the plan file of a planned run, as served
 
 A run is one execution of an application, numbered 1, 2, ... per application. The same run
 can hold a prediction (made before it ran) and a trace (imported after), which is how
@@ -22,6 +23,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Table,
@@ -29,7 +31,7 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 metadata = MetaData()
 
@@ -162,6 +164,17 @@ placements = Table(
     Column("write_bytes", BigInteger, nullable=False, default=0),
     Column("note", Text, nullable=False, default=""),  # why iez changed the asked layout ("" = it did not)
     UniqueConstraint("run_id", "policy", "path", name="uq_placement"),
+)
+
+# The plan file (docs/plan-format.md) of a planned run, rendered once when it is placed: served as
+# these bytes, never re-encoded per request. A run placed before version 8 has none; its plan is
+# rendered from its placements when first asked for.
+plans = Table(
+    "plans", metadata,
+    Column("run_id", Integer, ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True),
+    Column("policy", String(32), nullable=False),  # runs.planned_policy when it was made
+    Column("created_at", Float, nullable=False),
+    Column("body", LargeBinary, nullable=False),
 )
 
 Index("ix_runs_app", runs.c.app_id)
