@@ -170,8 +170,8 @@ class Txn:
 
     def _insert_many(self, table: Table, rows: list[dict[str, Any]]) -> None:
         """Insert `rows` (each with the same keys) in one executemany of SQL compiled once: through
-        SQLAlchemy's per-row parameter processing, the rows of 8,192 placements took 3x longer to
-        write (docs/controller.md, "Performance")."""
+        SQLAlchemy's per-row parameter processing 8,192 placements took 1.6x as long to write
+        (195 against 121 ms on SQLite)."""
         if not rows:
             return
         compiled = table.insert().values({k: bindparam(k) for k in rows[0]}).compile(dialect=self.conn.dialect)
