@@ -336,9 +336,14 @@ IEZ_EXPORT int MPI_File_set_view(MPI_File fh, MPI_Offset disp, MPI_Datatype etyp
 enum where { IND, AT, SHR };         /* the individual pointer, an explicit offset, the shared pointer */
 
 /* The byte just past an access of n bytes that starts at etype offset `off` of the view (the
- * individual pointer's position after it, for IND), or 0 when unknown. */
-static uint64_t end_of(const struct mfile *f, MPI_File fh, enum where w, MPI_Offset off, MPI_Count n)
+ * individual pointer's position after it, for IND), or 0 when unknown. indep: an independent
+ * write at the individual pointer, before which iez_write_end was cleared. */
+static uint64_t end_of(const struct mfile *f, MPI_File fh, enum where w, int indep, MPI_Offset off, MPI_Count n)
 {
+    /* a contiguous view's write ends where the system call beneath it ended (ROMIO writes it in
+     * order): MPI_File_get_position would cost more than the rest of the call's accounting */
+    if (indep && f->bytes && iez_write_end > (uint64_t)f->disp)
+        return iez_write_end;
     if (w == IND && iez_pmpi.PMPI_File_get_position(fh, &off) != MPI_SUCCESS)
         return 0;
     else if (w == AT) /* a 64-bit division costs more than the rest of the accounting */
@@ -354,8 +359,8 @@ static uint64_t end_of(const struct mfile *f, MPI_File fh, enum where w, MPI_Off
 }
 
 /* After a successful call moving count items of type (the bytes of a nonblocking or split
- * call count when it starts, as Darshan counts them); coll: a collective read. */
-static void account(MPI_File fh, int write, int coll, enum where w, MPI_Offset off, MPI_Count count,
+ * call count when it starts, as Darshan counts them); coll: a collective read; indep: as end_of. */
+static void account(MPI_File fh, int write, int coll, enum where w, int indep, MPI_Offset off, MPI_Count count,
                     MPI_Datatype type)
 {
     struct mfile *f;
@@ -367,11 +372,13 @@ static void account(MPI_File fh, int write, int coll, enum where w, MPI_Offset o
     /* below MPI_THREAD_MULTIPLE no two threads are in MPI at once: no atomic updates needed */
     int mt = iez_mpi_thread_multiple;
     if (write)
-        iez_trace_rec_wrote(f->rec, (uint64_t)n, end_of(f, fh, w, off, n), f->bytes, mt);
+        iez_trace_rec_wrote(f->rec, (uint64_t)n, end_of(f, fh, w, indep, off, n), f->bytes, mt);
     else
         iez_trace_rec_read(f->rec, (uint64_t)n, coll, mt);
 }
 
+/* An independent write at the individual pointer (the name folds to a constant). */
+#define IEZ_INDEP_WRITE(W, WH, NAME) ((W) && (WH) == IND && !__builtin_strstr(NAME, "_all"))
 /* A collective read call (the name folds to a constant): _all, _at_all, _ordered and their forms. */
 #define IEZ_COLL_READ(W, NAME) (!(W) && (__builtin_strstr(NAME, "_all") || __builtin_strstr(NAME, "ordered")))
 
@@ -397,6 +404,8 @@ static void account(MPI_File fh, int write, int coll, enum where w, MPI_Offset o
         if (fine)                                                                                  \
             iez_access_enter(IEZ_ACCESS_CALL, "call");                                             \
         int rc;                                                                                    \
+        if (IEZ_INDEP_WRITE(W, WH, #NAME))                                                         \
+            iez_write_end = 0;                                                                     \
         /* libiez's collective read or write (collio.c) serves it, or the real call does */       \
         if (!(IEZ_UNLIKELY(iez_collio_on) && iez_collio_kind(#NAME) &&                             \
               iez_collio_try(iez_collio_kind(#NAME), &rc, IEZ_CIO_ARGS ARGS)))                     \
@@ -404,7 +413,7 @@ static void account(MPI_File fh, int write, int coll, enum where w, MPI_Offset o
         if (fine)                                                                                  \
             iez_access_exit(IEZ_ACCESS_CALL);                                                      \
         if (rc == MPI_SUCCESS)                                                                     \
-            account(fh, W, IEZ_COLL_READ(W, #NAME), WH, OFF, (MPI_Count)count, type);             \
+            account(fh, W, IEZ_COLL_READ(W, #NAME), WH, IEZ_INDEP_WRITE(W, WH, #NAME), OFF, (MPI_Count)count, type); \
         return rc;                                                                                 \
     }
 

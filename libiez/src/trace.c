@@ -331,6 +331,8 @@ static int kernel_pos(struct iez_ofd *o, int fd, uint64_t *end)
     return 0;
 }
 
+__thread uint64_t iez_write_end __attribute__((tls_model("initial-exec")));
+
 void iez_trace_wrote(struct iez_ofd *o, int fd, uint64_t n, int64_t off, uint64_t t0)
 {
     struct iez_rec *r = rec_of(o);
@@ -351,6 +353,7 @@ void iez_trace_wrote(struct iez_ofd *o, int fd, uint64_t n, int64_t off, uint64_
         return;
     }
     iez_note_write(r, n, end, 1, mt);
+    iez_write_end = end;
     if (mt)
         max_store(&r->max_offset, end);
     else if (end > __atomic_load_n(&r->max_offset, __ATOMIC_RELAXED))

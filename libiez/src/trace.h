@@ -116,6 +116,11 @@ void iez_trace_wrote(struct iez_ofd *o, int fd, uint64_t n, int64_t off, uint64_
 void iez_trace_read(struct iez_ofd *o, int fd, uint64_t n, int64_t off, uint64_t t0);
 void iez_trace_seeked(struct iez_ofd *o, uint64_t pos);
 
+/* The end of the last traced write of a known place this thread made, 0 once the MPI-IO layer
+ * cleared it: after an independent MPI-IO write it is where the file's individual pointer went,
+ * without asking MPI (mpiio.c). */
+extern __thread uint64_t iez_write_end __attribute__((tls_model("initial-exec")));
+
 /* always inlined into each write wrapper, as it was before the write facts made it long
  * enough for the compiler to call it instead */
 __attribute__((always_inline)) static inline void iez_wrote(int fd, ssize_t n, int64_t off, uint64_t t0)
@@ -130,6 +135,7 @@ __attribute__((always_inline)) static inline void iez_wrote(int fd, ssize_t n, i
     if (IEZ_LIKELY(r && !(o->ask_pos | o->iolog) && o->gen == iez_gen && !iez_multithreaded())) {
         __atomic_store_n(&r->bytes_written, r->bytes_written + (uint64_t)n, __ATOMIC_RELAXED);
         uint64_t end = off >= 0 ? (uint64_t)off + (uint64_t)n : (o->pos += (uint64_t)n);
+        iez_write_end = end;
         if (end > r->max_offset)
             __atomic_store_n(&r->max_offset, end, __ATOMIC_RELAXED);
         iez_note_write(r, (uint64_t)n, end, 1, 0);
