@@ -85,6 +85,7 @@ class RequestColumns(Sequence[Request]):
     pools: tuple[str, ...] = ("",)
     app: str = ""
     run: str = ""
+    read_bytes: np.ndarray | None = None  # int64; None = no reads known
 
     def __len__(self) -> int:
         return len(self.path)
@@ -99,4 +100,5 @@ class RequestColumns(Sequence[Request]):
         if isinstance(i, slice):
             return [self[k] for k in range(*i.indices(len(self)))]
         return Request(self.path[i], int(self.write_bytes[i]), int(self.stripe_count[i]), app=self.app,
-                       run=self.run, create_time=float(self.create_time[i]), pool=self.pools[int(self.pool[i])])
+                       run=self.run, create_time=float(self.create_time[i]), pool=self.pools[int(self.pool[i])],
+                       read_bytes=0 if self.read_bytes is None else int(self.read_bytes[i]))

@@ -49,7 +49,7 @@ exact, by three steps:
    to t would lower F). The greedy takes exactly those. ∎
    The greedy is computed in bulk: bisection on the price θ finds, per OSS, how many of its
    units cost at most θ (an inner bisection on the count, since its own cost grows with it);
-   the last few units, those near the final θ and ties, go one by one through a heap. Every
+   the last few units, those near the final θ and ties, are merged per OSS in cost order. Every
    step keeps each OSS and OST on a prefix of its cost list, so the result is the greedy's.
 2. Realisation. The wrap-around rule (McNaughton): lay OSTs out with OST j repeated n_j times
    and deal the sequence to the M files column by column (file i gets positions i, i+M, ...).
@@ -70,13 +70,12 @@ against lustre_rr, on random instances.
 
 Cost: two passes (T*, then T_allow; a few more when the real bytes need a tighter bound), each
 O(G · (B1 · B2 · N + R log N)) for G groups on N OSTs, with B1, B2 ≤ 64 bisection steps and
-R ≤ a few N heap steps; plus the RR reference, O(starts · files). No per-stripe Python work
+R ≤ a few N units merged at the end; plus the RR reference, O(starts · files). No per-stripe Python work
 except the final Placement objects.
 """
 
 from __future__ import annotations
 
-import heapq
 import math
 from dataclasses import dataclass, replace
 from functools import partial
@@ -89,7 +88,6 @@ from iez.alloc.policy import (
     AllocOptions,
     OstTable,
     RequestTable,
-    job_bytes,
     Placements,
     room_bytes,
     stripe_bytes,
@@ -101,6 +99,7 @@ from iez.cluster import Cluster, Snapshot
 from iez.errors import AllocationError
 from iez.layout.hierarchical import Cut, composite, cut, interleave, premise, validate
 from iez.layout.layout import LOV_MAX_STRIPE_COUNT
+from iez.layout.raid0 import bytes_per_ost
 from iez.layout.stripe import AP
 from iez.request import Placement, Request
 
@@ -116,6 +115,8 @@ TIE = 1e-3  # weight of the job's time in the unit costs: it only breaks ties of
 RR_WORK = 250_000  # (start, file) pairs the RR reference may try
 RR_MIN_STARTS = 16
 STRIPE_ORDERS = ("ost", "oss")
+PHASE_FLOOR = 1e-6  # least share of the time bound a phase gets (a job that barely writes still writes)
+TAIL = 4  # units per OST the bisection may leave to the final merge
 GUARD_TRIES = 4  # times the bound is tightened to the real bytes before falling back on RR
 
 
@@ -187,7 +188,8 @@ def hierarchical(placements: Placements, cuts: Sequence[Cut | None], requests: S
     oss_of = {o.index: o.oss for o in cluster.osts}
     indices = [o.index for o in cluster.osts]
     top = sol.reference * options.max_slowdown
-    plain_time = _real_time(placements, osts)
+    osts, table = sol.phased or osts, placements.table
+    plain_time = _real_time(placements, osts, table)
     for spread in (True, False):
         out: dict[int, Placement] = {}
         for i, c in enumerate(cuts):
@@ -207,16 +209,23 @@ def hierarchical(placements: Placements, cuts: Sequence[Cut | None], requests: S
             why = f"{why} ({assumed})" if assumed else why
             out[i] = replace(p, layout=fl, note=f"{p.note}; {why}" if p.note else why)
         cut_up = placements.with_replaced(out)
-        if _real_time(cut_up, osts) <= max(top, plain_time) * (1 + EPS):
+        if _real_time(cut_up, osts, table) <= max(top, plain_time) * (1 + EPS):
             return cut_up
     return placements
 
 
-def _real_time(placements: Sequence[Placement], osts: OstTable) -> float:
-    job = np.zeros(osts.n)
-    for ost, b in job_bytes(placements).items():
-        job[osts.position[ost]] += b
-    return job_time(job, osts)
+def _real_time(placements: Sequence[Placement], osts: OstTable, table: RequestTable) -> float:
+    """The job's time (`job_time`) with `placements`' real bytes, each file read back as `read_bytes` says."""
+    job, reads = np.zeros(osts.n), np.zeros(osts.n)
+    for i, p in enumerate(placements):
+        on = bytes_per_ost(p.layout, p.write_bytes)
+        at = np.array([osts.position[o] for o in on], dtype=np.int64)
+        real = np.array(list(on.values()), dtype=float)
+        np.add.at(job, at, real)
+        r = float(table.read_bytes[i])
+        if r:
+            np.add.at(reads, at, real * (r / p.write_bytes) if p.write_bytes else np.full(len(at), r / len(at)))
+    return job_time(job, osts, reads)
 
 
 @dataclass(frozen=True)
@@ -226,6 +235,8 @@ class Solution:
     job: np.ndarray  # bytes the job puts on each OST position
     reference: float  # analytic time of Lustre's round-robin on the same files, at its best start (s)
     bound: float  # the time bound enforced (s): the allowed time, raised only if nothing fit under it
+    reads: np.ndarray  # bytes the job reads back from each OST position
+    phased: OstTable | None = None  # the table whose job_time the bound is on (`phased`)
 
 
 def rr_orders(cluster: Cluster, table: RequestTable, osts: OstTable) -> list[np.ndarray]:
@@ -272,11 +283,14 @@ def solve(table: RequestTable, osts: OstTable, orders: Sequence[np.ndarray], opt
     for g, idx in zip(groups, np.split(by_group, np.cumsum(np.bincount(in_order, minlength=len(keys)))[:-1])):
         g.members = idx
         g.unit = max(float(table.write_bytes[idx].sum()) / (len(idx) * g.count), MIN_UNIT)
+        g.read_unit = float(table.read_bytes[idx].sum()) / (len(idx) * g.count)
     groups.sort(key=lambda g: (-g.unit, -g.count))  # heaviest stripes first (LPT)
 
-    total = float(table.write_bytes.sum())
-    clients = total / options.client_bw  # no placement writes faster than the job's clients
+    total, read = float(table.write_bytes.sum()), float(table.read_bytes.sum())
     rr = rr_reference(table, osts, orders)
+    osts, shares = phased(osts, rr)
+    # No placement writes (or reads) faster than the job's clients.
+    clients = max(total / shares[0], read / shares[1] if read else 0.0) / options.client_bw
     reference = max(rr.time, clients)
     any_ok = np.logical_or.reduce(table.allowed)
     oss_rate = np.minimum(osts.oss_bw, np.bincount(osts.oss, weights=osts.bw * any_ok, minlength=len(osts.oss_bw)))
@@ -294,19 +308,41 @@ def solve(table: RequestTable, osts: OstTable, orders: Sequence[np.ndarray], opt
     # The bound holds for stripes of their group's mean size; the real bytes (Method II's short
     # last stripes) can differ a little. Check them, tighten, and at worst take RR's placement.
     for _ in range(GUARD_TRIES):
-        real = max(job_time(sol.job, osts), clients)
+        real = max(job_time(sol.job, osts, sol.reads), clients)
         if real <= top * (1 + EPS):
-            return replace(sol, reference=reference)
+            return replace(sol, reference=reference, phased=osts)
         sol = _place_all(table, osts, orders, groups, sol.bound * top / real, scale, top)
     if (rr.job <= osts.room).all():
-        return Solution(rr.stripes, sol.offsets, rr.job, reference, reference)
-    return replace(sol, reference=reference)  # RR would overfill an OST: no time to keep to
+        return Solution(rr.stripes, sol.offsets, rr.job, reference, reference, rr.reads, osts)
+    return replace(sol, reference=reference, phased=osts)  # RR would overfill an OST: no time to keep to
 
 
-def job_time(job: np.ndarray, osts: OstTable) -> float:
-    """Analytic write time of per-OST bytes `job`: the slowest OST or OSS (s)."""
-    per_oss = np.bincount(osts.oss, weights=job, minlength=len(osts.oss_bw))
-    return float(max((job / osts.bw).max(), (per_oss / osts.oss_bw).max()))
+def phased(osts: OstTable, rr: RRPlacement) -> tuple[OstTable, tuple[float, float]]:
+    """`osts` with each phase's bandwidths scaled by its share of RR's time, and the shares.
+
+    A job writes its files and reads them back (`Request.read_bytes`): its I/O time is its write
+    time plus its read time, each the slowest OST or OSS of that phase. Keeping each phase within
+    RR's time of that phase keeps the sum within RR's. With bandwidths scaled by the phase's share
+    s of RR's write-plus-read time T, one bound t does both: a phase's time over s is at most t,
+    and t = T gives each phase RR's time of it. Without reads the table is unchanged (s = 1)."""
+    if not rr.reads.any():
+        return osts, (1.0, 1.0)
+    span = rr.write_time + rr.read_time
+    w, r = (max(x / span, PHASE_FLOOR) for x in (rr.write_time, rr.read_time))
+    return replace(osts, bw=osts.bw * w, oss_bw=osts.oss_bw * w, read_bw=osts.read_bw * r,
+                   oss_read_bw=osts.oss_read_bw * r), (w, r)
+
+
+def job_time(job: np.ndarray, osts: OstTable, reads: np.ndarray | None = None) -> float:
+    """Analytic time of per-OST bytes: the slowest OST or OSS writing `job`, or reading `reads` (s).
+    On a `phased` table, the one bound both phases keep."""
+    t = phase_time(job, osts.bw, osts.oss_bw, osts.oss)
+    return t if reads is None or not reads.any() else max(t, phase_time(reads, osts.read_bw, osts.oss_read_bw, osts.oss))
+
+
+def phase_time(load: np.ndarray, bw: np.ndarray, oss_bw: np.ndarray, oss: np.ndarray) -> float:
+    per_oss = np.bincount(oss, weights=load, minlength=len(oss_bw))
+    return float(max((load / bw).max(), (per_oss / oss_bw).max()))
 
 
 @dataclass
@@ -315,6 +351,7 @@ class _Group:
     count: int
     members: np.ndarray  # request positions, in create order
     unit: float  # bytes per stripe, on average
+    read_unit: float = 0.0  # bytes read back per stripe, on average
 
 
 @dataclass(frozen=True)
@@ -329,27 +366,41 @@ def _place_all(table: RequestTable, osts: OstTable, orders: Sequence[np.ndarray]
     Stripe orders within files are chosen by (real time over `limit`, fullest OST, real time)."""
     offsets = np.concatenate([[0], np.cumsum(table.count)])
     stripes = np.empty(offsets[-1], dtype=np.int64)
-    job = np.zeros(osts.n)
+    job, reads = np.zeros(osts.n), np.zeros(osts.n)
     for g in groups:
         idx = g.members
         size = int(room_bytes(table.write_bytes[idx], table.size[idx], g.count).max())  # room, per stripe
-        mat, bound = _place_group(len(idx), g.count, size, g.unit, table.allowed[g.pool], orders[g.pool], osts,
-                                  job, bound, scale, table.pools[g.pool])
+        mat, bound = _place_group(len(idx), g.count, size, (g.unit, g.read_unit), table.allowed[g.pool],
+                                  orders[g.pool], osts, (job, reads), bound, scale, table.pools[g.pool],
+                                  bool(table.write_bytes[idx].any()))
         real = stripe_bytes(table.write_bytes[idx, None], table.size[idx, None], g.count, np.arange(g.count)[None, :])
+        back = read_bytes(table, idx, real)
         best = None
         for by in STRIPE_ORDERS if (real != real[:, :1]).any() else ():  # equal stripes: any order
             cand = order_stripes(mat, real, g.unit, job, osts, by)
             after = job + np.bincount(cand.ravel(), real.ravel(), osts.n)
-            t = job_time(after, osts)
+            after_reads = reads + np.bincount(cand.ravel(), back.ravel(), osts.n)
+            t = job_time(after, osts, after_reads)
             score = (max(t, limit), ((osts.used + after) / osts.capacity).max(), t)
             if best is None or score < best[0]:
-                best = (score, cand, after)
+                best = (score, cand, after, after_reads)
         if best is None:
             job = job + np.bincount(mat.ravel(), real.ravel(), osts.n)
+            reads = reads + np.bincount(mat.ravel(), back.ravel(), osts.n)
         else:
-            _, mat, job = best
+            _, mat, job, reads = best
         stripes[offsets[idx][:, None] + np.arange(g.count)] = mat
-    return Solution(stripes, offsets, job, math.nan, bound)
+    return Solution(stripes, offsets, job, math.nan, bound, reads)
+
+
+def read_bytes(table: RequestTable, idx: np.ndarray, real: np.ndarray) -> np.ndarray:
+    """Bytes read back from each stripe of files `idx` whose stripes hold `real` (written) bytes:
+    a file is read as it was written; one written empty is read evenly over its stripes."""
+    w, r = table.write_bytes[idx].astype(float), table.read_bytes[idx].astype(float)
+    if real.ndim == 2:
+        w, r = w[:, None], r[:, None]
+    count = table.count[idx][:, None] if real.ndim == 2 else table.count[idx]
+    return np.where(w > 0, real * (r / np.maximum(w, 1)), r / count)
 
 
 def order_stripes(mat: np.ndarray, real: np.ndarray, unit: float, job: np.ndarray, osts: OstTable,
@@ -377,9 +428,15 @@ def order_stripes(mat: np.ndarray, real: np.ndarray, unit: float, job: np.ndarra
 
 @dataclass(frozen=True)
 class RRPlacement:
-    time: float  # analytic write time (s)
+    write_time: float  # analytic write time (s)
+    read_time: float  # analytic time to read the files back (s)
     job: np.ndarray  # bytes per OST position
+    reads: np.ndarray  # bytes read back per OST position
     stripes: np.ndarray  # OST positions, stripe by stripe, files in request order
+
+    @property
+    def time(self) -> float:
+        return self.write_time + self.read_time
 
 
 def rr_reference(table: RequestTable, osts: OstTable, orders: Sequence[np.ndarray]) -> RRPlacement:
@@ -389,11 +446,11 @@ def rr_reference(table: RequestTable, osts: OstTable, orders: Sequence[np.ndarra
     `lod_ost_alloc_rr` walks them (docs/references.md#l-alloc-rr): pre-increment from a random start,
     and one slot of precession each time the walk wraps (unless the file has one stripe or
     N % count == 1). Stripes carry their real bytes. We take the start that gives RR its shortest
-    time (all starts, or an even sample of them for very large jobs), so "never slower than RR"
+    time, writing and reading back (all starts, or an even sample of them for very large jobs), so "never slower than RR"
     holds for RR's luckiest draw. Not modelled: the reseed every (2000/N+30)*N creates, and slots
     spent on OSTs that refuse objects (they are left out of the array instead).
     """
-    job = np.zeros(osts.n)
+    job, reads = np.zeros(osts.n), np.zeros(osts.n)
     offsets = np.concatenate([[0], np.cumsum(table.count)])
     stripes = np.empty(offsets[-1], dtype=np.int64)
     for p, order in enumerate(orders):
@@ -404,14 +461,17 @@ def rr_reference(table: RequestTable, osts: OstTable, orders: Sequence[np.ndarra
         if len(healthy) >= table.count[idx].max():
             order = healthy
         n, count = len(order), table.count[idx]
-        first = _rr_best_start(count, _runs(table, idx), order, osts)
+        runs = _runs(table, idx)
+        first = _rr_best_start(count, (runs, _read_runs(table, idx, runs)), order, osts)
         slots = (first[:, None] + np.arange(count.max())[None, :]) % n
         for k in range(int(count.max())):
             has = count > k
             stripes[offsets[idx[has]] + k] = order[slots[has, k]]
-            job += np.bincount(order[slots[has, k]], stripe_bytes(table.write_bytes[idx[has]], table.size[idx[has]],
-                                                                  count[has], k), osts.n)
-    return RRPlacement(job_time(job, osts), job, stripes)
+            real = stripe_bytes(table.write_bytes[idx[has]], table.size[idx[has]], count[has], k)
+            job += np.bincount(order[slots[has, k]], real, osts.n)
+            reads += np.bincount(order[slots[has, k]], read_bytes(table, idx[has], real), osts.n)
+    return RRPlacement(job_time(job, osts), phase_time(reads, osts.read_bw, osts.oss_read_bw, osts.oss), job, reads,
+                       stripes)
 
 
 def _runs(table: RequestTable, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -432,23 +492,41 @@ def _runs(table: RequestTable, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray,
     return file_of[keep], start[keep], length[keep], weight[keep]
 
 
-def _rr_best_start(count: np.ndarray, runs, order: np.ndarray, osts: OstTable) -> np.ndarray:
-    """The first RR slot of each file at the start with the shortest time."""
+def _read_runs(table: RequestTable, idx: np.ndarray, runs):
+    """The bytes read back along the same stripes, as runs (`read_bytes`)."""
+    file_of, start, length, weight = runs
+    w, r = table.write_bytes[idx].astype(float), table.read_bytes[idx].astype(float)
+    empty = np.flatnonzero((w == 0) & (r > 0))  # read evenly over its stripes
+    weight = weight * (r / np.maximum(w, 1))[file_of]
+    keep = weight > 0
+    return (np.concatenate([file_of[keep], empty]), np.concatenate([start[keep], np.zeros_like(empty)]),
+            np.concatenate([length[keep], table.count[idx][empty]]),
+            np.concatenate([weight[keep], (r / table.count[idx])[empty]]))
+
+
+def _rr_best_start(count: np.ndarray, both, order: np.ndarray, osts: OstTable) -> np.ndarray:
+    """The first RR slot of each file at the start with the shortest time: of the write runs
+    both[0] plus, when there are any, of the read runs both[1]."""
     n = len(order)
+    phases = [(runs, bw, oss_bw) for runs, bw, oss_bw in zip(both, (osts.bw, osts.read_bw),
+                                                              (osts.oss_bw, osts.oss_read_bw)) if len(runs[0])]
     if not _precesses(count, n).any():  # every start is a rotation of start 0
         first = rr_first_slots(count, n, np.zeros(1, np.int64))
-        slot = _run_loads(first, runs, n)[0]
-        return (first[0] + _best_rotation(slot, order, osts)) % n
+        time = sum((_rotation_times(_run_loads(first, runs, n)[0], order, osts, bw, oss_bw)
+                    for runs, bw, oss_bw in phases), np.zeros(n))
+        return (first[0] + int(np.argmin(np.round(time, 9)))) % n
     if n * len(count) <= RR_WORK:
         starts = np.arange(n)
     else:  # a long job: every start spreads it almost alike, an even sample of them will do
         starts = np.unique(np.linspace(0, n - 1, max(RR_MIN_STARTS, RR_WORK // len(count))).astype(np.int64))
     first = rr_first_slots(count, n, starts)
-    loads = _run_loads(first, runs, n)
     servers, local = np.unique(osts.oss[order], return_inverse=True)
     member = np.zeros((n, len(servers)))
     member[np.arange(n), local] = 1.0
-    time = np.maximum((loads / osts.bw[order]).max(axis=1), (loads @ member / osts.oss_bw[servers]).max(axis=1))
+    time = np.zeros(len(starts))
+    for runs, bw, oss_bw in phases:
+        loads = _run_loads(first, runs, n)
+        time += np.maximum((loads / bw[order]).max(axis=1), (loads @ member / oss_bw[servers]).max(axis=1))
     return first[int(np.argmin(np.round(time, 9)))]
 
 
@@ -486,10 +564,11 @@ def _run_loads(first: np.ndarray, runs, n: int) -> np.ndarray:
     return np.cumsum(diff, axis=1)[:, :n]
 
 
-def _best_rotation(slot: np.ndarray, order: np.ndarray, osts: OstTable) -> int:
-    """The rotation r (slot q of `order` gets slot[(q - r) % n]) with the shortest time."""
+def _rotation_times(slot: np.ndarray, order: np.ndarray, osts: OstTable, bw_all: np.ndarray,
+                    oss_bw: np.ndarray) -> np.ndarray:
+    """Per rotation r (slot q of `order` gets slot[(q - r) % n]), the time of the loads `slot`."""
     n = len(slot)
-    bw = osts.bw[order]
+    bw = bw_all[order]
     if np.ptp(bw) == 0 or n * n > RR_WORK:
         per_ost = np.full(n, slot.max() / bw.max())  # the same for every rotation (or a bound on it)
     else:
@@ -500,14 +579,20 @@ def _best_rotation(slot: np.ndarray, order: np.ndarray, osts: OstTable) -> int:
     member[local, np.arange(n)] = 1.0
     # load_s(r) = Σ_q member[s, q] slot[(q - r) % n]: a circular cross-correlation.
     per_oss = np.fft.irfft(np.fft.rfft(member, axis=1) * np.conj(np.fft.rfft(slot))[None, :], n=n, axis=1)
-    time = np.maximum(per_ost, (per_oss / osts.oss_bw[servers][:, None]).max(axis=0))
-    return int(np.argmin(np.round(time, 9)))
+    return np.maximum(per_ost, (per_oss / oss_bw[servers][:, None]).max(axis=0))
 
 
-def _place_group(m: int, count: int, size: int, w: float, allowed: np.ndarray, order: np.ndarray,
-                 osts: OstTable, job: np.ndarray, bound: float, scale: _Scale, pool: str) -> tuple[np.ndarray, float]:
-    """The m x count matrix of OST positions for one group, and the time bound used."""
+def _place_group(m: int, count: int, size: int, units: tuple[float, float], allowed: np.ndarray, order: np.ndarray,
+                 osts: OstTable, loads: tuple[np.ndarray, np.ndarray], bound: float, scale: _Scale,
+                 pool: str, written: bool = True) -> tuple[np.ndarray, float]:
+    """The m x count matrix of OST positions for one group (a stripe writes units[0] bytes and
+    reads units[1] back; the job so far writes loads[0] and reads loads[1] per OST), and the time
+    bound used."""
     k = m * count
+    (w, r), (job, reads) = units, loads
+    # A group written empty but read back is bound by its reads alone: its stripes weigh
+    # MIN_UNIT in the costs, not in the write time.
+    units = (0.0 if r > 0 and not written else w, r)
     room = np.floor(np.maximum(osts.room - job, 0) / size).astype(np.int64)
     per_oss_job = np.bincount(osts.oss, weights=job, minlength=len(osts.oss_bw))
     for elig in (allowed & ~osts.degraded, allowed):  # degraded OSTs only if nothing else will do
@@ -520,16 +605,23 @@ def _place_group(m: int, count: int, size: int, w: float, allowed: np.ndarray, o
         if base.sum() < k or len(pos) < count:
             continue
         t = bound
-        if not _fits(k, t, pos, base, grp, servers, w, osts, job, per_oss_job):
-            t = _least_bound(k, t, pos, base, grp, servers, w, osts, job, per_oss_job)
-        box, box_s = _boxes(t, pos, base, grp, servers, w, osts, job, per_oss_job)
-        # Unit costs: projected utilization of total usage, and, to break its ties, time.
+        if not _fits(k, t, pos, base, grp, servers, units, osts, loads):
+            t = _least_bound(k, t, pos, base, grp, servers, units, osts, loads)
+        box, box_s = _boxes(t, pos, base, grp, servers, units, osts, loads)
+        # Unit costs: projected utilization of total usage, and, to break its ties, time (the
+        # write's, plus the read's when the job reads its files back).
         cap = osts.capacity[pos] * scale.level
         bw, oss_bw = osts.bw[pos] * scale.t0, osts.oss_bw[servers] * scale.t0
         a = (osts.used[pos] + job[pos]) / cap + TIE * job[pos] / bw
         beta = w * (1 / cap + TIE / bw)
         a_s = TIE * per_oss_job[servers] / oss_bw
         gamma = TIE * w / oss_bw
+        if r > 0:
+            rbw, oss_rbw = osts.read_bw[pos] * scale.t0, osts.oss_read_bw[servers] * scale.t0
+            a = a + TIE * reads[pos] / rbw
+            beta = beta + TIE * r / rbw
+            a_s = a_s + TIE * np.bincount(osts.oss, weights=reads, minlength=len(osts.oss_bw))[servers] / oss_rbw
+            gamma = gamma + TIE * r / oss_rbw
         n = water_fill(k, a, beta, box, grp, a_s, gamma, box_s)
         # Wrap-around: OSTs in OSS-major order, so a file's stripes, spaced ~N/count apart, span OSSs.
         seq_order = np.lexsort((osts.index[pos], grp_of))
@@ -561,13 +653,20 @@ def _stride(m: int) -> int:
     return p
 
 
-def _boxes(t: float, pos: np.ndarray, base: np.ndarray, grp: np.ndarray, servers: np.ndarray, w: float,
-           osts: OstTable, job: np.ndarray, per_oss_job: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per-OST and per-OSS stripe caps: room and distinctness (`base`) and the time bound t."""
+def _boxes(t: float, pos: np.ndarray, base: np.ndarray, grp: np.ndarray, servers: np.ndarray,
+           units: tuple[float, float], osts: OstTable, loads: tuple[np.ndarray, np.ndarray]
+           ) -> tuple[np.ndarray, np.ndarray]:
+    """Per-OST and per-OSS stripe caps: room and distinctness (`base`) and the time bound t, for
+    the write (units[0] bytes a stripe onto loads[0]) and for the read back (units[1], loads[1])."""
     if math.isinf(t):
         return base, np.bincount(grp, weights=base, minlength=len(servers)).astype(np.int64)
-    ost_cap = np.floor((t * osts.bw[pos] * (1 + EPS) - job[pos]) / w + EPS)
-    oss_cap = np.floor((t * osts.oss_bw[servers] * (1 + EPS) - per_oss_job[servers]) / w + EPS)
+    ost_cap, oss_cap = base.astype(float), np.full(len(servers), np.inf)
+    for unit, load, bw, oss_bw in zip(units, loads, (osts.bw, osts.read_bw), (osts.oss_bw, osts.oss_read_bw)):
+        if unit <= 0:
+            continue
+        per_oss = np.bincount(osts.oss, weights=load, minlength=len(oss_bw))[servers]
+        ost_cap = np.minimum(ost_cap, np.floor((t * bw[pos] * (1 + EPS) - load[pos]) / unit + EPS))
+        oss_cap = np.minimum(oss_cap, np.floor((t * oss_bw[servers] * (1 + EPS) - per_oss) / unit + EPS))
     box = np.clip(ost_cap, 0, base).astype(np.int64)
     inner = np.bincount(grp, weights=box, minlength=len(servers))
     return box, np.clip(oss_cap, 0, inner).astype(np.int64)
@@ -606,7 +705,7 @@ def water_fill(k: int, a: np.ndarray, beta: np.ndarray, box: np.ndarray, grp: np
         return n
 
     def ost_units(v: np.ndarray) -> np.ndarray:  # per OST: units costing at most v[its OSS]
-        return np.clip(np.floor((v[grp] - a) / beta), 0, box).astype(np.int64)
+        return np.minimum(np.maximum(np.floor((v[grp] - a) / beta), 0), box).astype(np.int64)
 
     def oss_units(theta: float, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         """Per OSS, the most units N (lo ≤ N ≤ hi known bounds) whose N-th costs at most theta:
@@ -625,7 +724,11 @@ def water_fill(k: int, a: np.ndarray, beta: np.ndarray, box: np.ndarray, grp: np
     hi_t = float((a + beta * box).max() + (a_s + gamma * cap_s).max())  # every unit is taken
     n_lo, n_hi = zero, cap_s
     for _ in range(BISECT_STEPS):
-        if n_hi.sum() - n_lo.sum() <= len(a) or hi_t - lo_t <= 1e-12 * max(1.0, abs(hi_t)):
+        if hi_t - lo_t <= 1e-12 * max(1.0, abs(hi_t)):
+            break
+        # Stop once the units left between the two prices are few enough to merge in bulk.
+        if n_hi.sum() - n_lo.sum() <= len(a) and \
+                ost_units(hi_t - a_s - gamma * (n_lo + 1)).sum() - n_lo.sum() <= TAIL * len(a):
             break
         mid = (lo_t + hi_t) / 2
         got = oss_units(mid, n_lo, n_hi)
@@ -633,43 +736,43 @@ def water_fill(k: int, a: np.ndarray, beta: np.ndarray, box: np.ndarray, grp: np
             hi_t, n_hi = mid, got
         else:
             lo_t, n_lo = mid, got
-    # Inside each OSS take every OST unit strictly cheaper than its n_lo-th cut (a prefix with
-    # all ties), then finish with the heap.
-    v_lo = np.full(n_srv, float((a + beta).min()) - 1.0)
-    v_hi = lo_t - a_s - gamma * n_lo
-    full = np.bincount(grp, weights=ost_units(v_hi), minlength=n_srv) <= n_lo
-    for _ in range(BISECT_STEPS):
-        v_mid = (v_lo + v_hi) / 2
-        ok = np.bincount(grp, weights=ost_units(v_mid), minlength=n_srv) <= n_lo
-        v_lo = np.where(ok, v_mid, v_lo)
-        v_hi = np.where(ok, v_hi, v_mid)
-    n = ost_units(np.where(full, lo_t - a_s - gamma * n_lo, v_lo))
-    return _greedy_rest(k - int(n.sum()), n, a, beta, box, grp, a_s, gamma, box_s)
+    # Inside each OSS take the OST units priced within the cut of its (n_lo+1)-th unit at lo_t: a
+    # prefix (with all ties) of at most n_lo units, as n_lo + 1 do not fit at lo_t. An OSS at its
+    # cap has no (n_lo+1)-th unit: its cut is found by bisection. Then merge in the rest.
+    cut = lo_t - a_s - gamma * np.where(n_lo < cap_s, n_lo + 1, n_lo)
+    full = np.bincount(grp, weights=ost_units(cut), minlength=n_srv) <= n_lo
+    if not full.all():
+        v_lo, v_hi = np.full(n_srv, float((a + beta).min()) - 1.0), cut
+        for _ in range(BISECT_STEPS):
+            v_mid = (v_lo + v_hi) / 2
+            ok = np.bincount(grp, weights=ost_units(v_mid), minlength=n_srv) <= n_lo
+            v_lo = np.where(ok, v_mid, v_lo)
+            v_hi = np.where(ok, v_hi, v_mid)
+        cut = np.where(full, cut, v_lo)
+    n = ost_units(cut)
+    return _greedy_rest(k - int(n.sum()), n, hi_t, a, beta, box, grp, a_s, gamma, box_s)
 
 
-def _greedy_rest(rest: int, n: np.ndarray, a: np.ndarray, beta: np.ndarray, box: np.ndarray, grp: np.ndarray,
-                 a_s: np.ndarray, gamma: np.ndarray, box_s: np.ndarray) -> np.ndarray:
-    """Add `rest` units one at a time, cheapest OSS then cheapest OST in it (the greedy itself)."""
-    n = n.copy()
+def _greedy_rest(rest: int, n: np.ndarray, theta: float, a: np.ndarray, beta: np.ndarray, box: np.ndarray,
+                 grp: np.ndarray, a_s: np.ndarray, gamma: np.ndarray, box_s: np.ndarray) -> np.ndarray:
+    """Add the greedy's next `rest` units to `n` (every OSS and OST on a prefix of its costs), all
+    priced at most `theta`: per OSS, its OST units cheap enough, merged in cost order, give its
+    increments (rising: its G_s is convex); the `rest` smallest increments over all OSSs are the
+    greedy's next units (a prefix of each OSS's list, ties in list order)."""
     per = np.bincount(grp, weights=n, minlength=len(a_s)).astype(np.int64)
-    inner: list[list[tuple[float, int]]] = [[] for _ in a_s]
-    for j in map(int, np.flatnonzero(n < box)):
-        inner[grp[j]].append((float(a[j] + beta[j] * (n[j] + 1)), j))
-    outer: list[tuple[float, int]] = []
-    for s, h in enumerate(inner):
-        heapq.heapify(h)
-        if h and per[s] < box_s[s]:
-            outer.append((h[0][0] + float(a_s[s] + gamma[s] * (per[s] + 1)), s))
-    heapq.heapify(outer)
-    for _ in range(rest):
-        if not outer:
-            raise AllocationError("ENOSPC: the stripes do not fit in the room left")
-        _, s = heapq.heappop(outer)
-        _, j = heapq.heappop(inner[s])
-        n[j] += 1
-        per[s] += 1
-        if n[j] < box[j]:
-            heapq.heappush(inner[s], (float(a[j] + beta[j] * (n[j] + 1)), j))
-        if inner[s] and per[s] < box_s[s]:
-            heapq.heappush(outer, (inner[s][0][0] + float(a_s[s] + gamma[s] * (per[s] + 1)), s))
-    return n
+    theta += 1e-9 * max(1.0, abs(theta))  # a unit priced at theta itself is not lost to rounding
+    more = np.clip(np.floor((theta - a_s[grp] - gamma[grp] * (per[grp] + 1) - a) / beta), n, box).astype(np.int64)
+    extra = np.minimum(more - n, rest)
+    ost = np.repeat(np.arange(len(a)), extra)
+    unit = n[ost] + 1 + np.arange(len(ost)) - np.repeat(np.cumsum(extra) - extra, extra)
+    cost = a[ost] + beta[ost] * unit
+    srv = grp[ost]
+    by = np.lexsort((cost, srv))  # each OSS's candidate units in cost order: its merged list
+    srv, ost, cost = srv[by], ost[by], cost[by]
+    v = np.arange(len(srv)) - np.searchsorted(srv, srv)  # position in its OSS's list
+    ok = v < box_s[srv] - per[srv]
+    inc = np.where(ok, cost + a_s[srv] + gamma[srv] * (per[srv] + v + 1), np.inf)
+    take = np.argsort(inc, kind="stable")[:rest]
+    if len(take) < rest or not np.isfinite(inc[take]).all():
+        raise AllocationError("ENOSPC: the stripes do not fit in the room left")
+    return n + np.bincount(ost[take], minlength=len(a))

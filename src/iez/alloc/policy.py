@@ -177,6 +177,8 @@ class OstTable:
     oss_bw: np.ndarray  # per OSS: NIC bandwidth left for this job (bytes/s)
     oss_load: np.ndarray  # per OSS: Algorithm 2's ossLoad, cpu_weight*cpu + mem_weight*mem
     position: dict[int, int]  # OST index -> position
+    read_bw: np.ndarray  # read bandwidth left for this job (bytes/s)
+    oss_read_bw: np.ndarray  # per OSS: NIC bandwidth left for this job's reads (bytes/s)
 
     @property
     def n(self) -> int:
@@ -197,11 +199,13 @@ def ost_table(cluster: Cluster, snap: Snapshot, options: AllocOptions) -> OstTab
     ok = np.zeros(n, bool)
     degraded = np.zeros(n, bool)
     bw = np.zeros(n)
+    read_bw = np.zeros(n)
     live = np.zeros(n)
+    live_read = np.zeros(n)
     for p, o in enumerate(cluster.osts):
         st = snap.osts.get(o.index)
         reserved = int(options.reserved.get(o.index, 0))
-        bw[p] = o.write_bw
+        bw[p], read_bw[p] = o.write_bw, o.read_bw
         if st is None:  # no statistics: unreachable, as LOD sees an OST whose OSP has no statfs
             capacity[p], used[p] = o.capacity, o.used + reserved
             continue
@@ -212,16 +216,19 @@ def ost_table(cluster: Cluster, snap: Snapshot, options: AllocOptions) -> OstTab
         ok[p] = st.state in ("active", "degraded") and o.index not in options.exclude and room[p] > 0
         degraded[p] = st.state == "degraded"
         live[p] = max(0.0, st.write_bps)
+        live_read[p] = max(0.0, st.read_bps)
     bw = np.maximum(bw - live, MIN_SHARE * bw)
+    read_bw = np.maximum(read_bw - live_read, MIN_SHARE * read_bw)
     oss = np.array([oss_pos[o.oss] for o in cluster.osts], dtype=np.int64)
     nic = np.array([s.nic_bw for s in cluster.osses], dtype=float)
-    oss_live = np.bincount(oss, weights=live, minlength=len(nic))
     load = np.array([_oss_load(snap, s.name, options) for s in cluster.osses], dtype=float)
     # A busy OSS (load average, memory) serves requests more slowly: Algorithm 2's "cost to
     # reach" its OSTs, here a cut in the bandwidth it gives this job.
-    oss_bw = np.maximum(nic - oss_live, MIN_SHARE * nic) * (1.0 - np.clip(load, 0.0, 1.0 - MIN_SHARE))
+    busy = 1.0 - np.clip(load, 0.0, 1.0 - MIN_SHARE)
+    oss_bw, oss_read_bw = (np.maximum(nic - np.bincount(oss, weights=x, minlength=len(nic)), MIN_SHARE * nic) * busy
+                           for x in (live, live_read))
     return OstTable(np.array([o.index for o in cluster.osts], dtype=np.int64), oss, capacity, used, room,
-                    ok, degraded, bw, oss_bw, load, pos)
+                    ok, degraded, bw, oss_bw, load, pos, read_bw, oss_read_bw)
 
 
 def _oss_load(snap: Snapshot, name: str, options: AllocOptions) -> float:
@@ -250,6 +257,7 @@ class RequestTable:
     # Per request: a PFL layout's (extent end, stripe count, stripe size) per component, or () for a plain one.
     components: tuple[Pfl, ...]
     notes: tuple[str, ...]  # per request: why its layout differs from the asked one ("" = it does not)
+    read_bytes: np.ndarray  # int64: bytes the job reads back from the file (0 = none known)
 
     @property
     def n(self) -> int:
@@ -309,7 +317,8 @@ def request_table(requests: Sequence[Request], cluster: Cluster, osts: OstTable,
     t = requests.create_time if isinstance(requests, RequestColumns) else \
         np.array([r.create_time for r in requests], dtype=float)
     order = np.arange(n) if (t[1:] >= t[:-1]).all() else np.argsort(t, kind="stable")
-    return RequestTable(w, count, size, pool, pools, allowed, order, lod_count, components, notes)
+    return RequestTable(w, count, size, pool, pools, allowed, order, lod_count, components, notes,
+                        _read_column(requests))
 
 
 def _whole_columns(requests: Sequence[Request]) -> tuple[np.ndarray, np.ndarray]:
@@ -328,6 +337,14 @@ def _whole_columns(requests: Sequence[Request]) -> tuple[np.ndarray, np.ndarray]
         bad = next(r for r in requests if not _fits_int64(r.write_bytes) or not _fits_int64(r.stripe_count))
         raise ConfigError(f"request {bad.path}: write bytes {bad.write_bytes!r} and stripe count "
                           f"{bad.stripe_count!r} must be whole numbers") from None
+
+
+def _read_column(requests: Sequence[Request]) -> np.ndarray:
+    if isinstance(requests, RequestColumns):
+        return np.zeros(len(requests), np.int64) if requests.read_bytes is None else \
+            np.maximum(requests.read_bytes.astype(np.int64), 0)
+    r = [q.read_bytes for q in requests]
+    return np.maximum(np.array(r, dtype=np.int64), 0) if set(map(type, r)) <= {int} else np.zeros(len(r), np.int64)
 
 
 def _pool_column(requests: Sequence[Request]) -> tuple[list[str], np.ndarray]:

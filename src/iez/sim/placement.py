@@ -71,6 +71,11 @@ def _segments(wl: Workload, path: str) -> int:
     return most
 
 
+def _read(wl: Workload, path: str) -> int:
+    """Bytes the job reads back from `path`: the allocator counts them in the job's time."""
+    return sum(e.length for ph in wl.phases if ph.kind == "read" for e in ph.extents if e.path == path)
+
+
 def _transfer(wl: Workload) -> int:
     return max((ph.call_size for ph in wl.phases if ph.kind == "write"), default=0)
 
@@ -122,7 +127,8 @@ def place(cluster: Cluster, jobs: list[tuple[JobEntry, Workload]]) -> dict[str, 
                 reqs.append(Request(path=f.path, write_bytes=round(f.size * entry.planned), stripe_count=f.stripe_count,
                                     rank=rank, app=wl.name, comm_size=comm if shared else 1,
                                     writers=len(writers), transfer_size=_transfer(wl),
-                                    writer_segments=_segments(wl, f.path), grows=entry.grows, host=host))
+                                    writer_segments=_segments(wl, f.path), grows=entry.grows, host=host,
+                                    read_bytes=_read(wl, f.path)))
     snapshot = Snapshot.from_cluster(cluster)
     for (name, fixed, layout), reqs in by_policy.items():
         opts = AllocOptions(stripe_method="fixed", stripe_size=fixed, layout=layout) if fixed \
