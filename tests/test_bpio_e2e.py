@@ -10,9 +10,10 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Callable
 
 import pytest
-from conftest import BUILD
+from conftest import BUILD, need_tool
 
 from iez import plan as planfile
 from iez.db import Database
@@ -48,47 +49,66 @@ with open(f"{sys.argv[1]}/out.{rank:04d}", "wb") as f:
 """
 
 
-def run_job(env: dict, tmp: Path, emu: Path, run: str, mode: str, plan: Path | None = None) -> Path:
+def run_job(env: dict, tmp: Path, emu: Path, run: str, mode: str, plan: Path | None = None,
+            hosts: list[str] | None = None) -> Path:
+    """The writers as RANKS processes, or under mpiexec as one rank on each of `hosts` (IEZ_HOST)."""
     lib = BUILD / "libiez" / "libiez.so"
     if not lib.exists():
         pytest.fail(f"{lib} is missing: build it with cmake -S . -B build && cmake --build build")
     traces = tmp / run
     traces.mkdir()
-    procs = []
-    for rank in range(RANKS):
-        e = {**env, "PMI_RANK": str(rank), "PMI_SIZE": str(RANKS), "IEZ_MODE": mode, "IEZ_RUN": run,
-             "IEZ_APP": "ior", "IEZ_TRACE_DIR": str(traces), "IEZ_EMULATED": str(emu),
-             "IEZ_LOG": str(tmp / "libiez.log"), "LD_PRELOAD": str(lib), **({"IEZ_PLAN": str(plan)} if plan else {})}
-        procs.append(subprocess.Popen([sys.executable, "-c", WRITER, str(emu / "fs")], env=e))
+    e = {**env, "IEZ_MODE": mode, "IEZ_RUN": run, "IEZ_APP": "ior", "IEZ_TRACE_DIR": str(traces),
+         "IEZ_EMULATED": str(emu), "IEZ_LOG": str(tmp / "libiez.log"), "LD_PRELOAD": str(lib),
+         **({"IEZ_PLAN": str(plan)} if plan else {})}
+    writer = [sys.executable, "-c", WRITER, str(emu / "fs")]
+    if hosts:
+        argv = [need_tool("mpiexec", "apt-get install mpich")]
+        for k, host in enumerate(hosts):  # one MPMD part per rank, each with its node's name
+            argv += [*([":"] if k else []), "-n", "1", "-env", "IEZ_HOST", host, *writer]
+        r = subprocess.run(argv, env=e, capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        return traces
+    procs = [subprocess.Popen(writer, env={**e, "PMI_RANK": str(rank), "PMI_SIZE": str(RANKS)})
+             for rank in range(RANKS)]
     assert [p.wait(timeout=120) for p in procs] == [0] * RANKS
     return traces
 
 
-def test_each_rank_lands_on_the_osts_of_its_path(iez_cmd, subenv, tmp_path):
-    db = f"sqlite:///{tmp_path / 'iez.db'}"
+Job = Callable[[Path, str, str, "Path | None"], Path]  # (cluster dir, run, IEZ_MODE, plan) -> its traces
+
+
+def placed_twice(iez_cmd: list[str], subenv: dict, tmp: Path, cluster: str, job: Job) -> tuple[planfile.Plan, str]:
+    """On an emulated cluster of `cluster`: `job` traced, predicted and placed by `iez allocate
+    --policy bpio` (the plan), then run again from the plan and traced: the plan and the database."""
+    db = f"sqlite:///{tmp / 'iez.db'}"
     subenv.pop("IEZ_DB", None)
-    subenv["HOME"] = str(tmp_path / "home")
+    subenv["HOME"] = str(tmp / "home")
 
     def iez(*args: str) -> str:
-        p = subprocess.run([*iez_cmd, *args], capture_output=True, text=True, env=subenv, cwd=tmp_path, timeout=300)
+        p = subprocess.run([*iez_cmd, *args], capture_output=True, text=True, env=subenv, cwd=tmp, timeout=300)
         assert p.returncode == 0, f"iez {' '.join(args)}: {p.stderr}"
         return p.stdout
 
-    (tmp_path / "c.toml").write_text(CLUSTER)
-    emu = tmp_path / "emu"
-    iez("emulate", "init", str(emu), "--cluster", str(tmp_path / "c.toml"))
+    (tmp / "c.toml").write_text(cluster)
+    emu = tmp / "emu"
+    iez("emulate", "init", str(emu), "--cluster", str(tmp / "c.toml"))
     iez("emulate", "up", str(emu))
     try:
-        iez("trace", "import", str(run_job(subenv, tmp_path, emu, "job1", "trace")), "--app", "ior", "--db", db)
+        iez("trace", "import", str(job(emu, "job1", "trace", None)), "--app", "ior", "--db", db)
         iez("predict", "ior", "--db", db)
         iez("allocate", "ior", "--policy", "bpio", "--emulated", str(emu), "-o", "ior.plan", "--no-gate", "--db", db)
-        plan = planfile.load(tmp_path / "ior.plan")
+        plan = planfile.load(tmp / "ior.plan")
         for f in (emu / "fs").iterdir():
             f.unlink()
-        iez("trace", "import", str(run_job(subenv, tmp_path, emu, "job2", "trace,place", tmp_path / "ior.plan")),
-            "--app", "ior", "--db", db)
+        iez("trace", "import", str(job(emu, "job2", "trace,place", tmp / "ior.plan")), "--app", "ior", "--db", db)
     finally:
         subprocess.run([*iez_cmd, "emulate", "down", str(emu)], env=subenv, capture_output=True)
+    return plan, db
+
+
+def test_each_rank_lands_on_the_osts_of_its_path(iez_cmd, subenv, tmp_path):
+    plan, db = placed_twice(iez_cmd, subenv, tmp_path, CLUSTER,
+                            lambda emu, run, mode, plan: run_job(subenv, tmp_path, emu, run, mode, plan))
     planned = {Path(p).name: fl.osts() for p, fl in plan.entries.items()}
     assert len(planned) == RANKS
     for name, osts in planned.items():

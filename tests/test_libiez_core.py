@@ -135,7 +135,8 @@ TEMPLATED = ("#iez-plan 2\n/o/out.{job}\tc=1\n/o/a{array}.r{rank}\tc=2\n/o/{host
 
 @pytest.mark.parametrize("environ", [{"SLURM_JOB_ID": "77", "SLURM_ARRAY_TASK_ID": "3", "PMI_RANK": "5"},
                                      {"PBS_JOBID": "9.pbs01", "PBS_ARRAY_INDEX": "1", "OMPI_COMM_WORLD_RANK": "0"},
-                                     {"FLUX_JOB_ID": "fA9dWqR7", "SLURM_PROCID": "12"}, {}])
+                                     {"FLUX_JOB_ID": "fA9dWqR7", "SLURM_PROCID": "12"}, {},
+                                     {"IEZ_HOST": "n07.cluster", "PMI_RANK": "2"}, {"IEZ_HOST": "a/b"}])
 def test_templated_lookup_matches_python(tmp_path, environ):
     """libiez fills a plan's known fields from its process (job, array, rank, host) and matches
     date and random fields by shape, as iez.plan's Matcher does: same entry for every name."""
@@ -144,6 +145,8 @@ def test_templated_lookup_matches_python(tmp_path, environ):
     f.write_text(TEMPLATED)
     env = F.fields_of(environ, socket.gethostname())
     host = env["host"]
+    assert (host, env["fqdn"]) == (("n07", "n07.cluster") if "IEZ_HOST" in environ and "/" not in environ["IEZ_HOST"]
+                                   else (socket.gethostname().split(".")[0], socket.gethostname()))
     names = ["/o/out.77", "/o/out.78", "/o/out.9.pbs01", "/o/out.fA9dWqR7", "/o/a3.r5", "/o/a1.r0", "/o/a.r12",
              f"/o/{host}.log", f"/o/{env['fqdn']}.full", "/o/d.20261124-235960", "/o/d.20261324-000000",
              "/o/d.20261124-240000", "/o/d.2026112-1000000", "/o/.f.dat.aZ09xY", "/o/.f.dat.aZ0-xY",

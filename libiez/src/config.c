@@ -8,6 +8,7 @@
  *   IEZ_EMULATED   an emulated cluster DIR: paths under DIR/fs/ are on its Lustre
  *   IEZ_IOLOG      a directory for I/O event logs of reads and writes on the emulated cluster
  *   IEZ_NID        the client NID those events carry (%r: the rank); default: this host's
+ *   IEZ_HOST       the node name of this process (trace header, {host}); default: the host's
  * The rank comes from PMI_RANK, PMIX_RANK, OMPI_COMM_WORLD_RANK, SLURM_PROCID or ALPS_APP_PE; the
  * job and array task ids of the trace header from the batch system's (IEZ_JOB_VARS, IEZ_ARRAY_VARS). */
 #include <errno.h>
@@ -130,8 +131,13 @@ void iez_config_load(struct iez_config *c)
         iez_log_once(IEZ_LOG_CONFIG, "IEZ_NID=%s is not one word of at most %zu bytes: the host's NID", nid,
                      sizeof c->nid - 1);
     struct utsname u;
-    if (uname(&u) == 0)
+    const char *host = iez_host_env();
+    if (host)
+        copy(c->host, sizeof c->host, host);
+    else if (uname(&u) == 0)
         copy(c->host, sizeof c->host, u.nodename);
+    if (!host && getenv("IEZ_HOST") && *getenv("IEZ_HOST"))
+        iez_log_once(IEZ_LOG_CONFIG, "IEZ_HOST is not 1 to 63 of [A-Za-z0-9._-]: the host's name");
 
     if (absolute(c->trace_dir, sizeof c->trace_dir, getenv("IEZ_TRACE_DIR")) ||
         absolute(c->plan, sizeof c->plan, getenv("IEZ_PLAN")) ||

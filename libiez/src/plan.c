@@ -900,6 +900,15 @@ static const char *first_env(const char *const *names, size_t n)
     return NULL;
 }
 
+const char *iez_host_env(void)
+{
+    const char *h = getenv("IEZ_HOST");
+    size_t n = h ? strlen(h) : 0;
+    if (!n || n > 63 || strspn(h, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") != n)
+        return NULL;
+    return h;
+}
+
 void iez_plan_env_read(struct iez_plan_env *env)
 {
     static const char *const job[] = {IEZ_JOB_VARS};
@@ -918,7 +927,10 @@ void iez_plan_env_read(struct iez_plan_env *env)
             env->val[IEZ_FIELD_RANK] = env->buf[0];
         }
     }
-    if (gethostname(env->buf[1], sizeof env->buf[1] - 1) == 0 && env->buf[1][0]) {
+    const char *host = iez_host_env();
+    if (host)
+        snprintf(env->buf[1], sizeof env->buf[1], "%s", host);
+    if (host || (gethostname(env->buf[1], sizeof env->buf[1] - 1) == 0 && env->buf[1][0])) {
         env->buf[1][sizeof env->buf[1] - 1] = 0;
         env->val[IEZ_FIELD_FQDN] = env->buf[1];
         memcpy(env->buf[2], env->buf[1], sizeof env->buf[2]);

@@ -30,7 +30,11 @@ struct iez_plan_env {
  * Slurm, PBS, LSF, Flux. */
 #define IEZ_JOB_VARS "SLURM_JOB_ID", "PBS_JOBID", "LSB_JOBID", "FLUX_JOB_ID"
 #define IEZ_ARRAY_VARS "SLURM_ARRAY_TASK_ID", "PBS_ARRAY_INDEX", "PBS_ARRAYID", "LSB_JOBINDEX"
-/* This process's fields from its environment and gethostname (docs/plan-format.md). */
+/* IEZ_HOST: the node name libiez takes for this process instead of the system's (a test's
+ * multi-node job on one machine, or a site whose host names are not its node names): its
+ * value when it is 1 to 63 bytes of [A-Za-z0-9._-], else NULL. */
+const char *iez_host_env(void);
+/* This process's fields from its environment and gethostname, or IEZ_HOST (docs/plan-format.md). */
 void iez_plan_env_read(struct iez_plan_env *env);
 
 /* Parse a whole plan; takes ownership of buf (malloc'd, len bytes). Any error rejects the

@@ -169,9 +169,11 @@ class Topology:
         return [share[s] for s in osses]
 
     def group_of(self, host: str, rank: int) -> ClientGroup | None:
-        """The client group of a process: by its host, else by its rank; None if neither is listed."""
-        if host in self.by_host:
-            return self.by_host[host]
+        """The client group of a process: by its host (as recorded, else its short name), else by
+        its rank; None if neither is listed."""
+        for name in (host, host.split(".")[0]):
+            if name in self.by_host:
+                return self.by_host[name]
         return next((g for g in self.clients if g.ranks and g.ranks[0] <= rank <= g.ranks[1]), None)
 
 

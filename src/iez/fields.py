@@ -200,7 +200,7 @@ def process_fields(job: str = "", array: str = "", host: str = "", rank: int | N
 def fields_of(environ: Mapping[str, str], hostname: str) -> dict[str, str]:
     """A process's known fields from its environment and host name, as libiez reads them
     (iez_plan_env_read): the job and array ids of Slurm, PBS, LSF or Flux, the MPI rank, the
-    host name short and full."""
+    host name (IEZ_HOST where set) short and full."""
     env = {}
     for name, variables in (("job", ("SLURM_JOB_ID", "PBS_JOBID", "LSB_JOBID", "FLUX_JOB_ID")),
                             ("array", ("SLURM_ARRAY_TASK_ID", "PBS_ARRAY_INDEX", "PBS_ARRAYID", "LSB_JOBINDEX"))):
@@ -212,9 +212,10 @@ def fields_of(environ: Mapping[str, str], hostname: str) -> dict[str, str]:
         if re.fullmatch(r"\s*[+-]?[0-9]+", text) and 0 <= int(text) <= 2**31 - 1:
             env["rank"] = str(int(text))
             break
-    return env | process_fields(host=hostname)
+    return env | process_fields(host=environ["IEZ_HOST"] if HOST_ENV.fullmatch(environ.get("IEZ_HOST", "")) else hostname)
 
 
+HOST_ENV = re.compile(r"[A-Za-z0-9._-]{1,63}")  # IEZ_HOST as libiez takes it (iez_host_env)
 RANK_VARS = ("PMI_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "ALPS_APP_PE")  # IEZ_RANK_VARS
 
 

@@ -25,7 +25,7 @@ from iez.alloc.registry import DEFAULT_POLICY, get_policy
 from iez.cluster import Cluster, Snapshot, load_cluster, make_cluster
 from iez.db.errors import DatabaseError
 from iez.errors import AllocationError, IezError
-from iez.fields import Matchers, process_fields
+from iez.fields import HOST_ENV, Matchers, process_fields
 from iez.layout.collread import striped_collective_reads
 from iez.plan import Plan, save
 from iez.request import Placement, Request
@@ -418,15 +418,35 @@ def reads_collectively(tx: Txn, app: str) -> bool:
     return bool(traced and traced[-1].meta.get("collective_reads"))
 
 
+def off_topology_note(tx: Txn, app: str, run: int, policy: str, cluster: Cluster) -> list[str]:
+    """The creators bpio placed as without topology (their nodes are not in it), from the
+    prediction the placements were made for; [] for other policies or without topology."""
+    if policy != "bpio" or cluster.topology is None:
+        return []
+    from iez.alloc.bpio import off_topology
+
+    predicted = tx.find_prediction(app, run)
+    return off_topology(predicted.requests, cluster.topology) if predicted else []
+
+
+MAX_NOTED = 16  # nodes the plan's off_topology names; the rest are counted
+
+
 def make_plan(app: str, run: int, policy: str, cluster: Cluster, placed: Sequence[Placement],
-              created: float | None = None, collread: bool = False) -> Plan:
-    """The plan file (docs/plan-format.md) of run `run`: each placed file's layout, and
-    `collread=lustre` when the run is to read with the Lustre-aware collective read."""
+              created: float | None = None, collread: bool = False, off_topology: Sequence[str] = ()) -> Plan:
+    """The plan file (docs/plan-format.md) of run `run`: each placed file's layout,
+    `collread=lustre` when the run is to read with the Lustre-aware collective read, and the
+    creators placed as without topology (`off_topology`)."""
     stamp = time.gmtime(created) if created is not None else time.gmtime()
     plan = Plan(meta={"app": app, "run": str(run), "policy": policy, "fsname": cluster.fsname,
                       "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", stamp)})
     if collread:
         plan.meta["collread"] = "lustre"
+    if off_topology:
+        # names go into one metadata word: only those a word can hold are named
+        named = [n for n in off_topology if HOST_ENV.fullmatch(n)][:MAX_NOTED]
+        rest = len(off_topology) - len(named)
+        plan.meta["off_topology"] = ",".join(named + ([f"+{rest}"] if rest else []))
     for p in placed:
         plan.add(p.path, p.layout)
     return plan
@@ -435,7 +455,8 @@ def make_plan(app: str, run: int, policy: str, cluster: Cluster, placed: Sequenc
 def write_plan(tx: Txn, app: str, run: int, policy: str, cluster: Cluster, placed: Sequence[Placement],
                path: str | Path) -> Plan:
     """Write the plan file of `policy`'s placements to `path` and record that the run follows it."""
-    plan = make_plan(app, run, policy, cluster, placed, collread=reads_collectively(tx, app))
+    plan = make_plan(app, run, policy, cluster, placed, collread=reads_collectively(tx, app),
+                     off_topology=off_topology_note(tx, app, run, policy, cluster))
     try:
         save(plan, path)
     except OSError as e:

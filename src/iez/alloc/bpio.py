@@ -309,4 +309,10 @@ class Use:
             self.put_back(ck, [self.entry(e[1])], allowed)
 
 
+def off_topology(requests: Sequence[Request], topo: Topology) -> list[str]:
+    """The creators (node, else `rank N`) of requests whose client the topology does not list,
+    which bpio places by OSS and OST use only: for the plan's note."""
+    return sorted({q.host or f"rank{q.rank}" for q in requests if topo.group_of(q.host, q.rank) is None})
+
+
 POLICIES = {Bpio.name: Registration(Bpio, "paper")}

@@ -114,12 +114,13 @@ def predict_next_run(
     requests = []
     for i, key in enumerate(slots):
         named = model.rank_of(key)
+        rank = int(predicted["rank"][i]) if named is None else named
         requests.append(
             Request(
                 path=model.next_path(key),
                 write_bytes=int(predicted["write_bytes"][i]),
                 stripe_count=int(predicted["stripe_count"][i]),
-                rank=int(predicted["rank"][i]) if named is None else named,
+                rank=rank,
                 app=last[key].app,
                 run=label,
                 create_time=float(create[i]),
@@ -131,6 +132,8 @@ def predict_next_run(
                 write_align=_last_known(keyed, key, "write_align"),
                 writer_segments=_last_known(keyed, key, "writer_segments"),
                 grows=_grows(values["write_bytes"][:, i]),
+                # the creator's node, while the same rank creates it (bpio binds the file to it)
+                host=last[key].host if rank == last[key].rank else "",
             )
         )
     requests.sort(key=lambda q: q.create_time)
