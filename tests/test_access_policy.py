@@ -4,6 +4,7 @@ state machine driven with explicit times, the SQLite store, and TBF rule renderi
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -11,7 +12,7 @@ from hypothesis import given, settings, strategies as st
 from iez.access import protocol as P
 from iez.access import tbf
 from iez.access.queue import AccessQueue, Settings
-from iez.access.admission import Claim, Usage, decide, estimate, make_policy, parse_rule
+from iez.access.admission import Claim, Usage, decide, estimate, make_policy, parse_rule, schedule, simulate
 from iez.access.protocol import AccessError
 from iez.access.statefile import StateFile
 from iez.errors import ConfigError
@@ -165,6 +166,36 @@ def test_decide_never_breaks_the_policy_invariant(spec, name):
         if held:
             held.pop(0)
     assert not w and len(served) == len(spec)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.one_of(st.none(), st.frozensets(st.integers(0, 5), max_size=3)), st.integers(0, 2),
+                          st.sampled_from([0.0, 1.0, 2.5, 4.0]), st.booleans()), min_size=1, max_size=12),
+       st.sampled_from(["exclusive", "k-concurrent", "priority", "fair-share", "ost-aware"]), st.integers(1, 3))
+def test_one_pass_schedule_equals_running_the_policy_forward(spec, name, k):
+    pol = make_policy(name, k=k)
+    claims = [claim(f"a{i}", i, osts=o, priority=p, user=f"u{p}", expect=e) for i, (o, p, e, _) in enumerate(spec)]
+    holding = [replace(c, token=i + 1, granted=0.5 * i) for i, c in enumerate(claims) if spec[i][3]][:k]
+    waiting = [c for c in claims if c.appid not in {h.appid for h in holding}]
+    dur = lambda c: c.expect or 3.0  # noqa: E731 (a zero-length hold is allowed: expect 0 means unknown)
+    usage = Usage(values={"user:u1": (5.0, 0.0)})
+    assert schedule(pol, waiting, holding, usage, 2.0, dur).starts == simulate(pol, waiting, holding, usage, 2.0, dur)
+    # A claim not queued is placed as if it had joined: same position and time as a full run.
+    if waiting:
+        probe, rest = waiting[-1], waiting[:-1]
+        pos, eta = schedule(pol, rest, holding, usage, 2.0, dur).probe(probe)
+        order = pol.order(waiting, holding, usage, 2.0)
+        assert pos == order.index(probe) + 1
+        assert eta == simulate(pol, waiting, holding, usage, 2.0, dur).get(probe.appid)
+
+
+def test_schedule_adds_a_claim_at_the_back_without_rescheduling():
+    pol = make_policy("k-concurrent", k=2)
+    holders = [claim("h", 0, token=1, granted=0.0)]
+    w = [claim(x, i + 1, expect=float(i + 1)) for i, x in enumerate("abcd")]
+    s = schedule(pol, w[:3], holders, Usage(), 1.0, lambda c: c.expect or 10.0)
+    assert s.add(w[3]) and not s.add(claim("early", 0))
+    assert s.starts == estimate(pol, w, holders, Usage(), 1.0, lambda c: c.expect or 10.0)
 
 
 # -- the controller, with explicit times ------------------------------------------------------

@@ -13,15 +13,16 @@ protocol) and is dropped after the same silence. A registration with no claim en
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import heapq
 import hmac
 import secrets
 from dataclasses import dataclass, field
-from typing import Callable, Mapping
+from typing import Callable, Iterator, Mapping
 
 from iez.access import protocol as P
-from iez.access.admission import Claim, Policy, Rule, Usage, decide, estimate, rule_value
+from iez.access.admission import Claim, Policy, Rule, Schedule, Usage, admit_in_order, rule_value, schedule
 from iez.access.protocol import AccessError, Request
 
 HISTORY_WEIGHT = 0.3  # weight of the newest hold in the moving average of hold durations
@@ -107,8 +108,13 @@ class AccessQueue:
         self._deadlines: list[tuple[float, str]] = []
         self._version = 0
         self._positions: tuple[int, dict[str, int]] = (-1, {})
-        self._count_cache: tuple[int, int, int] = (-1, 0, 0)
-        self._etas: tuple[int, float, dict[str, float]] = (-1, 0.0, {})
+        # The queue in the policy's order, kept sorted as claims come and go, and the holders:
+        # no request sorts or scans every claim (a static order; fair-share's moves with time).
+        self._order: list[tuple[tuple[int, ...], str]] = []
+        self._held: dict[str, Claim] = {}
+        self._schedule: tuple[int, float, Schedule | None] = (-1, 0.0, None)
+        for c in self.state.claims.values():
+            self._index(c)
         for app in self.state.apps.values():
             self._seen(app, now)
         for c in self.state.claims.values():
@@ -205,13 +211,18 @@ class AccessQueue:
                       expect=P.parse_seconds(o.get("expect", "0"), "expect"))
             self.state.next_seq += 1
             self.state.claims[app.appid] = c
+            self._index(c)
             self._changes.claims.add(app.appid)
             self._changes.meta = True
             self._event(now, "acquire", app.appid, phase=phase, seq=c.seq,
                         osts=None if c.osts is None else P.format_osts(c.osts))
             self._watch(now + self.settings.lease, app.appid)
+            version, at, sched = self._schedule
             self._mutated()
             self._decide(now)
+            # A claim that joins at the back of an unchanged queue extends the schedule.
+            if not c.holding and version == self._version - 1 and sched is not None and sched.add(c):
+                self._schedule = (self._version, at, sched)
         if c.holding:
             return Result(self.grant_reply(app.appid, now), appid=app.appid)
         return Result(self.queued_reply(app.appid, now), appid=app.appid,
@@ -268,9 +279,9 @@ class AccessQueue:
         if c is not None and c.holding:
             return P.format_reply("OK", "holding", position=0, eta_s=0, **counts)
         if c is not None:
-            eta = self._etas_now(now).get(app.appid)
+            eta = self._schedule_now(now).starts.get(app.appid)
             return P.format_reply("OK", "waiting", position=self.position(app.appid, now),
-                                  eta_s="unknown" if eta is None else round(eta - now, 3), **counts)
+                                  eta_s="unknown" if eta is None else round(max(eta, now) - now, 3), **counts)
         # Not queued: where would a claim made now stand?
         o = req.opts
         osts = P.parse_osts(o["osts"]) if "osts" in o else app.osts
@@ -279,12 +290,9 @@ class AccessQueue:
         probe = Claim(appid=app.appid, phase=P.check_phase(o.get("phase", "io")), seq=self.state.next_seq,
                       since=now, osts=osts, user=app.user, project=app.project, priority=app.priority,
                       expect=P.parse_seconds(o.get("expect", "0"), "expect"))
-        queue = self.waiting() + [probe]
-        order = self.policy.order(queue, self.holding(), self.state.usage, now)
-        starts = estimate(self.policy, queue, self.holding(), self.state.usage, now, self.duration)
-        eta = starts.get(app.appid)
-        return P.format_reply("OK", "idle", position=[x.appid for x in order].index(app.appid) + 1,
-                              eta_s="unknown" if eta is None else round(eta - now, 3), **counts)
+        position, eta = self._schedule_now(now).probe(probe)
+        return P.format_reply("OK", "idle", position=position,
+                              eta_s="unknown" if eta is None else round(max(eta, now) - now, 3), **counts)
 
     @staticmethod
     def _token(text: str) -> int:
@@ -367,13 +375,21 @@ class AccessQueue:
 
     # -- queue changes --------------------------------------------------------------------------
     def _decide(self, now: float) -> None:
-        for c in decide(self.policy, self.waiting(), self.holding(), self.state.usage, now):
+        holding = self.holding()
+        ordered: Iterator[Claim]
+        if self.policy.static:  # read the kept order only as far as the policy looks
+            ordered = (self.state.claims[appid] for _, appid in self._order)
+        else:
+            ordered = iter(self.policy.order(self.waiting(), holding, self.state.usage, now))
+        for c in admit_in_order(self.policy, ordered, holding):
+            self._unindex(c)
             c.token = self.state.next_token
             c.granted = now
             self.state.next_token += 1
             self._changes.claims.add(c.appid)
             self._changes.meta = True
             self._granted.append(c.appid)
+            self._index(c)
             app = self.state.apps[c.appid]
             self._seen(app, now)  # the lease runs from the grant
             if self.settings.max_hold > 0:
@@ -382,6 +398,7 @@ class AccessQueue:
             self._mutated()
 
     def _end(self, c: Claim, now: float, why: str, decide: bool = True, **extra: object) -> None:
+        self._unindex(c)
         del self.state.claims[c.appid]
         self._changes.claims.add(c.appid)
         if c.holding:
@@ -405,24 +422,35 @@ class AccessQueue:
     def _mutated(self) -> None:
         self._version += 1
 
+    def _index(self, c: Claim) -> None:
+        if c.holding:
+            self._held[c.appid] = c
+        elif self.policy.static:
+            bisect.insort(self._order, (self.policy.key(c), c.appid))
+
+    def _unindex(self, c: Claim) -> None:
+        if c.holding:
+            del self._held[c.appid]
+        elif self.policy.static:
+            del self._order[bisect.bisect_left(self._order, (self.policy.key(c), c.appid))]
+
     def _event(self, now: float, ev: str, appid: str, **fields: object) -> None:
         self._events.append({"t": round(now, 6), "ev": ev, "app": appid,
                              **{k: v for k, v in fields.items() if v is not None}})
 
     # -- views ----------------------------------------------------------------------------------
     def holding(self) -> list[Claim]:
-        return [c for c in self.state.claims.values() if c.holding]
+        return list(self._held.values())
 
     def waiting(self) -> list[Claim]:
+        """The waiting claims (in the policy's order when it is static)."""
+        if self.policy.static:
+            return [self.state.claims[appid] for _, appid in self._order]
         return [c for c in self.state.claims.values() if not c.holding]
 
     def _counts(self) -> tuple[int, int]:
-        """(holders, waiting), recounted only when the queue changed: every parked long poll
-        that times out asks for them."""
-        if self._count_cache[0] != self._version:
-            h = sum(1 for c in self.state.claims.values() if c.holding)
-            self._count_cache = (self._version, h, len(self.state.claims) - h)
-        return self._count_cache[1], self._count_cache[2]
+        """(holders, waiting)."""
+        return len(self._held), len(self.state.claims) - len(self._held)
 
     def duration(self, c: Claim) -> float:
         """How long a hold is expected to last: declared, else learnt for this application and
@@ -434,21 +462,28 @@ class AccessQueue:
 
     def position(self, appid: str, now: float) -> int:
         """1-based place among the waiting claims in the policy's order (0: holds or absent)."""
+        if self.policy.static:
+            c = self.state.claims.get(appid)
+            if c is None or c.holding:
+                return 0
+            return bisect.bisect_left(self._order, (self.policy.key(c), appid)) + 1
         if self._positions[0] != self._version:
             order = self.policy.order(self.waiting(), self.holding(), self.state.usage, now)
             self._positions = (self._version, {c.appid: i + 1 for i, c in enumerate(order)})
         return self._positions[1].get(appid, 0)
 
-    def _etas_now(self, now: float) -> dict[str, float]:
-        version, at, etas = self._etas
-        if version != self._version or now - at > 1.0:
-            etas = estimate(self.policy, self.waiting(), self.holding(), self.state.usage, now, self.duration)
-            self._etas = (self._version, now, etas)
-        return etas
+    def _schedule_now(self, now: float) -> Schedule:
+        """The wait estimates: rebuilt when the queue changed other than by a claim joining at
+        the back, or after a second (holds run past their expected ends)."""
+        version, at, sched = self._schedule
+        if sched is None or version != self._version or now - at > 1.0:
+            sched = schedule(self.policy, self.waiting(), self.holding(), self.state.usage, now, self.duration)
+            self._schedule = (self._version, now, sched)
+        return sched
 
     def status(self, now: float) -> dict:
         """The admin view (no secrets): policy, settings, holders and waiters in order."""
-        etas = self._etas_now(now)
+        etas = self._schedule_now(now).starts
 
         def row(c: Claim) -> dict:
             app = self.state.apps.get(c.appid)
@@ -461,7 +496,7 @@ class AccessQueue:
             else:
                 eta = etas.get(c.appid)
                 d.update(position=self.position(c.appid, now), waited_s=round(now - c.since, 6),
-                         eta_s=None if eta is None else round(eta - now, 3))
+                         eta_s=None if eta is None else round(max(eta, now) - now, 3))
             return d
 
         waiting = sorted(self.waiting(), key=lambda c: self.position(c.appid, now))
