@@ -1,5 +1,6 @@
 """OST allocation performance: the speed of `balanced` against networkx Algorithm 2
-(`iez-paper`, docs/references.md#s000-alg2), and the balance of `balanced` against Lustre's rr / qos
+(`iez-paper`, docs/references.md#s000-alg2), its end-to-end time at Spider II scale (requests as
+columns in, plan text out) against a plain numpy greedy of the same stripes, and the balance of `balanced` against Lustre's rr / qos
 on the seed-000 scenarios (docs/references.md#s000-testbed) and the Darshan sample logs. Every
 figure is a ratio against a baseline measured here.
 
@@ -11,7 +12,9 @@ from __future__ import annotations
 import math
 import multiprocessing as mp
 import os
+import statistics
 import time
+import tracemalloc
 from dataclasses import replace
 import darshan.log_utils as lu
 import numpy as np
@@ -20,13 +23,14 @@ from rich.progress import track
 from rich.table import Table
 
 from iez.alloc.balanced import rr_orders, solve
-from iez.alloc.policy import AllocOptions, job_bytes, makespan, tables
+from iez.alloc.policy import AllocOptions, OstTable, Placements, job_bytes, makespan, ost_table, tables
 from iez.alloc.registry import get_policy
 from iez.alloc.scenarios import GiB, paper_scenarios, uneven_fill
 from iez.cluster import DEFAULT_NIC_BW, Snapshot, make_cluster
 from iez.errors import AllocationError
 from iez.metrics import balance_report, integer_bound
-from iez.request import Placement, Request
+from iez.plan import dumps_arrays
+from iez.request import Placement, Request, RequestColumns
 from iez.trace.darshan import read_log
 from iez.trace.ingest import ingest
 
@@ -236,8 +240,82 @@ empty-cluster rr/qos rows measure the allocator alone; the uneven table (total u
 closer analogue of the paper's testbed and figures."""
 
 
+# -- end to end at scale ------------------------------------------------------------------------
+
+# Goals (CPU seconds, requests in to plan out) for single-stripe files on Spider II's 1,008 OSTs.
+SCALE_GOALS = ((100_000, 0.020), (1_000_000, 0.200))
+SCALE_PAIRS = {100_000: 7, 1_000_000: 3}  # (subject, baseline) pairs timed, interleaved
+
+
+def scale_columns(files: int) -> RequestColumns:
+    """`files` single-stripe files of four sizes, as columns (speed_requests' files)."""
+    sizes = np.array([64 * MiB, 256 * MiB, GiB, 4 * GiB], dtype=np.int64)
+    paths = np.array([f"/mnt/iez/bench/f.{i:08d}" for i in range(files)], dtype=object)
+    return RequestColumns(paths, sizes[np.arange(files) % 4], np.ones(files, np.int64), np.zeros(files),
+                          np.zeros(files, np.int64))
+
+
+def end_to_end(cols: RequestColumns, cluster, snap: Snapshot) -> str:
+    """Requests in, plan text out: `balanced` and the plan written from its arrays."""
+    placed = get_policy("balanced").place(cols, cluster, snap, AllocOptions(layout=KEEP))
+    assert isinstance(placed, Placements)
+    t = placed.table
+    return dumps_arrays({"app": "bench", "run": "1"}, placed.paths(), placed.size, placed.offsets, placed.osts,
+                        t.pools, t.pool, placed.non_plain())
+
+
+def numpy_greedy(cols: RequestColumns, osts: OstTable) -> np.ndarray:
+    """The baseline: each stripe to the next OST in order of utilization, dealt round-robin over
+    them in bulk, and the bytes each OST gets (no time model, no exactness, no plan)."""
+    by_use = np.argsort(osts.used / osts.capacity, kind="stable")
+    chosen = by_use[np.arange(len(cols)) % len(by_use)]
+    np.bincount(chosen, cols.write_bytes.astype(float), len(by_use))
+    return chosen
+
+
+def cpu_seconds(fn) -> float:
+    t = time.process_time()
+    fn()
+    return time.process_time() - t
+
+
+def peak_bytes(fn) -> int:
+    tracemalloc.start()
+    try:
+        fn()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def at_scale() -> None:
+    cluster = speed_cluster(1008)
+    snap = Snapshot.from_cluster(cluster)
+    osts = ost_table(cluster, snap, AllocOptions(layout=KEEP))
+    table = Table(title="balanced end to end on 1008 OSTs / 126 OSSs: request columns in, plan text out "
+                        "(CPU time, median of interleaved pairs)")
+    for col in ("files", "end to end", "numpy greedy", "ratio", "goal", "", "peak memory", "per file"):
+        table.add_column(col, justify="right")
+    for files, goal in SCALE_GOALS:
+        cols = scale_columns(files)
+        end_to_end(cols, cluster, snap)  # warm: the cluster's RR arrays are built once
+        subject, base = [], []
+        for _ in range(SCALE_PAIRS[files]):
+            subject.append(cpu_seconds(lambda: end_to_end(cols, cluster, snap)))
+            base.append(cpu_seconds(lambda: numpy_greedy(cols, osts)))
+        e2e, greedy = statistics.median(subject), statistics.median(base)
+        peak = peak_bytes(lambda: end_to_end(cols, cluster, snap))
+        table.add_row(f"{files:,}", f"{e2e * 1e3:.1f} ms", f"{greedy * 1e3:.2f} ms", f"{e2e / greedy:.1f}x",
+                      f"<= {goal * 1e3:.0f} ms", "met" if e2e <= goal else "NOT met", f"{peak / MiB:.0f} MiB",
+                      f"{peak / files:.0f} B")
+    console.print(table)
+    console.print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores. Peak memory: tracemalloc's peak "
+                  "of one end-to-end run (the request columns themselves not counted).")
+
+
 def main() -> None:
     speed()
+    at_scale()
     balance_on_empty()
     balance_on_uneven()
     darshan_logs()

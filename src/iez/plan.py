@@ -243,7 +243,7 @@ def dumps_arrays(meta: Mapping[str, str], paths: Sequence[str], stripe_size: np.
     if v2:
         head = head.replace(f"{MAGIC} 1", f"{MAGIC} {VERSION}", 1)
     # Per file: its path, "\t" + its layout's start ("S=..,c=..,o=", one string for all files
-    # alike), one piece per stripe (":"-prefixed after the first), "\n".
+    # alike), one piece per stripe (":"-prefixed after the first, "\n" after the last).
     count = np.diff(offsets)
     plain = np.ones(n, bool)
     plain[list(other)] = False
@@ -254,19 +254,20 @@ def dumps_arrays(meta: Mapping[str, str], paths: Sequence[str], stripe_size: np.
               f"{',p=' + pools[k % width] if pools[k % width] else ''},o=" for k in keys.tolist()]
     stripes = np.where(plain, count, 0)
     at = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(stripes + 3, out=at[1:])
+    np.cumsum(stripes + 2, out=at[1:])
     pieces = np.empty(int(at[-1]), dtype=object)
     pieces[at[:-1]] = paths
     pieces[at[:-1] + 1] = np.array(starts, dtype=object)[head_of.reshape(-1)]
-    pieces[at[1:] - 1] = "\n"
     for i, fl in other.items():
-        pieces[at[i] + 1] = "\t" + format_layout(fl)
+        pieces[at[i] + 1] = f"\t{format_layout(fl)}\n"
     if stripes.any():
         top = int(osts.max()) + 1
-        first, later = np.array([str(i) for i in range(top)], dtype=object), np.array(
-            [f":{i}" for i in range(top)], dtype=object)
+        names = [str(i) for i in range(top)]
+        # Indexed by 2 x OST + last: the OST's piece as first / later stripe, mid-line / at its end.
+        first = np.array([x for i in names for x in (i, i + "\n")], dtype=object)
+        later = np.array([x for i in names for x in (":" + i, ":" + i + "\n")], dtype=object)
         file_of = np.repeat(np.arange(n), stripes)
         k = np.arange(len(file_of)) - np.repeat(np.cumsum(stripes) - stripes, stripes)
-        ost = osts[offsets[:-1][file_of] + k]
-        pieces[at[file_of] + 2 + k] = np.where(k == 0, first[ost], later[ost])
+        key = 2 * osts[offsets[:-1][file_of] + k] + (k == stripes[file_of] - 1)
+        pieces[at[file_of] + 2 + k] = np.where(k == 0, first[key], later[key])
     return head + "".join(pieces.tolist())

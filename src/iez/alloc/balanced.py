@@ -432,11 +432,24 @@ class RRPlacement:
     read_time: float  # analytic time to read the files back (s)
     job: np.ndarray  # bytes per OST position
     reads: np.ndarray  # bytes read back per OST position
-    stripes: np.ndarray  # OST positions, stripe by stripe, files in request order
+    offsets: np.ndarray  # file i's stripes are stripes[offsets[i]:offsets[i+1]]
+    walks: tuple[tuple[np.ndarray, np.ndarray, np.ndarray], ...]  # per pool: (files, first RR slots, RR array)
 
     @property
     def time(self) -> float:
         return self.write_time + self.read_time
+
+    @property
+    def stripes(self) -> np.ndarray:
+        """OST positions, stripe by stripe, files in request order: built only when RR's own
+        placement is wanted (the loads above come from the runs)."""
+        out = np.empty(self.offsets[-1], dtype=np.int64)
+        for idx, first, order in self.walks:
+            count = self.offsets[idx + 1] - self.offsets[idx]
+            for k in range(int(count.max())):
+                has = count > k
+                out[self.offsets[idx[has]] + k] = order[(first[has] + k) % len(order)]
+        return out
 
 
 def rr_reference(table: RequestTable, osts: OstTable, orders: Sequence[np.ndarray]) -> RRPlacement:
@@ -451,8 +464,7 @@ def rr_reference(table: RequestTable, osts: OstTable, orders: Sequence[np.ndarra
     spent on OSTs that refuse objects (they are left out of the array instead).
     """
     job, reads = np.zeros(osts.n), np.zeros(osts.n)
-    offsets = np.concatenate([[0], np.cumsum(table.count)])
-    stripes = np.empty(offsets[-1], dtype=np.int64)
+    walks = []
     for p, order in enumerate(orders):
         idx = table.order[table.pool[table.order] == p]
         if not len(idx):
@@ -460,18 +472,13 @@ def rr_reference(table: RequestTable, osts: OstTable, orders: Sequence[np.ndarra
         healthy = order[~osts.degraded[order]]  # RR passes over degraded OSTs while it can
         if len(healthy) >= table.count[idx].max():
             order = healthy
-        n, count = len(order), table.count[idx]
         runs = _runs(table, idx)
-        first = _rr_best_start(count, (runs, _read_runs(table, idx, runs)), order, osts)
-        slots = (first[:, None] + np.arange(count.max())[None, :]) % n
-        for k in range(int(count.max())):
-            has = count > k
-            stripes[offsets[idx[has]] + k] = order[slots[has, k]]
-            real = stripe_bytes(table.write_bytes[idx[has]], table.size[idx[has]], count[has], k)
-            job += np.bincount(order[slots[has, k]], real, osts.n)
-            reads += np.bincount(order[slots[has, k]], read_bytes(table, idx[has], real), osts.n)
+        first, (written, read) = _rr_best_start(table.count[idx], (runs, _read_runs(table, idx, runs)), order, osts)
+        job[order] += written
+        reads[order] += read
+        walks.append((idx, first, order))
     return RRPlacement(job_time(job, osts), phase_time(reads, osts.read_bw, osts.oss_read_bw, osts.oss), job, reads,
-                       stripes)
+                       np.concatenate([[0], np.cumsum(table.count)]), tuple(walks))
 
 
 def _runs(table: RequestTable, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -504,17 +511,20 @@ def _read_runs(table: RequestTable, idx: np.ndarray, runs):
             np.concatenate([weight[keep], (r / table.count[idx])[empty]]))
 
 
-def _rr_best_start(count: np.ndarray, both, order: np.ndarray, osts: OstTable) -> np.ndarray:
-    """The first RR slot of each file at the start with the shortest time: of the write runs
-    both[0] plus, when there are any, of the read runs both[1]."""
+def _rr_best_start(count: np.ndarray, both, order: np.ndarray, osts: OstTable
+                   ) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]:
+    """The first RR slot of each file at the start with the shortest time, of the write runs
+    both[0] plus the read runs both[1], and at that start each slot's bytes written and read."""
     n = len(order)
-    phases = [(runs, bw, oss_bw) for runs, bw, oss_bw in zip(both, (osts.bw, osts.read_bw),
-                                                              (osts.oss_bw, osts.oss_read_bw)) if len(runs[0])]
+    phases = list(zip(both, (osts.bw, osts.read_bw), (osts.oss_bw, osts.oss_read_bw)))
     if not _precesses(count, n).any():  # every start is a rotation of start 0
         first = rr_first_slots(count, n, np.zeros(1, np.int64))
-        time = sum((_rotation_times(_run_loads(first, runs, n)[0], order, osts, bw, oss_bw)
-                    for runs, bw, oss_bw in phases), np.zeros(n))
-        return (first[0] + int(np.argmin(np.round(time, 9)))) % n
+        slots = [_run_loads(first, runs, n)[0] for runs, _, _ in phases]
+        time = sum((_rotation_times(slot, order, osts, bw, oss_bw) for slot, (runs, bw, oss_bw) in zip(slots, phases)
+                    if len(runs[0])), np.zeros(n))
+        r = int(np.argmin(np.round(time, 9)))
+        w, rd = (np.roll(slot, r) for slot in slots)  # rotation r: slot q holds slot[(q - r) % n]
+        return (first[0] + r) % n, (w, rd)
     if n * len(count) <= RR_WORK:
         starts = np.arange(n)
     else:  # a long job: every start spreads it almost alike, an even sample of them will do
@@ -524,10 +534,12 @@ def _rr_best_start(count: np.ndarray, both, order: np.ndarray, osts: OstTable) -
     member = np.zeros((n, len(servers)))
     member[np.arange(n), local] = 1.0
     time = np.zeros(len(starts))
-    for runs, bw, oss_bw in phases:
-        loads = _run_loads(first, runs, n)
-        time += np.maximum((loads / bw[order]).max(axis=1), (loads @ member / oss_bw[servers]).max(axis=1))
-    return first[int(np.argmin(np.round(time, 9)))]
+    loads = [_run_loads(first, runs, n) for runs, _, _ in phases]
+    for load, (runs, bw, oss_bw) in zip(loads, phases):
+        if len(runs[0]):
+            time += np.maximum((load / bw[order]).max(axis=1), (load @ member / oss_bw[servers]).max(axis=1))
+    best = int(np.argmin(np.round(time, 9)))
+    return first[best], (loads[0][best], loads[1][best])
 
 
 def rr_first_slots(count: np.ndarray, n: int, starts: np.ndarray) -> np.ndarray:
