@@ -121,26 +121,35 @@ def test_each_rank_lands_on_the_osts_of_its_path(iez_cmd, subenv, tmp_path):
     assert got == {n: list(o) for n, o in planned.items()} and sorted(q.rank for q in actual) == list(range(RANKS))
 
 
-def test_the_controller_places_by_bpio(tmp_path):
+def controller_plan(tmp_path: Path, cluster: str, requests: list) -> str:
+    """The plan a controller with `policy = "bpio"` on `cluster` serves for uploaded requests."""
     import time
 
-    from plugins.controller_stack import SITE, plan_osts
+    from plugins.controller_stack import SITE
 
     from iez.cluster import parse_cluster
     from iez.collect.message import OstReading, StatsMessage, encode
     from iez.controller.service import Controller, Settings
-    from iez.request import Request
 
-    ctl = Controller(Settings(parse_cluster(CLUSTER), f"sqlite:///{tmp_path / 'db'}", gate=None, site_key=SITE,
+    ctl = Controller(Settings(parse_cluster(cluster), f"sqlite:///{tmp_path / 'db'}", gate=None, site_key=SITE,
                               policy="bpio"))
     try:
         now = time.time()
         for s in range(4):  # every OSS reports its two empty 2 GiB OSTs
             osts = {f"bpio-OST{i:04x}": OstReading(2 << 20, 2 << 20, 2 << 20, 0.0, 0.0) for i in (2 * s, 2 * s + 1)}
             assert ctl.on_message(encode(StatsMessage("oss", f"oss{s}", 1, now, 10.0, "h", osts), SITE), now) == []
-        ctl.upload_requests("ior", [Request(f"/fs/out.{r:04d}", 2 << 20, 1, rank=r) for r in range(RANKS)])
+        ctl.upload_requests("ior", requests)
         assert ctl.step()
-        got = plan_osts(ctl.plan("ior").text)
+        return ctl.plan("ior").text
     finally:
         ctl.close()
+
+
+def test_the_controller_places_by_bpio(tmp_path):
+    from plugins.controller_stack import plan_osts
+
+    from iez.request import Request
+
+    got = plan_osts(controller_plan(tmp_path, CLUSTER, [Request(f"/fs/out.{r:04d}", 2 << 20, 1, rank=r)
+                                                        for r in range(RANKS)]))
     assert len(got) == RANKS and all(set(osts) <= REACH[int(p[-4:])] for p, osts in got.items())

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from test_bpio_e2e import CLUSTER as E2E_CLUSTER
-from test_bpio_e2e import placed_twice, run_job
+from test_bpio_e2e import controller_plan, placed_twice, run_job
 
 from iez import plan as planfile
 from iez.backend import backend_for
@@ -70,3 +70,17 @@ def test_the_plan_names_the_nodes_placed_without_topology():
     assert meta["off_topology"] == ",".join(["n9", *(f"x{i}" for i in range(15)), "+6"])
     assert planfile.loads(planfile.dumps(make_plan("a", 1, "bpio", cluster, [], off_topology=["n9"]))).meta[
         "off_topology"] == "n9"
+
+
+def test_the_controller_binds_by_node_and_notes_the_unlisted(tmp_path):
+    """The controller, with `policy = "bpio"`, places uploaded requests by their creators' nodes
+    and serves a plan that names the node its topology lacks."""
+    from plugins.controller_stack import plan_osts
+
+    from iez.request import Request
+
+    text = controller_plan(tmp_path, CLUSTER, [Request(f"/fs/out.{r:04d}", 2 << 20, 1, rank=r, host=h)
+                                               for r, h in enumerate(HOSTS)])
+    got = plan_osts(text)
+    assert all(set(got[f"/fs/out.{r:04d}"]) <= REACH[h] for r, h in enumerate(HOSTS) if h in REACH), got
+    assert planfile.loads(text).meta["off_topology"] == "stranger"

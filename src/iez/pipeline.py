@@ -452,11 +452,18 @@ def make_plan(app: str, run: int, policy: str, cluster: Cluster, placed: Sequenc
     return plan
 
 
+def plan_for(tx: Txn, app: str, run: int, policy: str, cluster: Cluster, placed: Sequence[Placement],
+             created: float | None = None) -> Plan:
+    """make_plan with what the database says of the application: whether it reads collectively,
+    which creators bpio placed as without topology."""
+    return make_plan(app, run, policy, cluster, placed, created, collread=reads_collectively(tx, app),
+                     off_topology=off_topology_note(tx, app, run, policy, cluster))
+
+
 def write_plan(tx: Txn, app: str, run: int, policy: str, cluster: Cluster, placed: Sequence[Placement],
                path: str | Path) -> Plan:
     """Write the plan file of `policy`'s placements to `path` and record that the run follows it."""
-    plan = make_plan(app, run, policy, cluster, placed, collread=reads_collectively(tx, app),
-                     off_topology=off_topology_note(tx, app, run, policy, cluster))
+    plan = plan_for(tx, app, run, policy, cluster, placed)
     try:
         save(plan, path)
     except OSError as e:

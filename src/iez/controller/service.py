@@ -453,7 +453,7 @@ class Controller:
                 raise Conflict(f"run {run} of {app} was traced while it was being placed")
             tx.mark_planned(app, run, name)
             # rendered once, here: every fetch serves these bytes
-            tx.set_plan(app, run, name, plan_body(app, run, name, done.cluster, done.placements[name],
+            tx.set_plan(app, run, name, plan_body(tx, app, run, name, done.cluster, done.placements[name],
                                                   done.snapshot.time))
 
         with self.alloc_lock:

@@ -21,7 +21,7 @@ from sqlalchemy import func, select
 from iez.cluster import Cluster
 from iez.db import RunInfo, Txn
 from iez.db.schema import applications, predictions, runs, traced_requests
-from iez.pipeline import make_plan
+from iez.pipeline import plan_for
 from iez.plan import dumps
 from iez.request import Placement
 
@@ -73,10 +73,10 @@ def run_info(tx: Txn, app: str, number: int) -> RunInfo | None:
     return next((r for r in tx.runs(app) if r.number == number), None)
 
 
-def plan_body(app: str, number: int, policy: str, cluster: Cluster, placed: Sequence[Placement],
+def plan_body(tx: Txn, app: str, number: int, policy: str, cluster: Cluster, placed: Sequence[Placement],
               created: float) -> bytes:
     """The plan file (docs/plan-format.md) of run `number`, as served."""
-    return dumps(make_plan(app, number, policy, cluster, placed, created=created)).encode()
+    return dumps(plan_for(tx, app, number, policy, cluster, placed, created)).encode()
 
 
 def render_plan(tx: Txn, app: str, number: int, policy: str) -> bytes:
@@ -84,4 +84,4 @@ def render_plan(tx: Txn, app: str, number: int, policy: str) -> bytes:
     were stored)."""
     chosen = next(s for s in tx.placement_sets(app, number) if s.policy == policy)
     cluster, snap = tx.snapshot(chosen.snapshot_id)
-    return plan_body(app, number, policy, cluster, chosen.placements, snap.time)
+    return plan_body(tx, app, number, policy, cluster, chosen.placements, snap.time)
