@@ -128,3 +128,25 @@ def test_bad_options_are_one_line_errors(opts):
 def test_non_finite_values_are_an_error():
     with pytest.raises(PredictionError, match="non-finite"):
         forecast_many({"x": np.array([1.0, np.nan, 2.0])}, 1)
+
+
+def test_periodic_series_is_repeated_without_a_grid():
+    """A series that repeats a period (labels cycling over ranks, alternating sizes) is forecast
+    by repeating its last period, in phase, and needs no fit."""
+    cycle = np.array([4.0, 8.0, 8.0, 1.0, 2.0])
+    y = np.tile(cycle, 30)[:-2]  # ends two steps into a period: the forecast continues from there
+    f = forecast_many({"c": y}, 7, workers=1)["c"]
+    assert (f.method, f.period, f.grid, f.rmse) == ("periodic", 5, 0, 0.0)
+    assert list(f.values) == [1.0, 2.0, 4.0, 8.0, 8.0, 1.0, 2.0]
+    # Within atol it is still periodic; beyond it, or drifting from period to period, it is not.
+    noisy = y + 0.01 * np.random.default_rng(3).standard_normal(len(y))
+    assert forecast_many({"c": noisy}, 3, workers=1, atol={"c": 0.1})["c"].method == "periodic"
+    drift = y + 0.001 * np.arange(len(y))
+    assert forecast_many({"c": drift}, 3, max_order=1, workers=1, atol={"c": 0.1})["c"].method == "arima"
+
+
+def test_identical_series_are_searched_once():
+    x = ar1(120, 0.6, seed=9)
+    got = forecast_many({"a": x, "b": x.copy(), "c": x + 1.0}, 4, max_order=1, workers=1)
+    assert got["a"] is got["b"] and got["c"] is not got["a"]
+    assert got["a"].method == got["c"].method == "arima" and got["a"].order == got["c"].order

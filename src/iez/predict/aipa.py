@@ -33,7 +33,7 @@ from typing import Sequence
 import numpy as np
 
 from iez.predict import names, seasonal
-from iez.predict.arima import Order, PredictionError, check_options, forecast_many
+from iez.predict.arima import Order, PredictionError, check_options, forecast_many, workers_default
 from iez.request import Request
 
 SERIES = ("write_bytes", "stripe_count", "rank")
@@ -45,7 +45,7 @@ class Prediction:
     requests: list[Request]  # the next run's, in predicted create order, file names included
     orders: dict[str, Order]  # chosen (p, d, q) per series; (0, 0, 0) when no grid was needed
     rmse: dict[str, float]  # holdout RMSE per series in its units (NaN: no holdout to score)
-    method: dict[str, str]  # arima | constant | mean (too short for a grid) | repeat (one run)
+    method: dict[str, str]  # arima | constant | periodic | mean (too short for a grid) | repeat (one run)
     alpha: dict[str, float] = field(default_factory=dict)  # run-to-run smoothing per series
     templates: list[str] = field(default_factory=list)  # inferred name templates, printf form
     runs: int = 0  # past runs the prediction learnt from
@@ -57,7 +57,7 @@ def predict_next_run(
     runs: Sequence[Sequence[Request]],
     *,
     max_order: int = 5,
-    workers: int = 2,
+    workers: int | None = None,
     holdout: float = 0.2,
     progress: bool = False,
     window: int = 512,
@@ -66,7 +66,8 @@ def predict_next_run(
     """Predict the requests of a job's next run from its past runs (oldest first, each in create
     order). `window` bounds the ARIMA fits to the most recent innovations; `exhaustive` grids
     every d instead of choosing d by the KPSS rule."""
-    check_options(max_order=max_order, holdout=holdout, workers=workers, window=window)
+    check_options(max_order=max_order, holdout=holdout, workers=workers_default() if workers is None else workers,
+                  window=window)
     if not runs:
         raise PredictionError("no traced runs to predict from")
     runs = [_validated(r, run) for r, run in enumerate(runs)]

@@ -196,9 +196,11 @@ class _Shape:
 class NameModel:
     """Templates inferred from past runs: keys that line files up across runs, next-run names."""
 
-    def __init__(self, shapes: dict[tuple[str, ...], _Shape], keys: dict[tuple[int, str], str]):
+    def __init__(self, shapes: dict[tuple[str, ...], _Shape], keys: dict[tuple[int, str], str],
+                 splits: dict[tuple[int, str], tuple[tuple[str, ...], tuple[str, ...]]]):
         self._shapes = shapes
         self._keys = keys  # (run, path) -> the path as a plan key with run-time fields
+        self._splits = splits  # (run, path) -> its plan key split, as inferring split it
 
     @property
     def templates(self) -> list[Template]:
@@ -206,7 +208,8 @@ class NameModel:
 
     def key(self, run: int, path: str) -> Key:
         """The role of `path` (created in run number `run` of the inferred runs)."""
-        literals, values = split(self._keys.get((run, path), escape(path)))
+        parts = self._splits.get((run, path))
+        literals, values = parts if parts is not None else split(self._keys.get((run, path), escape(path)))
         shape = self._shapes[literals]
         fixed = shape.template.fixed
         norm = tuple(
@@ -246,12 +249,13 @@ def infer(runs: Sequence[Sequence[Created]]) -> NameModel:
     keys = {(r, path): with_random(key, known.get((r, path), 0)) if (r, key) in rand or (r, path) in known else key
             for r, run in enumerate(keyed) for path, _, key, _ in run}
     seen: dict[tuple[str, ...], list[tuple[int, tuple[str, ...], int]]] = {}
+    splits = {}
     for r, run in enumerate(keyed):
         for path, rank, _, _ in run:
-            literals, values = split(keys[r, path])
+            literals, values = splits[r, path] = split(keys[r, path])
             seen.setdefault(literals, []).append((r, values, rank))
     ranks = [len({c[1] for c in run}) for run in runs]
-    return NameModel({lits: _shape(lits, occ, ranks) for lits, occ in seen.items()}, keys)
+    return NameModel({lits: _shape(lits, occ, ranks) for lits, occ in seen.items()}, keys, splits)
 
 
 def _date_field(texts: list[str], occ: list[tuple[int, tuple[str, ...], int]]) -> str:
