@@ -263,11 +263,11 @@ def dumps_arrays(meta: Mapping[str, str], paths: Sequence[str], stripe_size: np.
     if stripes.any():
         top = int(osts.max()) + 1
         names = [str(i) for i in range(top)]
-        # Indexed by 2 x OST + last: the OST's piece as first / later stripe, mid-line / at its end.
-        first = np.array([x for i in names for x in (i, i + "\n")], dtype=object)
-        later = np.array([x for i in names for x in (":" + i, ":" + i + "\n")], dtype=object)
+        # Indexed by 4 x OST + 2 x later + last: the OST's piece as the first or a later stripe,
+        # mid-line or at its end.
+        piece = np.array([x for i in names for x in (i, i + "\n", ":" + i, ":" + i + "\n")], dtype=object)
         file_of = np.repeat(np.arange(n), stripes)
         k = np.arange(len(file_of)) - np.repeat(np.cumsum(stripes) - stripes, stripes)
-        key = 2 * osts[offsets[:-1][file_of] + k] + (k == stripes[file_of] - 1)
-        pieces[at[file_of] + 2 + k] = np.where(k == 0, first[key], later[key])
+        key = 4 * osts[offsets[:-1][file_of] + k] + 2 * (k > 0) + (k == stripes[file_of] - 1)
+        pieces[at[file_of] + 2 + k] = piece[key]
     return head + "".join(pieces.tolist())

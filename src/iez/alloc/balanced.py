@@ -116,6 +116,7 @@ RR_WORK = 250_000  # (start, file) pairs the RR reference may try
 RR_MIN_STARTS = 16
 STRIPE_ORDERS = ("ost", "oss")
 PHASE_FLOOR = 1e-6  # least share of the time bound a phase gets (a job that barely writes still writes)
+SEARCH_WAYS = 32  # bounds tried at once when searching the least one
 TAIL = 4  # units per OST the bisection may leave to the final merge
 GUARD_TRIES = 4  # times the bound is tightened to the real bytes before falling back on RR
 
@@ -665,13 +666,15 @@ def _stride(m: int) -> int:
     return p
 
 
-def _boxes(t: float, pos: np.ndarray, base: np.ndarray, grp: np.ndarray, servers: np.ndarray,
+def _boxes(t: float | np.ndarray, pos: np.ndarray, base: np.ndarray, grp: np.ndarray, servers: np.ndarray,
            units: tuple[float, float], osts: OstTable, loads: tuple[np.ndarray, np.ndarray]
            ) -> tuple[np.ndarray, np.ndarray]:
     """Per-OST and per-OSS stripe caps: room and distinctness (`base`) and the time bound t, for
-    the write (units[0] bytes a stripe onto loads[0]) and for the read back (units[1], loads[1])."""
-    if math.isinf(t):
+    the write (units[0] bytes a stripe onto loads[0]) and for the read back (units[1], loads[1]).
+    For an array of bounds, one row of caps per bound."""
+    if np.ndim(t) == 0 and math.isinf(t):
         return base, np.bincount(grp, weights=base, minlength=len(servers)).astype(np.int64)
+    t = np.asarray(t, dtype=float)[..., None] if np.ndim(t) else t
     ost_cap, oss_cap = base.astype(float), np.full(len(servers), np.inf)
     for unit, load, bw, oss_bw in zip(units, loads, (osts.bw, osts.read_bw), (osts.oss_bw, osts.oss_read_bw)):
         if unit <= 0:
@@ -679,27 +682,33 @@ def _boxes(t: float, pos: np.ndarray, base: np.ndarray, grp: np.ndarray, servers
         per_oss = np.bincount(osts.oss, weights=load, minlength=len(oss_bw))[servers]
         ost_cap = np.minimum(ost_cap, np.floor((t * bw[pos] * (1 + EPS) - load[pos]) / unit + EPS))
         oss_cap = np.minimum(oss_cap, np.floor((t * oss_bw[servers] * (1 + EPS) - per_oss) / unit + EPS))
-    box = np.clip(ost_cap, 0, base).astype(np.int64)
-    inner = np.bincount(grp, weights=box, minlength=len(servers))
-    return box, np.clip(oss_cap, 0, inner).astype(np.int64)
+    box = np.clip(ost_cap, 0, base)
+    if box.ndim == 1:
+        inner = np.bincount(grp, weights=box, minlength=len(servers))
+    else:  # per row: a sum over each OSS's OSTs
+        by = np.argsort(grp, kind="stable")
+        inner = np.add.reduceat(box[:, by], np.searchsorted(grp[by], np.arange(len(servers))), axis=1)
+    return box.astype(np.int64), np.clip(oss_cap, 0, inner).astype(np.int64)
 
 
-def _fits(k: int, t: float, *args) -> bool:
-    return int(_boxes(t, *args)[1].sum()) >= k
+def _fits(k: int, t: float | np.ndarray, *args) -> bool | np.ndarray:
+    return _boxes(t, *args)[1].sum(axis=-1) >= k
 
 
 def _least_bound(k: int, t: float, *args) -> float:
-    """The smallest time bound ≥ t under which k stripes fit (bisection; fitting is monotone)."""
-    hi = max(t, 1e-12)
+    """The smallest time bound ≥ t under which k stripes fit, within EPS (fitting is monotone in
+    the bound): SEARCH_WAYS bounds tried at once, each round narrowing the range that much."""
+    lo, hi = t, max(t, 1e-12)
     while not _fits(k, hi, *args):
-        hi *= 2
-    lo = t
+        tries = hi * 2.0 ** np.arange(1, 64)
+        ok = np.asarray(_fits(k, tries, *args))
+        j = int(np.argmax(ok)) if ok.any() else len(tries) - 1
+        lo, hi = (tries[j - 1] if j else hi), tries[j]
     while hi - lo > EPS * hi:
-        mid = (lo + hi) / 2
-        if _fits(k, mid, *args):
-            hi = mid
-        else:
-            lo = mid
+        tries = lo + (hi - lo) * np.arange(1, SEARCH_WAYS) / SEARCH_WAYS
+        ok = np.asarray(_fits(k, tries, *args))
+        j = int(np.argmax(ok)) if ok.any() else len(tries)
+        lo, hi = (tries[j - 1] if j else lo), (tries[j] if j < len(tries) else hi)
     return hi
 
 
@@ -722,10 +731,22 @@ def water_fill(k: int, a: np.ndarray, beta: np.ndarray, box: np.ndarray, grp: np
     def oss_units(theta: float, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         """Per OSS, the most units N (lo ≤ N ≤ hi known bounds) whose N-th costs at most theta:
         N fits iff its N-th cheapest OST unit costs at most theta - a_s - gamma_s N."""
-        lo, hi = lo.copy(), hi.copy()
+        def fits(n_s: np.ndarray) -> np.ndarray:
+            return np.bincount(grp, weights=ost_units(theta - a_s - gamma * n_s), minlength=n_srv) >= n_s
+
+        # First probes: if hi does not fit, the units priced at hi's cut, g(hi), are at most the
+        # answer N* (g falls as N rises and g(N* + 1) < N* + 1) and fit; then whether g(hi) + 1
+        # fits. With gamma as small as a tie-breaker, that is N* nearly always.
+        units = np.bincount(grp, weights=ost_units(theta - a_s - gamma * hi), minlength=n_srv).astype(np.int64)
+        top = units >= hi
+        lo = np.where(top, hi, np.clip(units, lo, hi))
+        hi = np.where(top, hi, hi - 1)
+        nxt = np.minimum(lo + 1, hi)
+        ok = fits(nxt)
+        lo, hi = np.where(ok, nxt, lo), np.where(ok, hi, np.minimum(hi, lo))
         while (lo < hi).any():
             mid = (lo + hi + 1) // 2
-            ok = np.bincount(grp, weights=ost_units(theta - a_s - gamma * mid), minlength=n_srv) >= mid
+            ok = fits(mid)
             lo = np.where(ok, mid, lo)
             hi = np.where(ok, hi, mid - 1)
         return lo

@@ -529,7 +529,9 @@ class Placements(Sequence[Placement]):
         """The layouts that are not the plain one of a file's list (PFL, hierarchical), by file:
         what a plan writer working from the arrays (`iez.plan.dumps_arrays`) takes from here."""
         out = {i: p.layout for i, p in self.replaced.items()}
-        out.update((i, self[i].layout) for i, c in enumerate(self.table.components) if c and i not in out)
+        comps = self.table.components
+        if comps.count(()) < len(comps):
+            out.update((i, self[i].layout) for i, c in enumerate(comps) if c and i not in out)
         return out
 
 
