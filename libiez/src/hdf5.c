@@ -138,7 +138,7 @@ static void begin(struct h5create *op, create_fn create, const char *name, unsig
         struct iez_placement pl = {0};
         op->c.size = 1;
         if (placing && !iez_system_path(op->abs, (size_t)op->len))
-            iez_open_place(AT_FDCWD, name, op->abs, (size_t)op->len, 0666, iez_cfg.place, &pl);
+            iez_open_place(AT_FDCWD, name, op->abs, (size_t)op->len, 0666, iez_cfg.place, iez_owner(), &pl);
         op->c.created = pl.outcome == IEZ_PLACE_CREATED;
         op->c.existed = iez_place_known(&pl) ? pl.outcome == IEZ_PLACE_EXISTS : iez_tracing && syscall(SYS_faccessat, AT_FDCWD, name, F_OK) == 0;
         op->c.plan = pl.plan;

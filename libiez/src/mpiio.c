@@ -44,7 +44,7 @@ void iez_mpi_place(MPI_Comm comm, const char *path, const char *abs, int len, in
     if (out->rank == 0 && len >= 0 && iez_enter()) {
         int saved = errno;
         if (place && !iez_system_path(abs, (size_t)len))
-            iez_open_place(AT_FDCWD, path, abs, (size_t)len, 0666, iez_cfg.place, &out->pl);
+            iez_open_place(AT_FDCWD, path, abs, (size_t)len, 0666, iez_cfg.place, iez_owner(), &out->pl);
         outcome[0] = out->pl.outcome == IEZ_PLACE_CREATED;
         if (iez_place_known(&out->pl))
             outcome[1] = out->pl.outcome == IEZ_PLACE_EXISTS;

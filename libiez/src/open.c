@@ -38,10 +38,10 @@ int iez_absolute(int dirfd, const char *path, char *out, size_t cap)
     return iez_path_normalize(base, path, out, cap);
 }
 
-void iez_open_place(int dirfd, const char *path, const char *abs, size_t len, mode_t mode, int use_plan,
+void iez_open_place(int dirfd, const char *path, const char *abs, size_t len, mode_t mode, int use_plan, int owner,
                     struct iez_placement *out)
 {
-    iez_place(dirfd, path, abs, len, mode, use_plan, out);
+    iez_place(dirfd, path, abs, len, mode, use_plan, owner, out);
     if (out->counted)
         iez_trace_plan_count(out->plan, out->plan_entries, out->plan_rejected);
 }
@@ -78,9 +78,10 @@ void iez_open_begin(struct iez_open *op, int dirfd, const char *path, int flags,
     /* a vfork child shares the parent's memory, trace included: it places, but is not traced.
      * A file opened only to read is traced on the traced file system (open_end decides). */
     op->reading = !op->creating && (flags & O_ACCMODE) == O_RDONLY;
-    op->track = iez_tracing && !(flags & O_PATH) && (!op->reading || traced_fs_possible()) && iez_owner();
     /* the emulated cluster's MDS sees every create, traced or placed (IEZ_MODE=off: nothing) */
     int place = op->creating && iez_placing();
+    op->owner = (iez_tracing || place) && iez_owner();
+    op->track = iez_tracing && !(flags & O_PATH) && (!op->reading || traced_fs_possible()) && op->owner;
     if (!op->track && !place)
         goto out;
     int n = iez_absolute(dirfd, path, op->abs, sizeof op->abs);
@@ -98,7 +99,7 @@ void iez_open_begin(struct iez_open *op, int dirfd, const char *path, int flags,
     op->existed = 0;
     if (op->creating) {
         if (place) {
-            iez_open_place(dirfd, path, op->abs, op->abslen, mode, iez_cfg.place, &op->pl);
+            iez_open_place(dirfd, path, op->abs, op->abslen, mode, iez_cfg.place, op->owner, &op->pl);
             if (op->pl.outcome == IEZ_PLACE_CREATED)
                 op->flags &= ~O_EXCL; /* our create was the exclusive one */
         }
@@ -219,7 +220,7 @@ void iez_open_end(struct iez_open *op, int fd)
     }
     /* an open not traced forgets what the number held (not iez_trace_closed: this thread is
      * inside libiez's work); a vfork child's table is its parent's */
-    if (fd >= 0 && IEZ_UNLIKELY(iez_tracing) && !(op->active && op->track) && iez_fd_get(fd) && iez_owner())
+    if (fd >= 0 && IEZ_UNLIKELY(iez_tracing) && !(op->active && op->track) && iez_fd_get(fd) && op->owner)
         iez_trace_mark(fd, NULL);
     if (IEZ_UNLIKELY(iez_access_files) && fd >= 0 && !(op->orig_flags & O_PATH))
         access_open(op, fd);

@@ -20,6 +20,7 @@
 
 struct iez_open {
     int entered, active, track, creating;
+    int owner;                       /* iez_owner(), asked once per open */
     int reading;                     /* opened only to read: traced on the traced file system */
     int dirfd, flags, orig_flags, api;
     mode_t mode;
@@ -33,7 +34,7 @@ struct iez_open {
 
 /* Placement (iez_place) of a file about to be created, its outcome against the plan counted in
  * the trace: every layer that creates files places them through this. */
-void iez_open_place(int dirfd, const char *path, const char *abs, size_t len, mode_t mode, int use_plan,
+void iez_open_place(int dirfd, const char *path, const char *abs, size_t len, mode_t mode, int use_plan, int owner,
                     struct iez_placement *out);
 void iez_open_begin(struct iez_open *op, int dirfd, const char *path, int flags, mode_t mode, int api);
 /* The real call failed on the file placement had created: it is removed again and the caller

@@ -49,7 +49,7 @@ const char *iez_place_planned(const char *abs, size_t len, size_t *speclen)
     return p ? iez_plan_find(p, abs, len, speclen) : NULL;
 }
 
-void iez_place(int dirfd, const char *path, const char *abs, size_t len, mode_t mode, int use_plan,
+void iez_place(int dirfd, const char *path, const char *abs, size_t len, mode_t mode, int use_plan, int owner,
                struct iez_placement *out)
 {
     memset(out, 0, sizeof *out);
@@ -58,7 +58,7 @@ void iez_place(int dirfd, const char *path, const char *abs, size_t len, mode_t 
         return;
     /* A vfork child (shared memory) never waits on the plan's once: had it died inside, the
      * parent would wait forever. Before the parent has the plan, the child reads its own. */
-    int owner = iez_owner(), rejected = 0;
+    int rejected = 0;
     struct iez_plan *own = NULL;
     const struct iez_plan *p = NULL;
     if (use_plan && owner)

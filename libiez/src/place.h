@@ -42,8 +42,9 @@ static inline int iez_place_known(const struct iez_placement *pl)
 /* The file (dirfd, path), absolute name abs, may be created with mode (open with O_CREAT).
  * use_plan = 0 (trace-only mode): the plan is not consulted; only the emulated cluster acts, since
  * its MDS must see every create as a real one does (a real Lustre places the file itself). */
-/* Placement does no tracing: its caller records the outcome (open.c). */
-void iez_place(int dirfd, const char *path, const char *abs, size_t len, mode_t mode, int use_plan,
+/* Placement does no tracing: its caller records the outcome (open.c). owner: iez_owner(), which
+ * the caller has asked already (a system call). */
+void iez_place(int dirfd, const char *path, const char *abs, size_t len, mode_t mode, int use_plan, int owner,
                struct iez_placement *out);
 /* The plan's layout text for abs (not NUL-terminated), or NULL: no plan, not in it, or not the
  * process that owns the plan (a vfork child). */
