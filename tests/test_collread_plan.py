@@ -1,6 +1,7 @@
 """The plan turns on libiez-mpi's Lustre-aware collective read (docs/plan-format.md, `collread`;
 docs/libiez.md, "Chosen by the plan"): the rule (a striped file read with collective MPI-IO
-calls), the trace's collective-read fact from real MPI processes, the plan `iez allocate -o`
+calls), the trace's collective-read fact from real MPI processes and from Darshan's counters,
+the plan `iez allocate -o`
 writes from it, and that plan choosing the read under mpiexec on the emulated cluster without
 IEZ_COLLREAD, while IEZ_COLLREAD=off still wins."""
 
@@ -104,3 +105,18 @@ def test_a_plan_with_collread_chooses_the_read_unless_the_environment_says_off(e
         assert all(len(nids) == 1 for nids in per_ost.values()) and HERE in job.log(), (per_ost, job.log())
     else:
         assert all(len(nids) == 3 for nids in per_ost.values()) and HERE not in job.log(), (per_ost, job.log())
+
+
+def test_a_darshan_log_says_which_files_were_read_collectively(tmp_path):
+    """Darshan counts collective reads (MPIIO_COLL_READS): a generated log of a job reading one
+    striped file collectively, one independently and one striped on a single OST collectively."""
+    from iez.audit.synthetic import SynthFile, write_log
+    from iez.trace.darshan import read_log
+
+    files = [SynthFile("/lustre/coll", 0, osts=(0, 1, 2), shared=True, read_bytes=3 << 20, mpiio="collective"),
+             SynthFile("/lustre/indep", 0, osts=(3, 4), shared=True, read_bytes=2 << 20, mpiio="independent"),
+             SynthFile("/lustre/narrow", 0, osts=(5,), shared=True, read_bytes=1 << 20, mpiio="collective")]
+    log = write_log(tmp_path / "job.darshan", files, nprocs=4, exe="/apps/ior -r")
+    assert {(r.path, r.api) for r in read_log(log).records if r.read_collective} == {
+        ("/lustre/coll", "mpiio"), ("/lustre/narrow", "mpiio")}
+    assert load_trace(log, app="ior").meta["collective_reads"] == ["/lustre/coll"]

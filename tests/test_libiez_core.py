@@ -245,7 +245,7 @@ def mutated_plans(draw) -> bytes:
 @given(text=mutated_plans())
 def test_fuzz_plan_parser(tmp_path_factory, text):
     """Under AddressSanitizer and UBSan, the C parser never crashes, and accepts exactly what
-    iez.plan accepts, with the same layouts, or rejects it at the same line."""
+    iez.plan accepts, with the same layouts and collread, or rejects it at the same line."""
     f = tmp_path_factory.mktemp("fuzz") / "f.plan"
     f.write_bytes(text)
     got, err = c_plan(f, asan=True)
@@ -257,6 +257,7 @@ def test_fuzz_plan_parser(tmp_path_factory, text):
         return
     assert got is not None, f"C rejected what Python accepts: {err}"
     assert {p: lay for p, (lay, _) in got.items()} == {p: P.format_layout(fl) for p, fl in plan.entries.items()}
+    assert err == plan.meta.get("collread", "")  # and the same metadata key readers act on
 
 
 # -- the lov_user_md encoder --------------------------------------------------------------------

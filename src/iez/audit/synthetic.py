@@ -5,8 +5,8 @@ Written through libdarshan-util, the C library in pydarshan's wheel, with its ow
 (create, job, exe, mounts, name records, then each module's records, the order darshan-runtime
 writes a log in), so the logs are in the library's current format. pydarshan declares none of
 the writer's functions, so this declares the few it calls, and packs the records as
-darshan-log-format.h lays them out: POSIX records (bytes, ranks, access sizes, alignment) and
-LUSTRE records (version 2: 32 bytes of id, rank, components and stripes, then each component's
+darshan-log-format.h lays them out: POSIX records (bytes, ranks, access sizes, alignment),
+MPI-IO records (opens, reads and writes, collective or independent, and bytes) and LUSTRE records (version 2: 32 bytes of id, rank, components and stripes, then each component's
 seven counters and pool name, then the OST ids).
 """
 
@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-POSIX_MOD, LUSTRE_MOD = 1, 8  # darshan_module_id
-POSIX_VER, LUSTRE_VER = 4, 2  # DARSHAN_POSIX_VER, DARSHAN_LUSTRE_VER (darshan 3.4+)
+POSIX_MOD, MPIIO_MOD, LUSTRE_MOD = 1, 2, 8  # darshan_module_id
+POSIX_VER, MPIIO_VER, LUSTRE_VER = 4, 3, 2  # DARSHAN_POSIX_VER, DARSHAN_MPIIO_VER, DARSHAN_LUSTRE_VER (darshan 3.4+)
 ZLIB = 0  # DARSHAN_ZLIB_COMP
 MNT_LEN = 3015  # struct darshan_mnt_info: char mnt_type[3015], mnt_path[3015]
 POOL_LEN = 16
@@ -53,6 +53,7 @@ class SynthFile:
     transfer: int = 1 << 20
     aligned: bool = True
     read_bytes: int = 0
+    mpiio: str = ""  # "collective" or "independent": also an MPI-IO record of such calls ("" = none)
 
 
 def _library() -> tuple[Any, Any]:
@@ -99,6 +100,22 @@ def _posix(f: SynthFile, names: list[str], fnames: list[str], nprocs: int) -> by
     return struct.pack(f"<Qq{len(c)}q{len(fc)}d", record_id(f.path), rank, *c, *fc)
 
 
+def _mpiio(f: SynthFile, names: list[str], fnames: list[str], nprocs: int) -> bytes:
+    """The file's MPI-IO record: its bytes in `transfer`-byte calls of the kind `f.mpiio` says."""
+    c = [0] * len(names)
+    fc = [0.0] * len(fnames)
+    ix = {n: i for i, n in enumerate(names)}
+    kind = "COLL" if f.mpiio == "collective" else "INDEP"
+    opens = nprocs if f.shared else 1
+    for name, v in ((f"MPIIO_{kind}_OPENS", opens), (f"MPIIO_{kind}_READS", -(-f.read_bytes // f.transfer)),
+                    (f"MPIIO_{kind}_WRITES", -(-f.bytes // f.transfer)), ("MPIIO_BYTES_READ", f.read_bytes),
+                    ("MPIIO_BYTES_WRITTEN", f.bytes)):
+        c[ix[name]] = v
+    fc[fnames.index("MPIIO_F_OPEN_START_TIMESTAMP")] = 0.5
+    fc[fnames.index("MPIIO_F_CLOSE_END_TIMESTAMP")] = 1.1 + (f.bytes + f.read_bytes) / 1e9
+    return struct.pack(f"<Qq{len(c)}q{len(fc)}d", record_id(f.path), -1 if f.shared else f.rank, *c, *fc)
+
+
 def _lustre(f: SynthFile) -> bytes:
     rank = -1 if f.shared else f.rank
     comp = struct.pack("<7q", f.stripe_size, len(f.osts), 0, 0, 0, -1, 0) + b"\0" * POOL_LEN
@@ -137,6 +154,11 @@ def write_log(path: Path, files: list[SynthFile], *, jobid: int = 1, nprocs: int
                  lib.darshan_log_put_mounts(fd, mnt, 1),
                  lib.darshan_log_put_namehash(fd, refs[0] if refs else ffi.NULL),
                  lib.darshan_log_put_mod(fd, POSIX_MOD, posix, len(posix) - 1, POSIX_VER)]
+        if any(f.mpiio for f in files):
+            mpiio = ffi.new("char[]", b"".join(_mpiio(f, cffi_backend.counter_names("MPI-IO"),
+                                                      cffi_backend.counter_names("MPI-IO", fcnts=True), nprocs)
+                                               for f in files if f.mpiio))
+            steps.append(lib.darshan_log_put_mod(fd, MPIIO_MOD, mpiio, len(mpiio) - 1, MPIIO_VER))
         if any(f.osts for f in files):
             steps.append(lib.darshan_log_put_mod(fd, LUSTRE_MOD, lustre, len(lustre) - 1, LUSTRE_VER))
         if any(s < 0 for s in steps):
