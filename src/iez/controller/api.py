@@ -313,12 +313,19 @@ class Guard:
             pass
 
 
-def plan_reply(plan: PlanResult, if_none_match: str | None) -> Response:
-    """A ready plan: its stored bytes as they are, or 304 when the client holds them already."""
-    headers = {"X-Iez-Run": str(plan.run), "ETag": plan.etag}
+def plan_parts(plan: PlanResult, if_none_match: str | None) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+    """A ready plan's reply (status, headers, body): its stored bytes as they are, or 304 when
+    the client holds them already."""
+    headers = [(b"x-iez-run", str(plan.run).encode()), (b"etag", plan.etag.encode())]
     if if_none_match is not None and _matches(if_none_match, plan.etag):
-        return Response(status_code=304, headers=headers)
-    return Response(plan.body, media_type="text/plain; charset=utf-8", headers=headers)
+        return 304, headers, b""
+    return 200, [*headers, (b"content-type", b"text/plain; charset=utf-8"),
+                 (b"content-length", str(len(plan.body)).encode())], plan.body
+
+
+def plan_reply(plan: PlanResult, if_none_match: str | None) -> Response:
+    status, headers, body = plan_parts(plan, if_none_match)
+    return Response(body, status, {k.decode(): v.decode() for k, v in headers})
 
 
 def _matches(if_none_match: str, etag: str) -> bool:
@@ -347,7 +354,9 @@ class ServedPlans:
                 scheme, _, token = headers.get(b"authorization", b"").decode("latin-1").partition(" ")
                 if scheme.lower() == "bearer" and self.tokens.role(token.strip()) is not None:
                     inm = headers.get(b"if-none-match")
-                    return await plan_reply(plan, inm and inm.decode("latin-1"))(scope, receive, send)
+                    status, reply, body = plan_parts(plan, inm and inm.decode("latin-1"))
+                    await send({"type": "http.response.start", "status": status, "headers": reply})
+                    return await send({"type": "http.response.body", "body": body})
         await self.app(scope, receive, send)
 
 

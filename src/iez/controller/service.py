@@ -16,6 +16,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, Sequence
 
 from prometheus_client.metrics_core import Metric
@@ -94,7 +95,7 @@ class PlanResult:
     def text(self) -> str:
         return self.body.decode()
 
-    @property
+    @cached_property  # a plan held in memory is hashed once, not at every fetch
     def etag(self) -> str:
         """An entity tag of the plan (RFC 9110 8.8.3): the run and a hash of its bytes."""
         return f'"{self.run}-{hashlib.blake2b(self.body, digest_size=12).hexdigest()}"'
