@@ -86,22 +86,23 @@ def test_the_trace_and_the_plan_carry_collective_reads(emu, tmp_path, iez_cmd, s
     assert planfile.load(tmp_path / "t1.plan").meta["collread"] == "lustre"
 
 
-@pytest.mark.parametrize("collread", [None, "off"])
-def test_a_plan_with_collread_chooses_the_read_unless_the_environment_says_off(emu, tmp_path, collread):
+@pytest.mark.parametrize("collread,mode", [(None, "trace,place"), ("off", "trace,place"), (None, "trace")])
+def test_a_plan_with_collread_chooses_the_read_unless_the_environment_says_off(emu, tmp_path, collread, mode):
     """Seed 003's interleaved read (3 ranks, block = transfer = stripe, 2 OSTs): with the plan's
     collread=lustre and no IEZ_COLLREAD, one aggregator reads each OST (iez's read) and the log
-    says the plan asked; with IEZ_COLLREAD=off, MPICH's read has every rank on both OSTs."""
-    job = Job(emu, tmp_path, f"plan-{collread}")
+    says the plan asked; with IEZ_COLLREAD=off, or tracing only (the plan not followed), MPICH's
+    read has every rank on both OSTs."""
+    job = Job(emu, tmp_path, f"plan-{collread}-{mode.replace(',', '-')}")
     f = job.path("f")
     (tmp_path / "plan").write_text(f"#iez-plan 1\n#app=coll collread=lustre\n{f}\tS=65536,c=2\n")
     job.mpi(3, [IOR, f, 65536, 4, "write"], IEZ_COLLREAD="off")
-    env = {"IEZ_NID": "10.0.0.%r@tcp", "IEZ_IOLOG": str(tmp_path / "reads")}
+    env = {"IEZ_NID": "10.0.0.%r@tcp", "IEZ_IOLOG": str(tmp_path / "reads"), "IEZ_MODE": mode}
     if collread:
         env["IEZ_COLLREAD"] = collread
     assert "read 786432 bytes" in job.mpi(3, [IOR, f, 65536, 4, "read"], **env)
     per_ost = readers_per_ost(tmp_path / "reads", f)
     assert len(per_ost) == 2
-    if collread is None:
+    if collread is None and mode == "trace,place":
         assert all(len(nids) == 1 for nids in per_ost.values()) and HERE in job.log(), (per_ost, job.log())
     else:
         assert all(len(nids) == 3 for nids in per_ost.values()) and HERE not in job.log(), (per_ost, job.log())

@@ -143,7 +143,8 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct iez_cio_file *files;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
-/* IEZ_COLLREAD unset and a plan given: the plan's collread key decides at each open (by_plan). */
+/* IEZ_COLLREAD unset and a plan given to place from (as split writing takes its hints): the
+ * plan's collread key decides at each open (by_plan). */
 static int by_plan;
 
 static void configure(void)
@@ -151,7 +152,7 @@ static void configure(void)
     /* off unless asked, by IEZ_COLLREAD or else by the plan; the variable set wins */
     const char *v = getenv("IEZ_COLLREAD");
     iez_collread_on = v && !strcmp(v, "lustre");
-    by_plan = !(v && *v) && iez_cfg.plan[0];
+    by_plan = !(v && *v) && iez_cfg.place && iez_cfg.plan[0];
     if (v && *v && strcmp(v, "lustre") && strcmp(v, "off"))
         iez_log_once(IEZ_LOG_COLLREAD, "IEZ_COLLREAD=%s is neither lustre nor off: off", v);
     resolve();
