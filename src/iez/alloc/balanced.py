@@ -353,6 +353,20 @@ class _Group:
     members: np.ndarray  # request positions, in create order
     unit: float  # bytes per stripe, on average
     read_unit: float = 0.0  # bytes read back per stripe, on average
+    # The same in every pass, so worked out once (`facts`): room a stripe needs, the real bytes
+    # of each file's stripes (files x count) and the bytes read back from them (None: no reads).
+    room: int = 0
+    real: np.ndarray | None = None
+    back: np.ndarray | None = None
+
+    def facts(self, table: RequestTable) -> tuple[int, np.ndarray, np.ndarray | None]:
+        if self.real is None:
+            idx = self.members
+            self.room = int(room_bytes(table.write_bytes[idx], table.size[idx], self.count).max())
+            self.real = stripe_bytes(table.write_bytes[idx, None], table.size[idx, None], self.count,
+                                     np.arange(self.count)[None, :])
+            self.back = read_bytes(table, idx, self.real) if self.read_unit else None
+        return self.room, self.real, self.back
 
 
 @dataclass(frozen=True)
@@ -370,24 +384,22 @@ def _place_all(table: RequestTable, osts: OstTable, orders: Sequence[np.ndarray]
     job, reads = np.zeros(osts.n), np.zeros(osts.n)
     for g in groups:
         idx = g.members
-        size = int(room_bytes(table.write_bytes[idx], table.size[idx], g.count).max())  # room, per stripe
+        size, real, back = g.facts(table)
         mat, bound = _place_group(len(idx), g.count, size, (g.unit, g.read_unit), table.allowed[g.pool],
                                   orders[g.pool], osts, (job, reads), bound, scale, table.pools[g.pool],
-                                  bool(table.write_bytes[idx].any()))
-        real = stripe_bytes(table.write_bytes[idx, None], table.size[idx, None], g.count, np.arange(g.count)[None, :])
-        back = read_bytes(table, idx, real)
+                                  bool(real.any()))
         best = None
         for by in STRIPE_ORDERS if (real != real[:, :1]).any() else ():  # equal stripes: any order
             cand = order_stripes(mat, real, g.unit, job, osts, by)
             after = job + np.bincount(cand.ravel(), real.ravel(), osts.n)
-            after_reads = reads + np.bincount(cand.ravel(), back.ravel(), osts.n)
+            after_reads = reads if back is None else reads + np.bincount(cand.ravel(), back.ravel(), osts.n)
             t = job_time(after, osts, after_reads)
             score = (max(t, limit), ((osts.used + after) / osts.capacity).max(), t)
             if best is None or score < best[0]:
                 best = (score, cand, after, after_reads)
         if best is None:
             job = job + np.bincount(mat.ravel(), real.ravel(), osts.n)
-            reads = reads + np.bincount(mat.ravel(), back.ravel(), osts.n)
+            reads = reads if back is None else reads + np.bincount(mat.ravel(), back.ravel(), osts.n)
         else:
             _, mat, job, reads = best
         stripes[offsets[idx][:, None] + np.arange(g.count)] = mat
