@@ -90,6 +90,7 @@ class Server:
         self.buffers: dict[bytes, bytearray] = {}  # open line connections and their partial lines
         self.dropped: set[bytes] = set()  # connections closed by us whose disconnect has not come yet
         self.parked: dict[str, tuple[Route, float]] = {}
+        self.parked_on: dict[Route, set[str]] = {}  # the same, by route: a disconnect finds its own
         self.park_heap: list[tuple[float, str]] = []
         self.events = open(events, "a", buffering=1) if events else None
         self.known_osts = known_osts
@@ -196,7 +197,7 @@ class Server:
 
     def _forget(self, cid: bytes, route: Route) -> None:
         self.buffers.pop(cid, None)
-        for appid in [a for a, (r, _) in self.parked.items() if r == route]:
+        for appid in self.parked_on.pop(route, ()):
             del self.parked[appid]
 
     def _handle(self, route: Route, raw: bytes, now: float, out: list) -> None:
@@ -210,11 +211,12 @@ class Server:
             return
         res = self.controller.handle(line, now)
         if res.park_ms > 0:
-            old = self.parked.pop(res.appid, None)
+            old = self._unpark(res.appid)
             if old is not None:  # a newer poll replaces an older one, which gets its answer now
                 out.append((old[0], self.controller.queued_reply(res.appid, now)))
             deadline = now + res.park_ms / 1000
             self.parked[res.appid] = (route, deadline)
+            self.parked_on.setdefault(route, set()).add(res.appid)
             heapq.heappush(self.park_heap, (deadline, res.appid))
         else:
             out.append((route, res))
@@ -223,14 +225,14 @@ class Server:
         c = self.controller
         c.tick(now)
         for appid in c.take_grants():
-            parked = self.parked.pop(appid, None)
+            parked = self._unpark(appid)
             if parked is not None:
                 out.append((parked[0], c.grant_reply(appid, now)))
         while self.park_heap and self.park_heap[0][0] <= now:
             deadline, appid = heapq.heappop(self.park_heap)
             parked = self.parked.get(appid)
             if parked is not None and parked[1] == deadline:
-                del self.parked[appid]
+                self._unpark(appid)
                 out.append((parked[0], c.queued_reply(appid, now)))
         # Persist before anything leaves: a reply must never promise what a restart forgets.
         self.store.save(c.state, c.take_changes())
@@ -239,6 +241,15 @@ class Server:
             self.events.write("".join(json.dumps(e, separators=(",", ":")) + "\n" for e in events))
         for route, line in out:
             self._send(route, line)
+
+    def _unpark(self, appid: str) -> tuple[Route, float] | None:
+        parked = self.parked.pop(appid, None)
+        if parked is not None:
+            on = self.parked_on[parked[0]]
+            on.discard(appid)
+            if not on:
+                del self.parked_on[parked[0]]
+        return parked
 
     def _send(self, route: Route, reply: str | Result) -> None:
         """One reply: a line, a Result (STATUS: its header and rows, as more frames or lines), or
