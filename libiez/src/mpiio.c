@@ -124,18 +124,23 @@ static void remember(MPI_File fh, struct iez_rec *rec)
     pthread_mutex_unlock(&files_lock);
 }
 
-/* What is known of fh (NULL: not traced). */
-static struct mfile *lookup(MPI_File fh)
+static __attribute__((noinline)) struct mfile *lookup_locked(MPI_File fh)
 {
-    struct mfile *f = last;
-    if (IEZ_LIKELY(f && __atomic_load_n(&f->fh, __ATOMIC_ACQUIRE) == fh))
-        return f;
     pthread_mutex_lock(&files_lock);
-    f = find(fh);
+    struct mfile *f = find(fh);
     pthread_mutex_unlock(&files_lock);
     if (f)
         last = f;
     return f;
+}
+
+/* What is known of fh (NULL: not traced): inline, the last file without the lock. */
+static inline struct mfile *lookup(MPI_File fh)
+{
+    struct mfile *f = last;
+    if (IEZ_LIKELY(f && __atomic_load_n(&f->fh, __ATOMIC_ACQUIRE) == fh))
+        return f;
+    return lookup_locked(fh);
 }
 
 static struct iez_rec *forget(MPI_File fh)
@@ -360,8 +365,8 @@ static uint64_t end_of(const struct mfile *f, MPI_File fh, enum where w, int ind
 
 /* After a successful call moving count items of type (the bytes of a nonblocking or split
  * call count when it starts, as Darshan counts them); coll: a collective read; indep: as end_of. */
-static void account(MPI_File fh, int write, int coll, enum where w, int indep, MPI_Offset off, MPI_Count count,
-                    MPI_Datatype type)
+static inline __attribute__((always_inline)) void account(MPI_File fh, int write, int coll, enum where w, int indep,
+                                                         MPI_Offset off, MPI_Count count, MPI_Datatype type)
 {
     struct mfile *f;
     MPI_Count size = 1; /* MPI_BYTE's without asking: most I/O moves bytes */

@@ -299,24 +299,6 @@ static inline struct iez_rec *rec_of(struct iez_ofd *o)
     return o->rec;
 }
 
-static void max_store(uint64_t *at, uint64_t v)
-{
-    uint64_t cur = __atomic_load_n(at, __ATOMIC_RELAXED);
-    while (cur < v && !__atomic_compare_exchange_n(at, &cur, v, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
-        ;
-}
-
-/* A single-threaded process needs no atomic read-modify-write: plain loads and stores cost a
- * few cycles where each locked instruction costs tens (it shows on small writes). */
-static inline uint64_t add(uint64_t *at, uint64_t n, int mt)
-{
-    if (mt)
-        return __atomic_add_fetch(at, n, __ATOMIC_RELAXED);
-    uint64_t v = __atomic_load_n(at, __ATOMIC_RELAXED) + n;
-    __atomic_store_n(at, v, __ATOMIC_RELAXED);
-    return v;
-}
-
 /* Where a call at the file position ended, when the position is not ours alone (appending
  * writes land at the end of file, a shared position moves under us): the kernel's. */
 static int kernel_pos(struct iez_ofd *o, int fd, uint64_t *end)
@@ -339,7 +321,7 @@ void iez_trace_wrote(struct iez_ofd *o, int fd, uint64_t n, int64_t off, uint64_
     if (!r)
         return;
     int mt = iez_multithreaded();
-    add(&r->bytes_written, n, mt);
+    iez_counter_add(&r->bytes_written, n, mt);
     uint64_t end;
     if (off >= 0)
         end = (uint64_t)off + n;
@@ -347,17 +329,14 @@ void iez_trace_wrote(struct iez_ofd *o, int fd, uint64_t n, int64_t off, uint64_
         iez_note_write(r, n, 0, 0, mt);
         return;
     } else if (!__atomic_load_n(&o->ask_pos, __ATOMIC_RELAXED))
-        end = add(&o->pos, n, mt);
+        end = iez_counter_add(&o->pos, n, mt);
     else if (kernel_pos(o, fd, &end)) {
         iez_note_write(r, n, 0, 0, mt);
         return;
     }
     iez_note_write(r, n, end, 1, mt);
     iez_write_end = end;
-    if (mt)
-        max_store(&r->max_offset, end);
-    else if (end > __atomic_load_n(&r->max_offset, __ATOMIC_RELAXED))
-        __atomic_store_n(&r->max_offset, end, __ATOMIC_RELAXED);
+    iez_counter_max(&r->max_offset, end, mt);
     if (o->iolog && end >= n)
         iez_iolog_event(1, t0, end - n, n, rec_path(r), r->path_len);
 }
@@ -368,9 +347,9 @@ void iez_trace_read(struct iez_ofd *o, int fd, uint64_t n, int64_t off, uint64_t
     if (!r)
         return;
     int mt = iez_multithreaded();
-    add(&r->bytes_read, n, mt);
+    iez_counter_add(&r->bytes_read, n, mt);
     iez_byte_max(&r->read_max, iez_size_fact(n), mt);
-    uint64_t end = off >= 0 ? (uint64_t)off + n : add(&o->pos, n, mt);
+    uint64_t end = off >= 0 ? (uint64_t)off + n : iez_counter_add(&o->pos, n, mt);
     if (o->iolog && (off >= 0 || !__atomic_load_n(&o->ask_pos, __ATOMIC_RELAXED) || !kernel_pos(o, fd, &end)) &&
         end >= n)
         iez_iolog_event(0, t0, end - n, n, rec_path(r), r->path_len);
@@ -409,24 +388,6 @@ void iez_trace_file_closed(struct iez_rec *r)
             break;
         }
     pthread_mutex_unlock(&lock);
-}
-
-void iez_trace_rec_wrote(struct iez_rec *r, uint64_t n, uint64_t end, int contiguous, int mt)
-{
-    add(&r->bytes_written, n, mt);
-    iez_note_write(r, n, end, end && contiguous, mt);
-    if (end && mt)
-        max_store(&r->max_offset, end);
-    else if (end > __atomic_load_n(&r->max_offset, __ATOMIC_RELAXED))
-        __atomic_store_n(&r->max_offset, end, __ATOMIC_RELAXED);
-}
-
-void iez_trace_rec_read(struct iez_rec *r, uint64_t n, int coll, int mt)
-{
-    add(&r->bytes_read, n, mt);
-    iez_byte_max(&r->read_max, iez_size_fact(n), mt);
-    if (coll && !__atomic_load_n(&r->read_coll, __ATOMIC_RELAXED))
-        __atomic_store_n(&r->read_coll, 1, __ATOMIC_RELAXED);
 }
 
 void iez_trace_mark(int fd, struct iez_ofd *none)

@@ -66,6 +66,29 @@ static inline struct iez_ofd *iez_fd_use(int fd, int writing)
     return NULL;
 }
 
+/* A single-threaded process needs no atomic read-modify-write: plain loads and stores cost a
+ * few cycles where each locked instruction costs tens (it shows on small writes). */
+static inline uint64_t iez_counter_add(uint64_t *at, uint64_t n, int mt)
+{
+    if (mt)
+        return __atomic_add_fetch(at, n, __ATOMIC_RELAXED);
+    uint64_t v = __atomic_load_n(at, __ATOMIC_RELAXED) + n;
+    __atomic_store_n(at, v, __ATOMIC_RELAXED);
+    return v;
+}
+
+static inline void iez_counter_max(uint64_t *at, uint64_t v, int mt)
+{
+    uint64_t cur = __atomic_load_n(at, __ATOMIC_RELAXED);
+    if (!mt) {
+        if (v > cur)
+            __atomic_store_n(at, v, __ATOMIC_RELAXED);
+        return;
+    }
+    while (cur < v && !__atomic_compare_exchange_n(at, &cur, v, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        ;
+}
+
 /* The record's write facts (docs/trace-format.md), each a byte kept by a compare-and-max so the
  * write path pays a ctz, a clz and two compares: write_align = 64 - log2 of the largest power of
  * two dividing the write's start and size (so the max is the least aligned write), write_max =
@@ -187,10 +210,23 @@ struct iez_rec *iez_trace_file_opened(const struct iez_file_info *fi);
 void iez_trace_file_closed(struct iez_rec *r);
 /* Accounting on such a record; end: the highest offset written + 1 (0: unknown); contiguous:
  * the write covered [end - n, end) (its start gives the write alignment); mt: another thread
- * may update it at the same time. */
-void iez_trace_rec_wrote(struct iez_rec *r, uint64_t n, uint64_t end, int contiguous, int mt);
+ * may update it at the same time. Inline: each MPI-IO data call makes one. */
+static inline void iez_trace_rec_wrote(struct iez_rec *r, uint64_t n, uint64_t end, int contiguous, int mt)
+{
+    iez_counter_add(&r->bytes_written, n, mt);
+    iez_note_write(r, n, end, end && contiguous, mt);
+    if (end)
+        iez_counter_max(&r->max_offset, end, mt);
+}
+
 /* coll: a collective MPI-IO read (the control plane turns on the Lustre-aware read for such). */
-void iez_trace_rec_read(struct iez_rec *r, uint64_t n, int coll, int mt);
+static inline void iez_trace_rec_read(struct iez_rec *r, uint64_t n, int coll, int mt)
+{
+    iez_counter_add(&r->bytes_read, n, mt);
+    iez_byte_max(&r->read_max, iez_size_fact(n), mt);
+    if (coll && !__atomic_load_n(&r->read_coll, __ATOMIC_RELAXED))
+        __atomic_store_n(&r->read_coll, 1, __ATOMIC_RELAXED);
+}
 /* A file (or directory) this process traces names for was renamed: absolute names. */
 void iez_trace_renamed(const char *from, size_t from_len, const char *to, size_t to_len);
 /* The rank and run id this process turned out to have (MPI_Init). */
