@@ -70,8 +70,12 @@ against lustre_rr, on random instances.
 
 Cost: two passes (T*, then T_allow; a few more when the real bytes need a tighter bound), each
 O(G · (B1 · B2 · N + R log N)) for G groups on N OSTs, with B1, B2 ≤ 64 bisection steps and
-R ≤ a few N units merged at the end; plus the RR reference, O(starts · files). No per-stripe Python work
-except the final Placement objects.
+R ≤ a few N units merged at the end; plus the RR reference, O(starts · files). No per-file Python
+work: the answer is arrays (`Placements`).
+
+Reads. A job that reads its files back (`Request.read_bytes`) has a read time as well, the same
+maximum over the read bandwidths; its I/O time is the sum. Each phase is kept within RR's time of
+it (`phased`), so the sum is within RR's, and the read time joins the tie-breaking cost term.
 """
 
 from __future__ import annotations
