@@ -252,3 +252,27 @@ def test_heaps_place_as_the_full_scan(seed):
     except AllocationError:
         got = "ENOSPC"
     assert got == (want if want == "ENOSPC" else [list(x) for x in want])
+
+
+def test_a_spider2_job_spans_the_zones_and_bpio_evens_its_osts_and_routers():
+    # scenarios/spider2.toml: 2,048 consecutive nodes span the 12 zones (64-node blocks in turn);
+    # bpio gives every OST 8 or 9 of the 8,192 stripes and, in each zone, every leaf's router
+    # within one stripe of the others.
+    from collections import Counter
+
+    from iez.cluster import load_cluster
+
+    c = load_cluster(Path(__file__).parent.parent / "scenarios" / "spider2.toml")
+    topo = c.topology
+    assert topo is not None
+    nodes = [n for g in topo.clients for n in g.nodes][:2048]
+    zone = {n: topo.group_of(n, -1).name.split("-")[0] for n in nodes}
+    assert Counter(zone.values()).keys() == {f"zone{k:02d}" for k in range(12)}
+    got = place(c, [Request(f"/f{k}", 1 << 30, 4, rank=k, host=n, create_time=k) for k, n in enumerate(nodes)])
+    per_ost = Counter(o for p in got for o in p.layout.osts())
+    assert len(per_ost) == 1008 and set(per_ost.values()) == {8, 9}
+    leaf = {o.index: int(o.oss[3:]) // 4 for o in c.osts}
+    per_router = Counter((zone[n], leaf[o]) for n, p in zip(nodes, got) for o in p.layout.osts())
+    for z in set(zone.values()):
+        counts = [per_router[z, k] for k in range(36)]
+        assert max(counts) - min(counts) <= 1, (z, counts)

@@ -112,7 +112,7 @@ class Bpio:
                 notes[i] = f"{notes[i]}; {why}" if notes[i] else why
             count = int(table.count[i])
             needs = each[first[i]:first[i] + count]
-            key = (group.name if group is not None else None, int(table.pool[i]))
+            key = (use.same[group.name] if group is not None else None, int(table.pool[i]))
             chosen: list[int] = []
             for k, need in enumerate(needs):
                 p = use.cheapest(key, table.allowed, room, need)  # and counts its path
@@ -164,6 +164,9 @@ class Use:
             serving = [tuple(r) for r in pth.serving]
             # per client group, per OSS: the routers serving it that the group reaches
             self.cand = {g: [[int(x) for x in row if x >= 0] for row in c.tolist()] for g, c in pth.cand.items()}
+        # Groups reaching the same routers have the same costs: one set of heaps for them all.
+        first: dict[str, str] = {}
+        self.same = {g: first.setdefault(repr(c), g) for g, c in self.cand.items()}
         ids = {k: n for n, k in enumerate(dict.fromkeys(serving))}
         self.cls_of = [ids[serving[self.oss[p]]] for p in range(osts.n)]
         self.rep = [serving.index(k) for k in ids]  # an OSS of each class
