@@ -101,6 +101,8 @@ def test_bad_requests_fail_as_objects_do():
         get_policy("balanced").place([Request("/a", True, 1)], c, snap)
     with pytest.raises(ConfigError, match="must be whole numbers"):
         get_policy("balanced").place([Request("/a", 1 << 70, 1)], c, snap)
+    with pytest.raises(ConfigError, match="read bytes 1.5 must be a whole number"):
+        get_policy("balanced").place([Request("/a", 1, 1, read_bytes=1.5)], c, snap)  # type: ignore[arg-type]
     assert get_policy("balanced").place([Request("/a", np.int64(5 * MiB), 2)], c, snap)[0].layout.plain.stripe_count
 
 

@@ -326,13 +326,8 @@ def _whole_columns(requests: Sequence[Request]) -> tuple[np.ndarray, np.ndarray]
     whole numbers (bools are not)."""
     if isinstance(requests, RequestColumns):
         return requests.write_bytes.astype(np.int64, copy=False), requests.stripe_count.astype(np.int64, copy=False)
-    w = [r.write_bytes for r in requests]
-    asked = [r.stripe_count for r in requests]
     try:
-        if set(map(type, w)) | set(map(type, asked)) <= {int}:  # the usual case, checked in bulk
-            return np.array(w, dtype=np.int64).reshape(-1), np.array(asked, dtype=np.int64).reshape(-1)
-        return (np.fromiter(map(_whole, w), dtype=np.int64, count=len(w)),
-                np.fromiter(map(_whole, asked), dtype=np.int64, count=len(w)))
+        return _ints([r.write_bytes for r in requests]), _ints([r.stripe_count for r in requests])
     except (TypeError, ValueError, OverflowError):
         bad = next(r for r in requests if not _fits_int64(r.write_bytes) or not _fits_int64(r.stripe_count))
         raise ConfigError(f"request {bad.path}: write bytes {bad.write_bytes!r} and stripe count "
@@ -343,8 +338,18 @@ def _read_column(requests: Sequence[Request]) -> np.ndarray:
     if isinstance(requests, RequestColumns):
         return np.zeros(len(requests), np.int64) if requests.read_bytes is None else \
             np.maximum(requests.read_bytes.astype(np.int64), 0)
-    r = [q.read_bytes for q in requests]
-    return np.maximum(np.array(r, dtype=np.int64), 0) if set(map(type, r)) <= {int} else np.zeros(len(r), np.int64)
+    try:
+        return np.maximum(_ints([q.read_bytes for q in requests]), 0)
+    except (TypeError, ValueError, OverflowError):
+        bad = next(q for q in requests if not _fits_int64(q.read_bytes))
+        raise ConfigError(f"request {bad.path}: read bytes {bad.read_bytes!r} must be a whole number") from None
+
+
+def _ints(values: list) -> np.ndarray:
+    """Whole numbers as int64 (TypeError for others, bools included; OverflowError past int64)."""
+    if set(map(type, values)) <= {int}:  # the usual case, checked in bulk
+        return np.array(values, dtype=np.int64).reshape(-1)
+    return np.fromiter(map(_whole, values), dtype=np.int64, count=len(values))
 
 
 def _pool_column(requests: Sequence[Request]) -> tuple[list[str], np.ndarray]:
