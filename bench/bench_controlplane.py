@@ -27,7 +27,8 @@ from iez.alloc.policy import AllocOptions
 from iez.alloc.registry import get_policy
 from iez.cluster import Snapshot, make_cluster
 from iez.controller.local import LocalControlPlane
-from iez.emulated.mds_client import running_cluster
+from iez.emulated.clusterdir import init_cluster_dir
+from iez.emulated.mds_client import down, up
 from iez.request import Request
 
 OSSS = int(os.environ.get("IEZ_BENCH_OSSS", "144"))
@@ -56,8 +57,9 @@ def wrk(url: str, token: str, connections: int, seconds: int) -> dict[str, float
     non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
     if non2xx or not lat or not pct:
         raise RuntimeError(f"wrk: unexpected output or failed fetches:\n{out}")
+    timeouts = re.search(r"timeout (\d+)", out)  # wrk's 2 s: a fetch not answered in time
     return {"rate": float(re.search(r"Requests/sec:\s+([\d.]+)", out)[1]), "p50": ms(pct["50"]),  # type: ignore[index]
-            "p99": ms(pct["99"]), "max": ms(lat[3])}
+            "p99": ms(pct["99"]), "max": ms(lat[3]), "timeouts": int(timeouts[1]) if timeouts else 0}
 
 
 def cpu_seconds(pid: int) -> float:
@@ -79,41 +81,47 @@ def main() -> None:
     cluster = make_cluster(OSSS, OSTS_PER_OSS, ost_size=1 << 40)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        with running_cluster(root / "emu", cluster, seed=1) as cd, LocalControlPlane(cd, root / "cp") as cp:
-            reqs = [Request(str(cd.root / "fs" / "job" / f"out.{i:08d}"), 64 * MiB, 4, rank=i) for i in range(FILES)]
-            direct = 1e9
-            for _ in range(3):  # the best of three, before the collectors load the machine
-                t = time.perf_counter()
-                get_policy("balanced").place(reqs, cluster, Snapshot.from_cluster(cluster, time.time()),
-                                             AllocOptions(layout="keep"))
-                direct = min(direct, (time.perf_counter() - t) * 1e3)
-            t0 = time.perf_counter()
-            cp.start_collectors()
-            ctl = cp.start_controller("--no-gate", "--layout", "keep")
-            print(f"{len(cluster.osses)} OSSs x {OSTS_PER_OSS} OSTs: {len(cluster.osses) + 1} collector processes "
-                  f"publishing every second, fresh after {time.perf_counter() - t0:.0f} s")
-            with cp.client() as client:
-                client.upload_requests("job", reqs)
-                assert client.fetch_plan("job", wait=60).status == "ready"
-            url = f"{cp.url}/apps/job/plan"
-            one = wrk(url, cp.site, 1, 5)
-            taken0, _, _ = view(cp)
-            spy = subprocess.Popen(["py-spy", "record", "-p", str(ctl.pid), "-o", PROFILE, "-d", str(SECONDS),
-                                    "-r", "200", "--nonblocking"], stdout=subprocess.DEVNULL) if PROFILE else None
-            collectors = [p.pid for name, p in cp.procs.items() if name != "controller"]
-            cpu0, w0, ccpu0 = cpu_seconds(ctl.pid), time.monotonic(), sum(map(cpu_seconds, collectors))
-            many = wrk(url, cp.site, CONNECTIONS, SECONDS)
-            if spy is not None:
-                spy.wait()
-            cores = (cpu_seconds(ctl.pid) - cpu0) / (time.monotonic() - w0)
-            collector_cores = (sum(map(cpu_seconds, collectors)) - ccpu0) / (time.monotonic() - w0)
-            taken, oldest, stale = view(cp)
-            window = time.monotonic() - w0
+        cd = init_cluster_dir(root / "emu", cluster)
+        up(cd, wait=120, seed=1)  # its first scan of 1,008 OSTs' trees takes a loaded machine a while
+        try:
+            with LocalControlPlane(cd, root / "cp") as cp:
+                reqs = [Request(str(cd.root / "fs" / "job" / f"out.{i:08d}"), 64 * MiB, 4, rank=i)
+                        for i in range(FILES)]
+                direct = 1e9
+                for _ in range(3):  # the best of three, before the collectors load the machine
+                    t = time.perf_counter()
+                    get_policy("balanced").place(reqs, cluster, Snapshot.from_cluster(cluster, time.time()),
+                                                 AllocOptions(layout="keep"))
+                    direct = min(direct, (time.perf_counter() - t) * 1e3)
+                t0 = time.perf_counter()
+                cp.start_collectors()
+                ctl = cp.start_controller("--no-gate", "--layout", "keep")
+                print(f"{len(cluster.osses)} OSSs x {OSTS_PER_OSS} OSTs: {len(cluster.osses) + 1} collector processes "
+                      f"publishing every second, fresh after {time.perf_counter() - t0:.0f} s")
+                with cp.client() as client:
+                    client.upload_requests("job", reqs)
+                    assert client.fetch_plan("job", wait=60).status == "ready"
+                url = f"{cp.url}/apps/job/plan"
+                one = wrk(url, cp.site, 1, 5)
+                taken0, _, _ = view(cp)
+                spy = subprocess.Popen(["py-spy", "record", "-p", str(ctl.pid), "-o", PROFILE, "-d", str(SECONDS),
+                                        "-r", "200", "--nonblocking"], stdout=subprocess.DEVNULL) if PROFILE else None
+                collectors = [p.pid for name, p in cp.procs.items() if name != "controller"]
+                cpu0, w0, ccpu0 = cpu_seconds(ctl.pid), time.monotonic(), sum(map(cpu_seconds, collectors))
+                many = wrk(url, cp.site, CONNECTIONS, SECONDS)
+                if spy is not None:
+                    spy.wait()
+                cores = (cpu_seconds(ctl.pid) - cpu0) / (time.monotonic() - w0)
+                collector_cores = (sum(map(cpu_seconds, collectors)) - ccpu0) / (time.monotonic() - w0)
+                taken, oldest, stale = view(cp)
+                window = time.monotonic() - w0
+        finally:
+            down(cd)
     published = len(cluster.osses) * window  # one message per OSS per second
     print(f"a {FILES}-file plan placed directly: {direct:.1f} ms")
-    print(f"{'':24s}{'fetches/s':>10s} {'p50 ms':>8s} {'p99 ms':>8s} {'max ms':>8s}")
+    print(f"{'':24s}{'fetches/s':>10s} {'p50 ms':>8s} {'p99 ms':>8s} {'max ms':>8s} {'timeouts':>9s}")
     for name, r in (("1 client alone", one), (f"{CONNECTIONS} clients", many)):
-        print(f"  {name:22s}{r['rate']:10.0f} {r['p50']:8.2f} {r['p99']:8.2f} {r['max']:8.1f}")
+        print(f"  {name:22s}{r['rate']:10.0f} {r['p50']:8.2f} {r['p99']:8.2f} {r['max']:8.1f} {r['timeouts']:9d}")
     print(f"  {CONNECTIONS} clients / 1 alone: {many['rate'] / one['rate']:.2f} x the fetches/s; "
           f"p99 {many['p99'] / one['p99']:.2f} x; p99 = {many['p99'] / direct:.2f} x a direct placement")
     per_core = many["rate"] / cores  # what one core of the controller serves, the loadgen's share aside

@@ -104,8 +104,8 @@ def serve(controller: Controller, tokens: Tokens, host: str, port: int, stats: s
                            daemon=True)
     sub.start()
     controller.start()
-    # httptools and uvloop (dependencies): uvicorn's pure-Python h11 and asyncio loop served a
-    # cached plan at about a third of the rate; no proxy headers are trusted, so none are parsed.
+    # httptools and uvloop (dependencies): uvicorn's fast parser and loop, not the pure-Python h11
+    # and asyncio ones it falls back to; no proxy headers are trusted, so none are parsed.
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False, http="httptools",
                             loop="uvloop", proxy_headers=False, backlog=4096,
                             ssl_certfile=tls_cert, ssl_keyfile=tls_key, timeout_graceful_shutdown=SHUTDOWN_GRACE)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+from operator import itemgetter
 import re
 import time
 from contextlib import contextmanager
@@ -176,7 +177,11 @@ class Txn:
             return
         compiled = table.insert().values({k: bindparam(k) for k in rows[0]}).compile(dialect=self.conn.dialect)
         order = compiled.positiontup
-        params = [tuple(r[k] for k in order) for r in rows] if compiled.positional and order else rows
+        if compiled.positional and order:
+            values = itemgetter(*order)  # one C call a row (a single column gives a bare value)
+            params: list[Any] = [values(r) for r in rows] if len(order) > 1 else [(values(r),) for r in rows]
+        else:
+            params = rows
         self.conn.exec_driver_sql(str(compiled), params)
 
     def _insert(self, stmt: Insert) -> int:
@@ -429,9 +434,12 @@ class Txn:
         if ttl > 0:
             q = q.where(runs.c.planned_at >= time.time() - ttl)
         layouts: dict[str, FileLayout] = {}  # files of a job share few layouts: each is parsed once
-        return [Placement(path=r.path, layout=layouts.get(r.layout) or layouts.setdefault(r.layout, parse_layout(r.layout)),
-                          write_bytes=r.write_bytes, app=r.name, run=str(r.number), policy=r.policy, note=r.note)
-                for r in self.conn.execute(q)]
+        out = []
+        for r in self.conn.execute(q):
+            layout = layouts.get(r.layout) or layouts.setdefault(r.layout, parse_layout(r.layout))
+            out.append(Placement(path=r.path, layout=layout, write_bytes=r.write_bytes, app=r.name, run=str(r.number),
+                                 policy=r.policy, note=r.note))
+        return out
 
 
 def _request_row(q: Request) -> dict[str, Any]:
