@@ -433,6 +433,7 @@ def test_a_stored_plan_is_served_as_stored_until_its_placements_change(db):
             tx.set_plan("a", run, "balanced", f"plan {run}\n".encode())
     with db.begin() as tx:
         assert tx.planned_run("a") == (3, "balanced", b"plan 3\n")
+        assert tx.planned_run("a", body=False) == (3, "balanced", None)
         assert tx.planned_run("a", 2) == (2, "balanced", b"plan 2\n")
         assert tx.planned_run("a", 4) is None and tx.planned_run("b") is None
         tx.mark_planned("a", 3, "rr")  # re-planned by another policy: the stored bytes are not its plan

@@ -448,14 +448,19 @@ class Controller:
                                "collect on the OSSs; iez controller --stale-after sets how old is too old)")
             return pipeline.ClusterState(self.cluster, view.snapshot, "controller")
 
+        made: list[tuple[PlanResult, bool, int]] = []  # the plan, whether it is the one to follow, generation
+
         def plan(tx: Txn, done: pipeline.Allocation) -> None:
+            generation = self.plans.generation
             info = run_info(tx, app, run)
             if info is not None and info.traced:
                 raise Conflict(f"run {run} of {app} was traced while it was being placed")
             tx.mark_planned(app, run, name)
             # rendered once, here: every fetch serves these bytes
-            tx.set_plan(app, run, name, plan_body(tx, app, run, name, done.cluster, done.placements[name],
-                                                  done.snapshot.time))
+            body = plan_body(tx, app, run, name, done.cluster, done.placements[name], done.snapshot.time)
+            tx.set_plan(app, run, name, body)
+            newest = tx.planned_run(app, body=False)
+            made.append((PlanResult("ready", app, run, body), newest is not None and newest[0] == run, generation))
 
         with self.alloc_lock:
             try:
@@ -470,6 +475,10 @@ class Controller:
                 raise
             finally:
                 self.plans.clear()  # committed or not, nothing read before it is put back
+        for ready, follow, generation in made:  # held at once: the first fetch is served from memory
+            # kept only if no other write came between this placement's reads and its clear
+            for key in (run, None) if follow else (run,):
+                self.plans.put(app, key, ready, generation + 1)
         with self.lock:
             self.latency.setdefault(name, Histogram()).observe(done.seconds)
         log.info("placed %s run %d with %s: %d files in %.3f s", app, run, name, len(done.requests), done.seconds)

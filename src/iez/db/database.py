@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from sqlalchemy import Connection, Engine, Insert, Table, bindparam, create_engine, delete, func, select, update
+from sqlalchemy import Connection, Engine, Insert, Table, bindparam, create_engine, delete, func, null, select, update
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
@@ -391,11 +391,13 @@ class Txn:
         self.conn.execute(delete(plans).where(plans.c.run_id == rid))
         self.conn.execute(plans.insert().values(run_id=rid, policy=policy, created_at=time.time(), body=body))
 
-    def planned_run(self, app: str, number: int | None = None) -> tuple[int, str, bytes | None] | None:
+    def planned_run(self, app: str, number: int | None = None,
+                    body: bool = True) -> tuple[int, str, bytes | None] | None:
         """A planned run of `app` (None: the newest planned, untraced one: what a job starting now
         follows) as (number, policy, its stored plan file or None when there is none of that
-        policy); None when there is no such run. One query."""
-        q = (select(runs.c.number, runs.c.planned_policy, plans.c.policy, plans.c.body)
+        policy, or when `body` is False); None when there is no such run. One query."""
+        q = (select(runs.c.number, runs.c.planned_policy, plans.c.policy,
+                    plans.c.body if body else null().label("body"))
              .join(applications, runs.c.app_id == applications.c.id)
              .outerjoin(plans, plans.c.run_id == runs.c.id)
              .where(applications.c.name == app, runs.c.planned_policy.is_not(None)))
@@ -403,7 +405,8 @@ class Txn:
         r = self.conn.execute(q.order_by(runs.c.number.desc()).limit(1)).first()
         if r is None:
             return None
-        return r.number, r.planned_policy, bytes(r.body) if r.policy == r.planned_policy else None
+        stored = r.body is not None and r.policy == r.planned_policy
+        return r.number, r.planned_policy, bytes(r.body) if stored else None
 
     def release_plans(self, app: str) -> list[int]:
         """Release the app's planned runs that have not run: they stop reserving space (the
