@@ -551,3 +551,25 @@ def test_room_counts_every_round_of_a_capped_stripe(policy):
     assert p.layout.plain.stripe_size < 4 * GiB and len(set(p.layout.plain.osts)) == 4
     t = ost_table(cluster, Snapshot.from_cluster(cluster), AllocOptions())
     assert all(b <= t.room[t.position[o]] for o, b in job_bytes([p]).items())
+
+
+@pytest.mark.parametrize("bw", [5e-324, 1e-300])
+def test_an_ost_of_almost_no_bandwidth_takes_no_stripe_and_breaks_nothing(bw):
+    """An OST whose write bandwidth is positive but ~0 (a dying disk's figure) costs inf or nan
+    per stripe: balanced places the pool's files on its other OST (it raised ValueError, then
+    ENOSPC, before)."""
+    cluster = parse_cluster(f"""
+fsname = "t"
+[[oss]]
+name = "oss0"
+osts = [0, 1]
+[ost_defaults]
+size = "1TiB"
+[[ost]]
+index = 0
+write_bw = {bw}
+[pools]
+slow = [0, 1]
+""")
+    placed = place("balanced", files(3, MiB, 1, pool="slow"), cluster, layout="auto")
+    assert osts_of(placed) == [(1,)] * 3

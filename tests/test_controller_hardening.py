@@ -33,7 +33,7 @@ from iez.controller.local import free_port
 from iez.controller.view import GlobalView
 from iez.zmqauth import Zap, curve_client
 
-from plugins.controller_process import collector_seq, fresh_stats, oss_msg
+from plugins.controller_process import Controller, collector_seq, fresh_stats, oss_msg
 from plugins.controller_stack import ADMIN, SITE, GiB, MiB
 
 
@@ -231,12 +231,34 @@ def test_one_forged_message_does_not_lock_a_collector_out(controller):
 
 # -- the worker: one run's failure fails that run alone ------------------------------------------------
 
-def test_a_run_that_raises_fails_alone_and_health_shows_the_worker(controller):
-    c = controller()
+# Loaded by the controller's Python at start (PYTHONPATH): `balanced` raises a ValueError, not an
+# iez error, for the app "slow"'s files, as a bug in a policy would.
+FAULT = """
+import iez.alloc.balanced as b
+_place = b.Balanced.place
+def place(self, requests, *args, **kw):
+    if any(q.path.startswith("/fs/slow/") for q in requests):
+        raise ValueError("a bug in a policy")
+    return _place(self, requests, *args, **kw)
+b.Balanced.place = place
+"""
+
+
+def test_a_run_that_raises_fails_alone_and_health_shows_the_worker(tmp_path, iez_cmd, subenv):
+    (tmp_path / "fault").mkdir()
+    (tmp_path / "fault" / "sitecustomize.py").write_text(FAULT)
+    path = ":".join(p for p in (str(tmp_path / "fault"), subenv.get("PYTHONPATH", "")) if p)
+    c = Controller(tmp_path / "c", iez_cmd, {**subenv, "PYTHONPATH": path}).start()
+    try:
+        worker_failure_stays_with_its_run(c)
+    finally:
+        c.stop(signal.SIGKILL)
+
+
+def worker_failure_stays_with_its_run(c: Controller) -> None:
+    """Before, an exception that was not an iez error killed the worker thread, /health still
+    said ok and every plan stayed queued."""
     fresh_stats(c)
-    # OST 0's write bandwidth (5e-324 B/s, positive and finite) makes the allocator raise a
-    # ValueError inside numpy: not an iez error. Before, that killed the worker thread, /health
-    # still said ok and every plan stayed queued.
     slow = [{"path": f"/fs/slow/{i}", "write_bytes": MiB, "pool": "slow"} for i in range(2)]
     good = [{"path": f"/fs/good/{i}", "write_bytes": MiB, "pool": "good"} for i in range(2)]
     assert c.post("/apps/slow/requests", json={"requests": slow}).status_code == 202

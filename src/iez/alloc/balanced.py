@@ -639,18 +639,20 @@ def _place_group(m: int, count: int, size: int, units: tuple[float, float], allo
         box, box_s = _boxes(t, pos, base, grp, servers, units, osts, loads)
         # Unit costs: projected utilization of total usage, and, to break its ties, time (the
         # write's, plus the read's when the job reads its files back).
-        cap = osts.capacity[pos] * scale.level
-        bw, oss_bw = osts.bw[pos] * scale.t0, osts.oss_bw[servers] * scale.t0
-        a = (osts.used[pos] + job[pos]) / cap + TIE * job[pos] / bw
-        beta = w * (1 / cap + TIE / bw)
-        a_s = TIE * per_oss_job[servers] / oss_bw
-        gamma = TIE * w / oss_bw
-        if r > 0:
-            rbw, oss_rbw = osts.read_bw[pos] * scale.t0, osts.oss_read_bw[servers] * scale.t0
-            a = a + TIE * reads[pos] / rbw
-            beta = beta + TIE * r / rbw
-            a_s = a_s + TIE * np.bincount(osts.oss, weights=reads, minlength=len(osts.oss_bw))[servers] / oss_rbw
-            gamma = gamma + TIE * r / oss_rbw
+        # An OST of ~0 bandwidth costs inf or nan here: water_fill leaves it out.
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            cap = osts.capacity[pos] * scale.level
+            bw, oss_bw = osts.bw[pos] * scale.t0, osts.oss_bw[servers] * scale.t0
+            a = (osts.used[pos] + job[pos]) / cap + TIE * job[pos] / bw
+            beta = w * (1 / cap + TIE / bw)
+            a_s = TIE * per_oss_job[servers] / oss_bw
+            gamma = TIE * w / oss_bw
+            if r > 0:
+                rbw, oss_rbw = osts.read_bw[pos] * scale.t0, osts.oss_read_bw[servers] * scale.t0
+                a = a + TIE * reads[pos] / rbw
+                beta = beta + TIE * r / rbw
+                a_s = a_s + TIE * np.bincount(osts.oss, weights=reads, minlength=len(osts.oss_bw))[servers] / oss_rbw
+                gamma = gamma + TIE * r / oss_rbw
         n = water_fill(k, a, beta, box, grp, a_s, gamma, box_s)
         # Wrap-around: OSTs in OSS-major order, so a file's stripes, spaced ~N/count apart, span OSSs.
         seq_order = np.lexsort((osts.index[pos], grp_of))
@@ -733,6 +735,11 @@ def water_fill(k: int, a: np.ndarray, beta: np.ndarray, box: np.ndarray, grp: np
     """The counts n (per OST) of the two-level greedy: k units, the u-th unit on OST j costing
     a_j + beta_j u plus, as the v-th on its OSS grp_j, a_s + gamma_s v; n_j ≤ box_j and the OSS
     totals ≤ box_s. beta > 0, gamma ≥ 0. Raises AllocationError if k units do not fit."""
+    live = (box > 0) & np.isfinite(a) & np.isfinite(beta)
+    if not live.all():  # an OST with no room, or whose bandwidth is ~0 (infinite cost), takes nothing
+        n = np.zeros(len(a), dtype=np.int64)
+        n[live] = water_fill(k, a[live], beta[live], box[live], grp[live], a_s, gamma, box_s)
+        return n
     n_srv = len(a_s)
     cap_s = np.minimum(box_s, np.bincount(grp, weights=box, minlength=n_srv).astype(np.int64))
     if cap_s.sum() < k:

@@ -142,8 +142,9 @@ def bottlenecks(shape: FileShape, servers: Servers, counts: np.ndarray, objects:
     oss = np.asarray(servers.oss_bw, dtype=float)
     f = max(shape.job_bytes, shape.write_bytes) / w  # F: the run's bytes in files like this one
     t_obj = object_cost(servers) if objects else 0.0
-    t_ost = np.ceil(f * c / len(b) - EPS) * (w / (c * b[k - 1]) + t_obj)
-    t_oss = np.ceil(f * c / len(oss) - EPS) * w / (c * oss.min())
+    with np.errstate(over="ignore"):  # an OST of ~0 bandwidth: its count takes forever (inf)
+        t_ost = np.ceil(f * c / len(b) - EPS) * (w / (c * b[k - 1]) + t_obj)
+        t_oss = np.ceil(f * c / len(oss) - EPS) * w / (c * oss.min())
     t_writers = w / (max(1, shape.writers) * servers.writer_bw) + np.ceil(c / max(1, shape.writers)) * t_obj
     t_clients = f * w / servers.job_bw
     return np.stack([t_ost, t_oss, t_writers, np.full_like(c, t_clients)])
