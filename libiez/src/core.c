@@ -113,3 +113,27 @@ IEZ_EXPORT int thrd_create(thrd_t *t, thrd_start_t start, void *arg)
     thread_created();
     return IEZ_REAL(thrd_create) ? IEZ_REAL(thrd_create)(t, start, arg) : thrd_error;
 }
+
+/* SIGEV_THREAD: glibc runs each notification in a thread it creates inside libc, not through
+ * pthread_create's symbol, and that thread runs the application's function */
+static void notify_thread(const struct sigevent *ev)
+{
+    if (ev && ev->sigev_notify == SIGEV_THREAD)
+        thread_created();
+}
+
+IEZ_EXPORT int timer_create(clockid_t clock, struct sigevent *ev, timer_t *t)
+{
+    notify_thread(ev);
+    if (!IEZ_REAL(timer_create))
+        return errno = ENOSYS, -1;
+    return IEZ_REAL(timer_create)(clock, ev, t);
+}
+
+IEZ_EXPORT int mq_notify(mqd_t q, const struct sigevent *ev)
+{
+    notify_thread(ev);
+    if (!IEZ_REAL(mq_notify))
+        return errno = ENOSYS, -1;
+    return IEZ_REAL(mq_notify)(q, ev);
+}

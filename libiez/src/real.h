@@ -4,12 +4,15 @@
 #ifndef IEZ_REAL_H
 #define IEZ_REAL_H
 
+#include <mqueue.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 #include <threads.h>
+#include <time.h>
 
 #define IEZ_REAL_LIST(X)                                                          \
     X(open, int, (const char *, int, ...))                                        \
@@ -88,7 +91,9 @@
     X(mkostemps, int, (char *, int, int))                                         \
     X(mkostemps64, int, (char *, int, int))                                       \
     X(pthread_create, int, (pthread_t *, const pthread_attr_t *, void *(*)(void *), void *)) \
-    X(thrd_create, int, (thrd_t *, thrd_start_t, void *))
+    X(thrd_create, int, (thrd_t *, thrd_start_t, void *))                          \
+    X(timer_create, int, (clockid_t, struct sigevent *, timer_t *))               \
+    X(mq_notify, int, (mqd_t, const struct sigevent *))
 
 struct iez_real_table {
 #define IEZ_REAL_FIELD(name, ret, args) ret(*name) args;

@@ -4,7 +4,8 @@
  *
  *   iez-test-threadcounts[-mpi] FILE HOW NTHREADS NWRITES [before]
  *
- * HOW: pthread, thrd (C11 thrd_create), omp (an OpenMP parallel region, -mpi only) or fork
+ * HOW: pthread, thrd (C11 thrd_create), omp (an OpenMP parallel region, -mpi only), timer
+ * (threads glibc starts for SIGEV_THREAD timers, -mpi only) or fork
  * (pthread threads, then a fork child writes FILE.child with threads of its own; not -mpi).
  * The main thread and NTHREADS others each make NWRITES write()s of 1 + (writer % 4) bytes at
  * the shared position of one descriptor, then 4 x NWRITES preads of as many bytes at offset 0, all
@@ -25,6 +26,9 @@
 #ifdef IEZ_TEST_MPI
 #include <mpi.h>
 #include <omp.h>
+#include <semaphore.h>
+#include <signal.h>
+#include <time.h>
 #endif
 
 #define READS 4 /* preads per write */
@@ -108,6 +112,36 @@ static int open_file(const char *path)
 
 #ifdef IEZ_TEST_MPI
 static const char *base;
+static sem_t done;
+
+static void timer_writer(union sigval v)
+{
+    put(v.sival_int, 1);
+    sem_post(&done);
+}
+
+/* The main thread and the threads of n one-shot timers write fd together: glibc runs each
+ * expiration in a thread of its own, created inside libc, not through pthread_create's symbol. */
+static void timer_writers(long n)
+{
+    timer_t *t = calloc((size_t)n, sizeof *t);
+    must(t && sem_init(&done, 0, 0) == 0, "sem_init");
+    pthread_barrier_init(&go, NULL, (unsigned)n + 1);
+    for (long i = 0; i < n; i++) {
+        struct sigevent ev = {.sigev_notify = SIGEV_THREAD, .sigev_notify_function = timer_writer,
+                              .sigev_value.sival_int = (int)i + 1};
+        struct itimerspec when = {.it_value = {0, 1000}};
+        must(timer_create(CLOCK_MONOTONIC, &ev, &t[i]) == 0 && timer_settime(t[i], 0, &when, NULL) == 0,
+             "timer_create");
+    }
+    put(0, 1);
+    for (long i = 0; i < n; i++)
+        while (sem_wait(&done) && errno == EINTR)
+            ;
+    for (long i = 0; i < n; i++)
+        timer_delete(t[i]);
+    free(t);
+}
 
 /* MPI_Init, then this rank's own file: BASE.<rank> */
 static void start(void)
@@ -140,6 +174,9 @@ int main(int argc, char **argv)
             pthread_barrier_wait(&go);
             put(omp_get_thread_num(), 1);
         }
+    } else if (!strcmp(how, "timer")) {
+        start();
+        timer_writers(n);
     } else {
         start();
         write_together(how, n, NULL);
