@@ -80,7 +80,8 @@ def _transfer(wl: Workload) -> int:
     return max((ph.call_size for ph in wl.phases if ph.kind == "write"), default=0)
 
 
-def place(cluster: Cluster, jobs: list[tuple[JobEntry, Workload]]) -> dict[str, FileLayout]:
+def place(cluster: Cluster, jobs: list[tuple[JobEntry, Workload]], seed: int = 0) -> dict[str, FileLayout]:
+    """Each file's layout; `seed` is the rr / qos generator's (AllocOptions.seed)."""
     layouts: dict[str, FileLayout] = {}
     by_policy: dict[tuple[str, int, str], list[Request]] = {}
     known = set(cluster.ost_indices())
@@ -131,8 +132,8 @@ def place(cluster: Cluster, jobs: list[tuple[JobEntry, Workload]]) -> dict[str, 
                                     read_bytes=_read(wl, f.path)))
     snapshot = Snapshot.from_cluster(cluster)
     for (name, fixed, layout), reqs in by_policy.items():
-        opts = AllocOptions(stripe_method="fixed", stripe_size=fixed, layout=layout) if fixed \
-            else AllocOptions(layout=layout)
+        opts = AllocOptions(stripe_method="fixed", stripe_size=fixed, layout=layout, seed=seed) if fixed \
+            else AllocOptions(layout=layout, seed=seed)
         for req, pl in zip(reqs, get_policy(name).place(reqs, cluster, snapshot, opts)):
             layouts[req.path] = pl.layout
     return layouts
