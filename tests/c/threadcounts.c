@@ -5,14 +5,15 @@
  *   iez-test-threadcounts[-mpi] FILE HOW NTHREADS NWRITES [before]
  *
  * HOW: pthread, thrd (C11 thrd_create), omp (an OpenMP parallel region, -mpi only), timer
- * (threads glibc starts for SIGEV_THREAD timers, -mpi only) or fork
- * (pthread threads, then a fork child writes FILE.child with threads of its own; not -mpi).
+ * (the threads glibc starts for SIGEV_THREAD timers, -mpi only) or fork (not -mpi).
  * The main thread and NTHREADS others each make NWRITES write()s of 1 + (writer % 4) bytes at
- * the shared position of one descriptor, then 4 x NWRITES preads of as many bytes at offset 0, all
- * at once (writer 0 is the main thread). -mpi: the
- * threads are created after MPI_Init, or with "before" before it (they wait until it returns).
- * fork: the child does the same to FILE.child, with thrd_create (only the wrapper tells libiez a
- * fork child has threads again), and the parent writes on meanwhile. */
+ * the shared position of one descriptor, then 4 x NWRITES preads of as many bytes at offset 0,
+ * all at once (writer 0 is the main thread).
+ * -mpi: each rank writes FILE.<rank>; the threads are created after MPI_Init, or with "before"
+ * before it (they wait until it returns).
+ * fork: pthread threads write FILE, then a fork child writes FILE.child alone and then with
+ * threads of its own made by thrd_create (only the wrapper tells libiez that a fork child has
+ * threads again), while the parent writes on. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
