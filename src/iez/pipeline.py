@@ -225,7 +225,12 @@ def store_trace(tx: Txn, app: str, got: Ingested, run: int | None = None, *, lab
                           nprocs=nprocs, plan_hits=got.plan_hits, plan_misses=got.plan_misses, meta=meta,
                           reads=got.reads)
     notes = prediction_notes(app, number, got, tx.find_prediction(app, number), meta.get("plan_rejected", False))
-    if not requests:
+    if not requests and meta.get("collective_reads"):
+        notes.append(f"run {number}: read {len(got.reads)} files and created none: no layout to choose; it read "
+                     f"{len(meta['collective_reads'])} striped files with collective MPI-IO calls, so its next "
+                     "run's plan (no files) asks for the Lustre-aware collective read: "
+                     f"iez predict {app} && iez allocate {app} -o PLAN")
+    elif not requests:
         notes.append(f"run {number}: read {len(got.reads)} files and created none: no layout to choose, "
                      "no plan to make; its reads are stored")
     return number, notes
@@ -255,25 +260,36 @@ class Predicted:
     prediction: Prediction
     models: dict[str, Any]  # how each series was predicted, as stored
     from_runs: list[int]  # the traced runs it learned from
+    notes: list[str] = field(default_factory=list)  # why it predicts what it does, where that is not plain
 
 
 def predict(db: Database, app: str, *, progress: bool = False, workers: int | None = None) -> Predicted:
-    """Fit AIPA on every traced run of `app` and store the requests of its next run."""
+    """Fit AIPA on every traced run of `app` that created files and store the requests of its
+    next run (one after its newest traced run). An application whose runs created nothing but
+    whose last run read striped files collectively is predicted to create nothing: its plan has
+    no files and asks for the Lustre-aware collective read (`reads_collectively`)."""
     from iez.predict import predict_next_run
 
     with db.begin() as tx:
         traced = tx.traced_runs(app)
+        collective = reads_collectively(tx, app)
+        target = tx.next_traced_run(app)
+    notes = []
     if not traced:
-        raise DatabaseError(f"{app!r} has no traced run to learn from (iez trace import PATH --app {app})")
+        if not collective:
+            raise DatabaseError(f"{app!r} has no traced run to learn from (iez trace import PATH --app {app})")
+        notes.append(f"{app}: no traced run created files, and the last one read striped files with collective "
+                     f"MPI-IO calls: the plan of run {target} places no file and asks for the Lustre-aware "
+                     "collective read")
     # Fitting may take seconds: no transaction is held meanwhile.
     tuning: dict[str, Any] = {} if workers is None else {"workers": workers}  # None: AIPA's default
-    pred = predict_next_run([reqs for _, reqs in traced], progress=progress, **tuning)
-    target = traced[-1][0] + 1
+    # AIPA predicts no file from a run that created none
+    pred = predict_next_run([reqs for _, reqs in traced] or [[]], progress=progress, **tuning)
     models = {f.name: jsonable(getattr(pred, f.name)) for f in fields(pred) if f.name != "requests"}
-    runs = [n for n, _ in traced]
+    runs = [n for n, _ in traced] or [target - 1]
     with db.begin() as tx:
         tx.add_prediction(app, target, pred.requests, models, runs)
-    return Predicted(target, pred, models, runs)
+    return Predicted(target, pred, models, runs, notes)
 
 
 # -- allocate ----------------------------------------------------------------------------------
@@ -411,6 +427,25 @@ def choose(sets: Sequence[PlacementSet], policy: str | None) -> PlacementSet:
     raise DatabaseError(f"run {run} was placed by {', '.join(sorted(by))}: choose one with --policy")
 
 
+def plan_source(tx: Txn, app: str, run: int | None, policy: str | None
+                ) -> tuple[int, str, Cluster | None, list[Placement]]:
+    """What the plan of run `run` (None: the newest run with placements) is made from: the run,
+    `policy`'s stored placements (`choose`) and the cluster they were placed on. A predicted run
+    that creates no file has no placements: when the application reads collectively its plan is
+    still made (no files, `collread`), on no known cluster."""
+    try:
+        sets = tx.placement_sets(app, run)
+    except DatabaseError:
+        pred = tx.find_prediction(app, run) if app in tx.apps() else None
+        if pred is None or pred.requests or not reads_collectively(tx, app):
+            raise
+        planned = next((r.planned_policy for r in tx.runs(app) if r.number == pred.run and r.planned_policy), "")
+        return pred.run, policy or planned or DEFAULT_POLICY, None, []
+    chosen = choose(sets, policy)
+    cluster, _ = tx.snapshot(chosen.snapshot_id)
+    return chosen.run, chosen.policy, cluster, chosen.placements
+
+
 def reads_collectively(tx: Txn, app: str) -> bool:
     """The application's last traced run read a striped file with collective MPI-IO calls
     (`iez.layout.collread`): its plan asks for libiez-mpi's Lustre-aware collective read."""
@@ -418,10 +453,10 @@ def reads_collectively(tx: Txn, app: str) -> bool:
     return bool(traced and traced[-1].meta.get("collective_reads"))
 
 
-def off_topology_note(tx: Txn, app: str, run: int, policy: str, cluster: Cluster) -> list[str]:
+def off_topology_note(tx: Txn, app: str, run: int, policy: str, cluster: Cluster | None) -> list[str]:
     """The creators bpio placed as without topology (their nodes are not in it), from the
     prediction the placements were made for; [] for other policies or without topology."""
-    if policy != "bpio" or cluster.topology is None:
+    if policy != "bpio" or cluster is None or cluster.topology is None:
         return []
     from iez.alloc.bpio import off_topology
 
@@ -432,13 +467,15 @@ def off_topology_note(tx: Txn, app: str, run: int, policy: str, cluster: Cluster
 MAX_NOTED = 16  # nodes the plan's off_topology names; the rest are counted
 
 
-def make_plan(app: str, run: int, policy: str, cluster: Cluster, placed: Sequence[Placement],
+def make_plan(app: str, run: int, policy: str, cluster: Cluster | None, placed: Sequence[Placement],
               created: float | None = None, collread: bool = False, off_topology: Sequence[str] = ()) -> Plan:
     """The plan file (docs/plan-format.md) of run `run`: each placed file's layout,
     `collread=lustre` when the run is to read with the Lustre-aware collective read, and the
-    creators placed as without topology (`off_topology`)."""
+    creators placed as without topology (`off_topology`). Without a cluster (a run placing no
+    file, `plan_source`) the plan names no file system."""
     stamp = time.gmtime(created) if created is not None else time.gmtime()
-    plan = Plan(meta={"app": app, "run": str(run), "policy": policy, "fsname": cluster.fsname,
+    plan = Plan(meta={"app": app, "run": str(run), "policy": policy,
+                      **({"fsname": cluster.fsname} if cluster is not None else {}),
                       "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", stamp)})
     if collread:
         plan.meta["collread"] = "lustre"
@@ -452,7 +489,7 @@ def make_plan(app: str, run: int, policy: str, cluster: Cluster, placed: Sequenc
     return plan
 
 
-def plan_for(tx: Txn, app: str, run: int, policy: str, cluster: Cluster, placed: Sequence[Placement],
+def plan_for(tx: Txn, app: str, run: int, policy: str, cluster: Cluster | None, placed: Sequence[Placement],
              created: float | None = None) -> Plan:
     """make_plan with what the database says of the application: whether it reads collectively,
     which creators bpio placed as without topology."""
@@ -460,7 +497,7 @@ def plan_for(tx: Txn, app: str, run: int, policy: str, cluster: Cluster, placed:
                      off_topology=off_topology_note(tx, app, run, policy, cluster))
 
 
-def write_plan(tx: Txn, app: str, run: int, policy: str, cluster: Cluster, placed: Sequence[Placement],
+def write_plan(tx: Txn, app: str, run: int, policy: str, cluster: Cluster | None, placed: Sequence[Placement],
                path: str | Path) -> Plan:
     """Write the plan file of `policy`'s placements to `path` and record that the run follows it."""
     plan = plan_for(tx, app, run, policy, cluster, placed)

@@ -23,7 +23,7 @@ from iez.alloc.policy import LAYOUTS
 from iez.alloc.registry import DEFAULT_POLICY, display_rank
 from iez.cli.trace_import import db_option, open_db
 from iez.errors import IezError
-from iez.plan import format_layout
+from iez.plan import Plan, format_layout
 from iez.report.balance import (CHANGED_COLUMNS, COST_NOTE, PolicyBalance, changed_rows, check_one_cluster,
                                 policy_balance, report_json, report_rows)
 from iez.units import format_size, parse_duration
@@ -133,12 +133,14 @@ def cmd_predict(args: argparse.Namespace) -> int:
         print_json({"app": args.app, "run": got.run, "from_runs": list(got.from_runs),
                     "files": [{"path": q.path, "write_bytes": q.write_bytes, "stripe_count": q.stripe_count,
                                "comm_size": q.comm_size, "rank": q.rank} for q in reqs],
-                    "templates": list(got.prediction.templates), "models": got.models})
+                    "templates": list(got.prediction.templates), "models": got.models, "notes": got.notes})
         return 0
     print(f"{args.app}: predicted run {got.run} from run(s) {', '.join(str(n) for n in got.from_runs)}: "
               f"{len(reqs)} files, {format_size(sum(q.write_bytes for q in reqs))} written, "
               f"{sum(q.comm_size > 1 for q in reqs)} shared")
     Console().print(models_table(got.models))
+    for note in got.notes:
+        print(note)
     if got.prediction.templates:
         print("file name templates: " + ", ".join(got.prediction.templates))
     return 0
@@ -196,10 +198,12 @@ def cmd_allocate(args: argparse.Namespace) -> int:
             wait_open(gate, args.gate_wait, lambda d: status.update(f"waiting: {d.reason}"))
         return now
 
+    written: list[Plan] = []
+
     def plan(tx: Txn, done: pipeline.Allocation) -> None:
         if args.output:
-            pipeline.write_plan(tx, args.app, done.run, names[0], done.cluster, done.placements[names[0]],
-                                args.output)
+            written.append(pipeline.write_plan(tx, args.app, done.run, names[0], done.cluster,
+                                               done.placements[names[0]], args.output))
 
     with open_db(args) as db, status:
         done = pipeline.allocate(
@@ -211,6 +215,12 @@ def cmd_allocate(args: argparse.Namespace) -> int:
             for n in sorted(done.placements, key=display_rank)]
     if args.json:
         print_json({**report_json(args.app, done.run, rows), "plan": args.output})
+        return 0
+    if not done.requests:
+        collread = any("collread" in p.meta for p in written)
+        print(f"{args.app} run {done.run}: predicted to create no file: nothing placed"
+              + (f"; plan written to {args.output}" if args.output else "")
+              + (", asking for the Lustre-aware collective read" if collread else ""))
         return 0
     Console().print(balance_table(f"{args.app} run {done.run}: placed {len(done.requests)} files", rows))
     print(COST_NOTE)
@@ -225,10 +235,10 @@ def cmd_allocate(args: argparse.Namespace) -> int:
 
 def cmd_plan(args: argparse.Namespace) -> int:
     with open_db(args) as db, db.begin() as tx:
-        chosen = pipeline.choose(tx.placement_sets(args.app, args.run), args.policy)
-        cluster, _ = tx.snapshot(chosen.snapshot_id)
-        plan = pipeline.write_plan(tx, args.app, chosen.run, chosen.policy, cluster, chosen.placements, args.output)
-    print(f"{args.app} run {chosen.run}: {len(plan)} files ({chosen.policy}) planned in {args.output}")
+        run, policy, cluster, placed = pipeline.plan_source(tx, args.app, args.run, args.policy)
+        plan = pipeline.write_plan(tx, args.app, run, policy, cluster, placed, args.output)
+    print(f"{args.app} run {run}: {len(plan)} files ({policy}) planned in {args.output}"
+          + ("; the Lustre-aware collective read asked for" if "collread" in plan.meta else ""))
     return 0
 
 

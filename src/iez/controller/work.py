@@ -2,8 +2,9 @@
 work still to do, which is how it recovers after a crash. Nothing is queued in memory; the
 database says it all:
 
-- predict: an application whose newest traced run that created files has no prediction of a
-  later run (a run that only read files teaches prediction nothing);
+- predict: an application whose newest traced run that created files, or read striped files
+  collectively (its plan asks for the Lustre-aware collective read), has no prediction of a later
+  run (a run that only read otherwise teaches prediction nothing);
 - allocate: a predicted run that is neither traced nor planned (uploaded requests, or a
   prediction made just before a crash).
 
@@ -16,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from sqlalchemy import func, select
+from sqlalchemy import func, or_, select
 
 from iez.cluster import Cluster
 from iez.db import RunInfo, Txn
@@ -30,7 +31,7 @@ from iez.request import Placement
 class Work:
     kind: str  # "predict" | "allocate"
     app: str
-    run: int  # predict: the newest traced run that created files; allocate: the run to place
+    run: int  # predict: the newest traced run that created files or read collectively; allocate: the run to place
     version: int = 0  # allocate: the newest prediction's id (a new upload is new work)
 
     @property
@@ -46,10 +47,12 @@ class Work:
 def pending_work(tx: Txn) -> list[Work]:
     """Everything the controller still has to do, oldest application first."""
     c = tx.conn
+    created = select(traced_requests.c.id).where(traced_requests.c.run_id == runs.c.id).exists()
+    # the run's meta as add_trace stores it (json.dumps): a non-empty `collective_reads` list
+    collective = runs.c.meta.like('%"collective_reads": ["%')
     traced = dict(c.execute(select(applications.c.name, func.max(runs.c.number))
                             .join(runs, runs.c.app_id == applications.c.id)
-                            .where(runs.c.traced_at.is_not(None),
-                                   select(traced_requests.c.id).where(traced_requests.c.run_id == runs.c.id).exists())
+                            .where(runs.c.traced_at.is_not(None), or_(created, collective))
                             .group_by(applications.c.name)).all())
     predicted = dict(c.execute(select(applications.c.name, func.max(runs.c.number))
                                .join(runs, runs.c.app_id == applications.c.id)
