@@ -87,6 +87,9 @@ class FileRequest(_Strict):
     final_path: str = Field("", max_length=MAX_PATH, description="the name a rename in the run gave it ('': none)")
     name_random: StrictInt = Field(0, ge=0, le=MAX_RAND,
                                    description="random characters ending the name, generated at create (0: none known)")
+    read_collective: StrictBool = Field(False, description="some process read it with a collective MPI-IO call (traces "
+                                        "only): with an `observed` layout over more than one OST, the next plan "
+                                        "asks for the Lustre-aware collective read")
 
     @field_validator("path", "final_path")
     @classmethod
@@ -146,7 +149,7 @@ class FileRequest(_Strict):
                        writers=self.writers, transfer_size=self.transfer_size, write_align=self.write_align,
                        placed=self.placed, writer_segments=self.writer_segments, read_bytes=int(self.read_bytes),
                        read_size=self.read_size, host=self.host, final_path=self.final_path,
-                       name_random=self.name_random)
+                       name_random=self.name_random, read_collective=self.read_collective)
 
 
 def _checked(fn: Callable, *args: Any) -> Any:

@@ -53,7 +53,8 @@ class PlanReply:
 
 
 def request_json(q: Request, observed: bool = False) -> dict[str, Any]:
-    """A Request as the API's FileRequest object."""
+    """A Request as the API's FileRequest object; `observed`: with what the trace saw (the layout
+    the file got, whether it was read collectively)."""
     d: dict[str, Any] = {"path": q.path, "write_bytes": q.write_bytes, "stripe_count": q.stripe_count,
                          "rank": q.rank, "comm_size": q.comm_size, "create_time": q.create_time,
                          "api": q.api, "pool": q.pool, "writers": q.writers, "transfer_size": q.transfer_size,
@@ -64,6 +65,8 @@ def request_json(q: Request, observed: bool = False) -> dict[str, Any]:
                          "name_random": q.name_random if q.name_random <= MAX_RAND else 0}
     if observed and q.observed is not None:
         d["observed"] = format_layout(q.observed)
+    if observed and q.read_collective:  # sent only when set: a controller before the field refuses it
+        d["read_collective"] = True
     return d
 
 

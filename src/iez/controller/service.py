@@ -227,18 +227,21 @@ class Controller:
     def upload_trace(self, app: str, requests: Sequence[Request], run: int | None = None, *, label: str = "",
                      source: str = "libiez", nprocs: int = 0, plan_hits: int = 0, plan_misses: int = 0,
                      meta: dict[str, Any] | None = None, reads: Sequence[Request] = ()) -> dict[str, Any]:
-        """Store what a run created and what it only read; when it created files, the worker
-        then predicts the next run and plans it."""
+        """Store what a run created and what it only read, with its meta's `collective_reads`
+        (`pipeline.collective_reads` of the files, unless `meta` has it already); when it created
+        files, or read striped files collectively (its plan asks for the Lustre-aware collective
+        read, even with no file to place), the worker then predicts the next run and plans it."""
         from iez.predict import needs_retrace
         from iez.trace.ingest import Ingested
 
         self._check_pools(requests)
+        got = Ingested(list(requests), plan_hits=plan_hits, plan_misses=plan_misses, reads=list(reads))
+        meta = {"collective_reads": pipeline.collective_reads(got), **(meta or {})}
         with self.db.begin() as tx:
             if run is not None:
                 info = run_info(tx, app, run)
                 if info is not None and info.traced:
                     raise Conflict(f"run {run} of {app} already has a trace")
-            got = Ingested(list(requests), plan_hits=plan_hits, plan_misses=plan_misses, reads=list(reads))
             number, notes = pipeline.store_trace(tx, app, got, run, label=label, source=source, nprocs=nprocs,
                                                  meta=meta)
         self.plans.clear()  # the traced run is no longer the one to follow
