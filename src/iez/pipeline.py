@@ -228,8 +228,8 @@ def store_trace(tx: Txn, app: str, got: Ingested, run: int | None = None, *, lab
     if not requests and meta.get("collective_reads"):
         notes.append(f"run {number}: read {len(got.reads)} files and created none: no layout to choose; it read "
                      f"{len(meta['collective_reads'])} striped files with collective MPI-IO calls, so its next "
-                     "run's plan (no files) asks for the Lustre-aware collective read: "
-                     f"iez predict {app} && iez allocate {app} -o PLAN")
+                     "run's plan (no files) asks for the Lustre-aware collective read (a controller makes "
+                     f"it; by hand: iez predict {app} && iez allocate {app} -o PLAN)")
     elif not requests:
         notes.append(f"run {number}: read {len(got.reads)} files and created none: no layout to choose, "
                      "no plan to make; its reads are stored")
