@@ -17,7 +17,7 @@ using nlohmann::json;
 // Types are checked here, not by json::get, which would read true as 1 and 2.5 as the integer 2.
 class Value {
 public:
-  Value(const json& j) : j_(j) {}  // implicit: array elements and members are Values
+  Value(const json& j) : j_(j) {}  // implicit: array elements and members are Values (a reference: cheap to copy)
 
   double num(const std::string& what) const
   {
@@ -142,7 +142,7 @@ static std::vector<std::pair<double, double>> pairs(const Value& v, const std::s
 {
   std::vector<std::pair<double, double>> out;
   size_t k = 0;
-  for (const Value& p : v.arr(what)) {
+  for (const Value p : v.arr(what)) {
     std::string w = what + "[" + std::to_string(k++) + "]";
     const auto& a = p.arr(w);
     if (a.size() != 2)
@@ -169,7 +169,7 @@ static Platform parse_platform(const Value& p)
   Platform pl;
   const std::string W = "platform";
   std::map<std::string, int> oss_pos;
-  for (const Value& o : p.at("osses", W).arr(W + ".osses")) {
+  for (const Value o : p.at("osses", W).arr(W + ".osses")) {
     std::string w = W + ".osses[" + std::to_string(pl.osses.size()) + "]";
     Oss s{o.at("name", w).str(w + ".name"), positive(o.at("nic_bw", w).num(w + ".nic_bw"), w + ".nic_bw")};
     if (oss_pos.count(s.name))
@@ -183,7 +183,7 @@ static Platform parse_platform(const Value& p)
   if (p.has("contention"))
     dflt = contention(p.at("contention", W), W + ".contention");
   std::set<int> seen;
-  for (const Value& o : p.at("osts", W).arr(W + ".osts")) {
+  for (const Value o : p.at("osts", W).arr(W + ".osts")) {
     std::string w = W + ".osts[" + std::to_string(pl.osts.size()) + "]";
     Ost t;
     t.index = static_cast<int>(o.at("index", w).integer(w + ".index"));
@@ -200,18 +200,18 @@ static Platform parse_platform(const Value& p)
   if (pl.osts.empty())
     throw Error("platform.osts: a platform needs at least one OST");
   if (p.has("routers"))
-    for (const Value& r : p.at("routers", W).arr(W + ".routers")) {
+    for (const Value r : p.at("routers", W).arr(W + ".routers")) {
       std::string w = W + ".routers[" + std::to_string(pl.routers.size()) + "]";
       pl.routers.push_back({r.at("name", w).str(w + ".name"), positive(r.at("bw", w).num(w + ".bw"), w + ".bw")});
     }
-  for (const Value& c : p.at("clients", W).arr(W + ".clients")) {
+  for (const Value c : p.at("clients", W).arr(W + ".clients")) {
     std::string w = W + ".clients[" + std::to_string(pl.clients.size()) + "]";
     Client cl{c.at("name", w).str(w + ".name"), positive(c.at("nic_bw", w).num(w + ".nic_bw"), w + ".nic_bw"),
               static_cast<int>(c.int_or("router", -1, w)), {}};
     if (cl.router < -1 || cl.router >= static_cast<int>(pl.routers.size()))
       throw Error(w + ".router: no router at position " + std::to_string(cl.router));
     if (c.has("routes")) {
-      for (const Value& r : c.at("routes", w).arr(w + ".routes")) {
+      for (const Value r : c.at("routes", w).arr(w + ".routes")) {
         int k = static_cast<int>(r.integer(w + ".routes"));
         if (k < 0 || k >= static_cast<int>(pl.routers.size()))
           throw Error(w + ".routes: no router at position " + std::to_string(k));
@@ -271,7 +271,7 @@ static Phase parse_phase(const Value& ph, const std::string& w, size_t n_nodes, 
   p.creates   = counts(ph, "creates", w, n_nodes);
   p.opens     = counts(ph, "opens", w, n_nodes);
   size_t k    = 0;
-  for (const Value& s : ph.at("streams", w).arr(w + ".streams")) {
+  for (const Value s : ph.at("streams", w).arr(w + ".streams")) {
     std::string ws = w + ".streams[" + std::to_string(k++) + "]";
     const auto& a  = s.arr(ws);
     if (a.size() != 4 && a.size() != 5)
@@ -295,7 +295,7 @@ static Phase parse_phase(const Value& ph, const std::string& w, size_t n_nodes, 
     if (p.kind != PhaseKind::Read)
       throw Error(w + ".exchange: only a read phase has an exchange (a collective read's second phase)");
     k = 0;
-    for (const Value& t : ph.at("exchange", w).arr(w + ".exchange")) {
+    for (const Value t : ph.at("exchange", w).arr(w + ".exchange")) {
       std::string wt = w + ".exchange[" + std::to_string(k++) + "]";
       const auto& a  = t.arr(wt);
       if (a.size() != 3)
@@ -358,7 +358,7 @@ Description parse_description(const std::string& text)
 
   std::set<int> used_nodes;
   std::set<std::string> names;
-  for (const Value& j : doc.at("jobs", "description").arr("jobs")) {
+  for (const Value j : doc.at("jobs", "description").arr("jobs")) {
     std::string w = "jobs[" + std::to_string(d.jobs.size()) + "]";
     Job job;
     job.name = j.at("name", w).str(w + ".name");
@@ -366,7 +366,7 @@ Description parse_description(const std::string& text)
       throw Error(w + ": job name " + job.name + " repeats");
     w          = "job " + job.name;
     job.submit = non_negative(j.num_or("submit", 0, w), w + ".submit");
-    for (const Value& n : j.at("nodes", w).arr(w + ".nodes")) {
+    for (const Value n : j.at("nodes", w).arr(w + ".nodes")) {
       int c = static_cast<int>(n.integer(w + ".nodes"));
       if (c < 0 || c >= static_cast<int>(d.platform.clients.size()))
         throw Error(w + ".nodes: no client at position " + std::to_string(c));
@@ -385,7 +385,7 @@ Description parse_description(const std::string& text)
       }
     }
     size_t k = 0;
-    for (const Value& ph : j.at("phases", w).arr(w + ".phases"))
+    for (const Value ph : j.at("phases", w).arr(w + ".phases"))
       job.phases.push_back(parse_phase(ph, w + ".phases[" + std::to_string(k++) + "]", job.nodes.size(), ost_pos));
     d.jobs.push_back(std::move(job));
   }
