@@ -450,7 +450,8 @@ file_requests = st.fixed_dictionaries({"path": st.one_of(st.just("/fs/x"), st.te
                                        "write_bytes": st.one_of(st.integers(), st.text(max_size=8))},
                                       optional={"stripe_count": json_values, "rank": json_values, "pool": json_values,
                                                 "observed": json_values, "api": json_values,
-                                                "create_time": json_values, "comm_size": json_values})
+                                                "create_time": json_values, "comm_size": json_values,
+                                                "read_collective": json_values})
 
 
 @pytest.mark.fuzz
