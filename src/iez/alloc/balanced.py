@@ -503,6 +503,9 @@ def _runs(table: RequestTable, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray,
     bytes per stripe): its whole rounds on every stripe, the full stripes of its last round, and
     the one short stripe (the RAID-0 map of `policy.stripe_bytes`)."""
     w, size, count = table.write_bytes[idx], table.size[idx], table.count[idx]
+    if (count == 1).all():  # one stripe carries each file whole: one run a file
+        f = np.flatnonzero(w)
+        return f, np.zeros_like(f), np.ones_like(f), w[f].astype(float)
     rounds = w // (size * count)
     rest = w - rounds * size * count
     full = rest // size
@@ -519,6 +522,8 @@ def _runs(table: RequestTable, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray,
 def _read_runs(table: RequestTable, idx: np.ndarray, runs):
     """The bytes read back along the same stripes, as runs (`read_bytes`)."""
     file_of, start, length, weight = runs
+    if not table.read_bytes[idx].any():
+        return file_of[:0], start[:0], length[:0], weight[:0]
     w, r = table.write_bytes[idx].astype(float), table.read_bytes[idx].astype(float)
     empty = np.flatnonzero((w == 0) & (r > 0))  # read evenly over its stripes
     weight = weight * (r / np.maximum(w, 1))[file_of]
