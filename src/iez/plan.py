@@ -231,7 +231,8 @@ def dumps_arrays(meta: Mapping[str, str], paths: Sequence[str], stripe_size: np.
     other = other or {}
     text = "\n".join(paths)
     v2 = "{" in text or "}" in text
-    if n and (text.count("\n") != n - 1 or ("\n" + text).count("\n/") != n or any(c in text for c in "\t\r\0")):
+    if n and (text.count("\n") != n - 1 or text[:1] != "/" or text.count("\n/") != n - 1
+              or any(c in text for c in "\t\r\0")):
         for p in paths:
             check_name(p)
     for p in paths if v2 else ():
@@ -266,8 +267,13 @@ def dumps_arrays(meta: Mapping[str, str], paths: Sequence[str], stripe_size: np.
         # Indexed by 4 x OST + 2 x later + last: the OST's piece as the first or a later stripe,
         # mid-line or at its end.
         piece = np.array([x for i in names for x in (i, i + "\n", ":" + i, ":" + i + "\n")], dtype=object)
-        file_of = np.repeat(np.arange(n), stripes)
-        k = np.arange(len(file_of)) - np.repeat(np.cumsum(stripes) - stripes, stripes)
-        key = 4 * osts[offsets[:-1][file_of] + k] + 2 * (k > 0) + (k == stripes[file_of] - 1)
-        pieces[at[file_of] + 2 + k] = piece[key]
+        ost = osts[offsets[0]:offsets[-1]]
+        ost = ost if plain.all() else ost[np.repeat(plain, count)]
+        ends = np.cumsum(stripes)[stripes > 0]
+        key = 4 * ost + 2
+        key[ends - stripes[stripes > 0]] -= 2
+        key[ends - 1] += 1
+        slot = np.ones(len(pieces), bool)  # the stripes' pieces: all but each file's first two
+        slot[at[:-1]] = slot[at[:-1] + 1] = False
+        pieces[slot] = piece[key]
     return head + "".join(pieces.tolist())
