@@ -121,32 +121,48 @@ class Bpio:
                                           f"({need} bytes)", errno="ENOSPC")
                 room[p] -= need
                 chosen.append(p)
-            use.release(table.allowed)
+            use.release()
             lists[i] = tuple(int(osts.index[p]) for p in chosen)
         return make_placements(requests, replace(table, notes=tuple(notes)), lists, self.name)
 
 
 Key = tuple[str | None, int]  # (client group, or None for a node without routers; pool position)
 Entry = tuple[float, int, float]  # an OST in its class's heap: (rounded X, position, X)
+INF = math.inf
+
+
+class Side:
+    """The OSTs of one pool and health (healthy or degraded): per class, a lazy min-heap of its
+    OSTs by X and its top (the cheapest OST's X and position, kept true after every change); per
+    client group, every class's cost R + X of that top (inf where the group reaches the class
+    through no router, or the class has no OST here)."""
+
+    def __init__(self, heaps: list[list[Entry]]):
+        self.heaps = heaps
+        self.xtop = [INF] * len(heaps)
+        self.ptop = [-1] * len(heaps)
+        self.tots: dict[str | None, list[float]] = {}
 
 
 class Use:
-    """The application's use of each resource so far, and lazy min-heaps of path costs, so a
-    stripe costs a few heap operations instead of a pass over every OST.
+    """The application's use of each resource so far, and per client group the cost of each
+    class's cheapest path, so that a stripe costs a pass over the classes instead of one over
+    every OST.
 
     cost(group, OST) = R(group, class) + X(OST): X is the OSS and OST terms, the same for every
     client; R the cheapest router term from the group to the OST's class, the OSSs served by the
-    same routers (on Spider II, a leaf switch's). Two levels of heaps, per pool and health: per
-    class, its OSTs by X; per client group, the classes by R + their cheapest OST. Counts only
-    rise, so costs only rise: a key is a lower bound, and a popped key that is still the cost is
-    the minimum (stale ones are re-costed and pushed back). Costs are rounded to 1e-9 so that
-    paths of equal cost tie whatever the floating-point order of their terms, and the first OST
-    in cluster order wins. OSTs the file already uses, or without room for the stripe, are set
-    aside and put back after the file or the stripe."""
+    same routers (on Spider II, a leaf switch's). Per class, a lazy min-heap of its OSTs by X:
+    counts only rise, so a key is a lower bound and a top whose key is still its cost is the
+    class's cheapest OST (stale ones are re-costed and pushed back). A stripe changes X in its
+    class and R in the classes its router group serves: only those classes' costs are redone,
+    for every group. Costs are rounded to 1e-9 so that paths of equal cost tie whatever the
+    floating-point order of their terms, and the first OST in cluster order wins. OSTs the file
+    already uses, or without room for the stripe, are set aside and put back after the file or
+    the stripe."""
 
     def __init__(self, osts: OstTable, cluster: Cluster, pth: Paths | None, w: Mapping[str, float]):
-        self.w = w
         self.w_oss, self.w_ost = w["oss"], w["ost"]
+        self.w_rg, self.w_r = w["router_group"], w["router"]
         self.oss = osts.oss.tolist()
         self.degraded = osts.degraded.tolist()
         self.oss_fan = np.bincount(osts.oss, minlength=len(cluster.osses)).astype(float).tolist()
@@ -154,7 +170,8 @@ class Use:
         self.n_oss = [0.0] * len(cluster.osses)
         # An OSS's class: the OSSs served by the same routers (all of them without topology).
         serving: list[tuple[int, ...]] = [()] * len(cluster.osses)
-        self.cand: dict[str, list[list[int]]] = {}
+        cand: dict[str, list[list[int]]] = {}
+        self.rgroup: list[int] = []
         if pth is not None:
             self.rgroup = pth.rgroup.tolist()
             self.router_fan = pth.router_fan.tolist()
@@ -163,103 +180,91 @@ class Use:
             self.n_rgroup = [0.0] * len(self.rgroup_fan)
             serving = [tuple(r) for r in pth.serving]
             # per client group, per OSS: the routers serving it that the group reaches
-            self.cand = {g: [[int(x) for x in row if x >= 0] for row in c.tolist()] for g, c in pth.cand.items()}
-        # Groups reaching the same routers have the same costs: one set of heaps for them all.
+            cand = {g: [[int(x) for x in row if x >= 0] for row in c.tolist()] for g, c in pth.cand.items()}
+        # Groups reaching the same routers have the same costs: one set of them for them all.
         first: dict[str, str] = {}
-        self.same = {g: first.setdefault(repr(c), g) for g, c in self.cand.items()}
+        self.same = {g: first.setdefault(repr(c), g) for g, c in cand.items()}
         ids = {k: n for n, k in enumerate(dict.fromkeys(serving))}
         self.cls_of = [ids[serving[self.oss[p]]] for p in range(osts.n)]
-        self.rep = [serving.index(k) for k in ids]  # an OSS of each class
-        self.classes: dict[tuple[int, int, bool], list[Entry]] = {}  # (class, pool, degraded)
-        self.groups: dict[tuple[str | None, int, bool], list[tuple[bool, float, int, int, int]]] = {}
-        self.version: dict[tuple[str | None, int, bool], list[int]] = {}
-        self.held: list[tuple[tuple[int, int, bool], Entry]] = []  # the file's OSTs
+        rep = [serving.index(k) for k in ids]  # an OSS of each class
+        # per group (None: a node without routers), per class: its routers, the cheapest's term
+        self.cand = {g: [cand[g][s] for s in rep] for g in first.values()}
+        self.R: dict[str | None, list[float]] = {g: [0.0 if rs else INF for rs in cl] for g, cl in self.cand.items()}
+        self.R[None] = [0.0] * len(rep)
+        self.rt = [0.0] * len(self.rgroup)  # per router: its terms, router group's and its own
+        self.members: list[list[int]] = [[] for _ in range(max(self.rgroup, default=-1) + 1)]
+        for r, k in enumerate(self.rgroup):
+            self.members[k].append(r)
+        # per router group: the (group, class, routers) whose router term its use changes
+        self.touch: list[list[tuple[str, int, list[int]]]] = [[] for _ in self.members]
+        for g, cl in self.cand.items():
+            for c, rs in enumerate(cl):
+                for k in dict.fromkeys(self.rgroup[r] for r in rs):
+                    self.touch[k].append((g, c, rs))
+        self.touched = [list(dict.fromkeys(c for _, c, _ in t)) for t in self.touch]
+        self.sides: dict[tuple[int, bool], Side] = {}
+        self.held: list[tuple[Side, int, Entry]] = []  # the file's OSTs
 
     def route(self, group: str | None, c: int) -> tuple[float, int]:
         """The cheapest router from `group` to class c and its cost term (inf, -1: none; 0, -1
         for a client without routers)."""
-        if group is None:
-            return 0.0, -1
-        best, pick = math.inf, -1
-        w_rg, w_r = self.w["router_group"], self.w["router"]
-        for r in self.cand[group][self.rep[c]]:
-            g = self.rgroup[r]
-            v = w_rg * (self.n_rgroup[g] / self.rgroup_fan[g]) + w_r * self.n_router[r] / self.router_fan[r]
-            if v < best:
-                best, pick = v, r
+        best, pick = (0.0 if group is None else INF), -1
+        for r in self.cand[group][c] if group is not None else ():
+            if self.rt[r] < best:
+                best, pick = self.rt[r], r
         return best, pick
 
-    @staticmethod
-    def key(route: float, x: float) -> tuple[bool, float]:
-        """A path's place in a group's heap: those the group reaches through no router last,
-        by their own cost."""
-        return (False, round(route + x, 9)) if route < math.inf else (True, round(x, 9))
-
-    def x(self, p: int) -> float:
-        s = self.oss[p]
-        return self.w_oss * self.n_oss[s] / self.oss_fan[s] + self.w_ost * self.n_ost[p]
-
     def entry(self, p: int) -> Entry:
-        x = self.x(p)
+        s = self.oss[p]
+        x = self.w_oss * self.n_oss[s] / self.oss_fan[s] + self.w_ost * self.n_ost[p]
         return round(x, 9), p, x
 
-    def class_heap(self, ck: tuple[int, int, bool], allowed: list[np.ndarray]) -> list[Entry]:
-        h = self.classes.get(ck)
-        if h is None:
-            c, pool, degraded = ck
-            h = [self.entry(p) for p in np.flatnonzero(allowed[pool]).tolist()
-                 if self.cls_of[p] == c and self.degraded[p] == degraded]
-            heapq.heapify(h)
-            self.classes[ck] = h
-        return h
+    def side(self, pool: int, degraded: bool, allowed: list[np.ndarray]) -> Side:
+        sd = self.sides.get((pool, degraded))
+        if sd is None:
+            heaps: list[list[Entry]] = [[] for _ in self.R[None]]
+            for p in np.flatnonzero(allowed[pool]).tolist():
+                if self.degraded[p] == degraded:
+                    heaps[self.cls_of[p]].append(self.entry(p))
+            sd = self.sides[pool, degraded] = Side(heaps)
+            for c, h in enumerate(heaps):
+                heapq.heapify(h)
+                self.settle(sd, c)
+        return sd
 
-    def group_heap(self, gk: tuple[str | None, int, bool], allowed: list[np.ndarray]) -> list:
-        h = self.groups.get(gk)
-        if h is None:
-            self.groups[gk], self.version[gk] = h, _ = [], [0] * len(self.rep)
-            for c in range(len(self.rep)):
-                self.refresh(gk, c, allowed)
-        return h
-
-    def refresh(self, gk: tuple[str | None, int, bool], c: int, allowed: list[np.ndarray],
-                route: float | None = None) -> None:
-        """Push class c's entry into a client group's heap from its class heap's top (a lower
-        bound), with the group's router term to it (`route`, else computed)."""
-        h = self.class_heap((c, gk[1], gk[2]), allowed)
-        if h:
-            _, p, x = h[0]
-            v = self.version[gk]
-            v[c] += 1
-            r = self.route(gk[0], c)[0] if route is None else route
-            heapq.heappush(self.groups[gk], (*self.key(r, x), p, c, v[c]))
-
-    def top(self, h: list[Entry], room: list[int], need: int, full: list[Entry]) -> Entry | None:
-        """The class heap's cheapest OST with room for `need` (set aside in `full` those without)."""
+    def settle(self, sd: Side, c: int, redo: bool = False) -> None:
+        """Re-cost class c's stale top entries until its top is true; where its cost changed (or
+        `redo`: its routers' did), the class's cost for every group."""
+        h = sd.heaps[c]
         oss, n_oss, oss_fan, n_ost, w_oss, w_ost = self.oss, self.n_oss, self.oss_fan, self.n_ost, self.w_oss, self.w_ost
         while h:
-            e = h[0]
-            p = e[1]
+            p = h[0][1]
             s = oss[p]
-            x = w_oss * n_oss[s] / oss_fan[s] + w_ost * n_ost[p]  # self.x(p), inline: the hot loop
-            if x != e[2]:
-                heapq.heapreplace(h, (round(x, 9), p, x))
-            elif room[p] < need:
-                full.append(heapq.heappop(h))
-            else:
-                return e
-        return None
+            x = w_oss * n_oss[s] / oss_fan[s] + w_ost * n_ost[p]  # self.entry(p), inline: the hot loop
+            if x == h[0][2]:
+                break
+            heapq.heapreplace(h, (round(x, 9), p, x))
+        x = h[0][2] if h else INF
+        sd.ptop[c] = h[0][1] if h else -1
+        if redo or x != sd.xtop[c]:
+            sd.xtop[c] = x
+            R = self.R
+            for g, t in sd.tots.items():
+                t[c] = round(R[g][c] + x, 9)
 
-    def put_back(self, ck: tuple[int, int, bool], entries: list[Entry], allowed: list[np.ndarray]) -> None:
-        """Return set-aside OSTs to their class heap; where one is cheaper than the class's top,
-        the groups' entries for the class are no longer lower bounds: refresh them."""
-        h = self.class_heap(ck, allowed)
-        lower = not h or min(entries) < h[0]
-        for e in entries:
-            heapq.heappush(h, e)
-        if lower:
-            for gk in self.groups:
-                if gk[1:] == ck[1:]:
-                    self.refresh(gk, ck[0], allowed)
+    def best(self, sd: Side, group: str | None) -> int:
+        """The class of the group's cheapest path on this side (ties: the first OST in cluster
+        order); classes the group reaches through no router last, by their own cost. -1: none."""
+        t = sd.tots.get(group)
+        if t is None:
+            t = sd.tots[group] = [round(r + x, 9) for r, x in zip(self.R[group], sd.xtop)]
+        m = min(t)
+        if m < INF:
+            if t.count(m) == 1:
+                return t.index(m)
+            return min([c for c, v in enumerate(t) if v == m], key=sd.ptop.__getitem__)
+        far = [c for c, x in enumerate(sd.xtop) if x < INF]
+        return min(far, key=lambda c: (round(sd.xtop[c], 9), sd.ptop[c])) if far else -1
 
     def cheapest(self, key: Key, allowed: list[np.ndarray], room: list[int], need: int) -> int:
         """The cheapest OST (ties: the first in cluster order) that the file does not use and that
@@ -267,49 +272,58 @@ class Use:
         stripe through its path. -1 if none."""
         group, pool = key
         for degraded in (False, True):
-            gk = (group, pool, degraded)
-            h = self.group_heap(gk, allowed)
-            version = self.version[gk]
-            full: list[Entry] = []
+            sd = self.side(pool, degraded, allowed)
+            aside: list[tuple[int, Entry]] = []  # without room for this stripe
             found = -1
-            while h:
-                far, cost, p, c, v = heapq.heappop(h)
-                if v != version[c]:
+            while (c := self.best(sd, group)) >= 0:
+                e = heapq.heappop(sd.heaps[c])
+                self.settle(sd, c)
+                if room[e[1]] < need:
+                    aside.append((c, e))
                     continue
-                ch = self.classes[(c, pool, degraded)]
-                t = self.top(ch, room, need, full)
-                if t is None:
-                    continue  # back with the class's set-aside OSTs
-                r, pick = self.route(group, c)
-                now = self.key(r, t[2])
-                if now != (far, cost) or t[1] != p:
-                    version[c] += 1
-                    heapq.heappush(h, (*now, t[1], c, version[c]))
-                    continue
-                self.held.append(((c, pool, degraded), heapq.heappop(ch)))
-                self.refresh(gk, c, allowed, r)
-                self.count(p, pick)
-                found = p
+                self.held.append((sd, c, e))
+                found = e[1]
+                self.count(found, c, self.route(group, c)[1])
                 break
-            for c in dict.fromkeys(self.cls_of[e[1]] for e in full):
-                self.put_back((c, pool, degraded), [e for e in full if self.cls_of[e[1]] == c], allowed)
+            for c, e in aside:
+                heapq.heappush(sd.heaps[c], e)
+            for c in dict.fromkeys(c for c, _ in aside):
+                self.settle(sd, c)
             if found >= 0:
                 return found
         return -1
 
-    def count(self, p: int, router: int) -> None:
-        """One more stripe through OST p (and `router`, unless -1)."""
+    def count(self, p: int, c: int, router: int) -> None:
+        """One more stripe through OST p of class c (and `router`, unless -1); the costs it
+        changes."""
         self.n_ost[p] += 1
         self.n_oss[self.oss[p]] += 1
+        changed = [c]
         if router >= 0:
+            k = self.rgroup[router]
             self.n_router[router] += 1
-            self.n_rgroup[self.rgroup[router]] += 1
+            self.n_rgroup[k] += 1
+            rt, n_router, router_fan, w_r = self.rt, self.n_router, self.router_fan, self.w_r
+            a = self.w_rg * (self.n_rgroup[k] / self.rgroup_fan[k])
+            for r in self.members[k]:
+                rt[r] = a + w_r * n_router[r] / router_fan[r]
+            R = self.R
+            for g, cc, rs in self.touch[k]:
+                R[g][cc] = rt[rs[0]] if len(rs) == 1 else min(map(rt.__getitem__, rs))
+            changed = self.touched[k]
+        for sd in self.sides.values():
+            for cc in changed:
+                self.settle(sd, cc, True)
+            if c not in changed:
+                self.settle(sd, c)
 
-    def release(self, allowed: list[np.ndarray]) -> None:
+    def release(self) -> None:
         """The file is placed: its OSTs go back into their class heaps, re-costed."""
         held, self.held = self.held, []
-        for ck, e in held:
-            self.put_back(ck, [self.entry(e[1])], allowed)
+        for sd, c, e in held:
+            heapq.heappush(sd.heaps[c], self.entry(e[1]))
+        for sd, c in dict.fromkeys((sd, c) for sd, c, _ in held):
+            self.settle(sd, c)
 
 
 def off_topology(requests: Sequence[Request], topo: Topology) -> list[str]:
