@@ -709,8 +709,8 @@ def _boxes(t: float | np.ndarray, pos: np.ndarray, base: np.ndarray, grp: np.nda
     if box.ndim == 1:
         inner = np.bincount(grp, weights=box, minlength=len(servers))
     else:  # per row: a sum over each OSS's OSTs
-        by = np.argsort(grp, kind="stable")
-        inner = np.add.reduceat(box[:, by], np.searchsorted(grp[by], np.arange(len(servers))), axis=1)
+        cells = (np.arange(len(box))[:, None] * len(servers) + grp[None, :]).ravel()
+        inner = np.bincount(cells, box.ravel(), box.size // len(pos) * len(servers)).reshape(len(box), -1)
     return box.astype(np.int64), np.clip(oss_cap, 0, inner).astype(np.int64)
 
 
