@@ -21,13 +21,15 @@ from dataclasses import dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
+import numpy as np
+
 from iez.alloc.registry import DEFAULT_POLICY, get_policy
 from iez.cluster import Cluster, Snapshot, load_cluster, make_cluster
 from iez.db.errors import DatabaseError
 from iez.errors import AllocationError, IezError
 from iez.fields import HOST_ENV, Matchers, process_fields
 from iez.layout.collread import striped_collective_reads
-from iez.plan import Plan, save
+from iez.plan import Plan, dumps, dumps_arrays, save
 from iez.request import Placement, Request
 from iez.trace.ingest import Ingested, TraceError, ingest
 from iez.units import format_size
@@ -330,6 +332,14 @@ def cluster_state(cluster_toml: str | Path | None = None, emulated: str | Path |
 
 def check_placements(policy: str, requests: Sequence[Request], placed: Sequence[Placement]) -> None:
     """Every requested file placed once, with a layout that names its OSTs."""
+    from iez.alloc.policy import Placements
+
+    if isinstance(placed, Placements) and placed.requests is requests:  # the arrays, checked in bulk
+        paths = placed.paths()
+        empty = np.flatnonzero(np.diff(placed.offsets) == 0)
+        if len(set(paths)) == len(paths) and all(i in placed.replaced for i in empty.tolist()) \
+                and all(p.layout.osts() for p in placed.replaced.values()):
+            return
     want = {q.path for q in requests}
     got = [p.path for p in placed]
     if len(got) != len(set(got)) or set(got) != want:
@@ -341,6 +351,30 @@ def check_placements(policy: str, requests: Sequence[Request], placed: Sequence[
             raise AllocationError(f"policy {policy} gave {p.path} no OSTs")
 
 
+def as_placed(placed: Sequence[Placement], requests: Sequence[Request], app: str, run: int,
+              policy: str) -> Sequence[Placement]:
+    """`placed` as run `run` of `app` placed by `policy`. Placements made from the prediction's
+    requests (which carry the app and run) stay arrays, the policy a set-level attribute; other
+    answers are copied placement by placement."""
+    from iez.alloc.policy import Placements
+
+    if isinstance(placed, Placements) and placed.requests is requests:
+        return Placements(requests, placed.table, placed.osts, placed.offsets, policy,
+                          {i: replace(p, app=app, run=str(run), policy=policy) for i, p in placed.replaced.items()})
+    return [replace(p, app=app, run=str(run), policy=policy) for p in placed]
+
+
+def noted(placed: Sequence[Placement]) -> list[Placement]:
+    """The placements with a note (a layout other than the asked one), building no others."""
+    from iez.alloc.policy import Placements
+
+    if not isinstance(placed, Placements):
+        return [p for p in placed if p.note]
+    notes = placed.table.notes
+    some = [] if notes.count("") == len(notes) else [i for i, note in enumerate(notes) if note]
+    return [p for p in map(placed.__getitem__, sorted({*some, *placed.replaced})) if p.note]
+
+
 class NoPrediction(DatabaseError):
     """The run to place has no prediction (or the application is unknown)."""
 
@@ -350,7 +384,7 @@ class Allocation:
     app: str
     run: int
     requests: list[Request]
-    placements: dict[str, list[Placement]]  # by policy, in the order asked
+    placements: dict[str, Sequence[Placement]]  # by policy, in the order asked (Placements: arrays)
     cluster: Cluster
     snapshot: Snapshot  # what the policies saw, other plans' space taken as used (as stored)
     reserved: dict[int, int]  # bytes per OST other applications' plans hold
@@ -373,37 +407,34 @@ def allocate(db: Database, app: str, run: int | None, policies: Sequence[str], s
     run, files)` hears each policy start. `site_layout`: the layout mode is the cluster file's
     ([defaults] layout) when it sets one, not `options.layout` (docs/layouts.md "Modes").
     """
-    from iez.alloc.policy import job_bytes
-
     with db.begin() as tx:
         try:
             pred = tx.prediction(app, run)
         except DatabaseError as e:
             raise NoPrediction(str(e)) from None
-        pending = tx.pending_placements(app, reservation_ttl)
+        pending, held = tx.pending_bytes(app, reservation_ttl)
     chosen = {name: get_policy(name) for name in policies}
     now = state()
     cluster, snap = now.cluster, now.snapshot
     excluded = frozenset(i for i in cluster.ost_indices() if i not in snap.osts)
-    reserved = {i: b for i, b in job_bytes(pending).items() if i in snap.osts}
+    reserved = {i: b for i, b in held.items() if i in snap.osts}
     options = replace(options, reserved=reserved, exclude=options.exclude | excluded,
                       layout=cluster.layout if site_layout and cluster.layout else options.layout)
     t0 = time.perf_counter()
-    results: dict[str, list[Placement]] = {}
+    results: dict[str, Sequence[Placement]] = {}
     for name, policy in chosen.items():
         if progress:
             progress(name, pred.run, len(pred.requests))
-        placed = [replace(p, app=app, run=str(pred.run), policy=name)
-                  for p in policy.place(pred.requests, cluster, snap, options)]
+        placed = as_placed(policy.place(pred.requests, cluster, snap, options), pred.requests, app, pred.run, name)
         check_placements(name, pred.requests, placed)
         results[name] = placed
     seen = snap.debit(reserved)
     ranks = {q.path: q.rank for q in pred.requests}
     with db.begin() as tx:
-        sid = tx.add_snapshot(cluster, seen, now.source + (f"+{len(pending)} pending" if pending else ""))
+        sid = tx.add_snapshot(cluster, seen, now.source + (f"+{pending} pending" if pending else ""))
         for name, placed in results.items():
             tx.set_placements(app, pred.run, name, placed, sid, ranks)
-        done = Allocation(app, pred.run, pred.requests, results, cluster, seen, reserved, excluded, len(pending), 0.0)
+        done = Allocation(app, pred.run, pred.requests, results, cluster, seen, reserved, excluded, pending, 0.0)
         if commit:
             commit(tx, done)
     return replace(done, seconds=time.perf_counter() - t0)
@@ -495,6 +526,20 @@ def plan_for(tx: Txn, app: str, run: int, policy: str, cluster: Cluster | None, 
     which creators bpio placed as without topology."""
     return make_plan(app, run, policy, cluster, placed, created, collread=reads_collectively(tx, app),
                      off_topology=off_topology_note(tx, app, run, policy, cluster))
+
+
+def plan_text(tx: Txn, app: str, run: int, policy: str, cluster: Cluster | None, placed: Sequence[Placement],
+              created: float | None = None) -> str:
+    """The plan file `plan_for` makes, as `dumps` writes it: straight from the arrays when
+    `placed` is a policy's `Placements` (no object per file)."""
+    from iez.alloc.policy import Placements
+
+    if not isinstance(placed, Placements):
+        return dumps(plan_for(tx, app, run, policy, cluster, placed, created))
+    meta = plan_for(tx, app, run, policy, cluster, (), created).meta
+    t = placed.table
+    return dumps_arrays(meta, placed.paths(), placed.size, placed.offsets, placed.osts, t.pools, t.pool,
+                        placed.non_plain())
 
 
 def write_plan(tx: Txn, app: str, run: int, policy: str, cluster: Cluster | None, placed: Sequence[Placement],

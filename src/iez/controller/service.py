@@ -485,7 +485,7 @@ class Controller:
         with self.lock:
             self.latency.setdefault(name, Histogram()).observe(done.seconds)
         log.info("placed %s run %d with %s: %d files in %.3f s", app, run, name, len(done.requests), done.seconds)
-        changed = [p for p in done.placements[name] if p.note]
+        changed = pipeline.noted(done.placements[name])
         return {"app": app, "run": run, "policy": name, "files": len(done.requests), "seconds": done.seconds,
                 "excluded_osts": sorted(done.excluded), "reserved_osts": sorted(done.reserved),
                 "layouts_changed": len(changed), "notes": {p.path: p.note for p in changed[:NOTES_SHOWN]}}

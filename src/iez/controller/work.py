@@ -22,8 +22,7 @@ from sqlalchemy import func, or_, select
 from iez.cluster import Cluster
 from iez.db import RunInfo, Txn
 from iez.db.schema import applications, predictions, runs, traced_requests
-from iez.pipeline import plan_for
-from iez.plan import dumps
+from iez.pipeline import plan_text
 from iez.request import Placement
 
 
@@ -79,7 +78,7 @@ def run_info(tx: Txn, app: str, number: int) -> RunInfo | None:
 def plan_body(tx: Txn, app: str, number: int, policy: str, cluster: Cluster, placed: Sequence[Placement],
               created: float) -> bytes:
     """The plan file (docs/plan-format.md) of run `number`, as served."""
-    return dumps(plan_for(tx, app, number, policy, cluster, placed, created)).encode()
+    return plan_text(tx, app, number, policy, cluster, placed, created).encode()
 
 
 def render_plan(tx: Txn, app: str, number: int, policy: str) -> bytes:

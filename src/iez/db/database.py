@@ -18,7 +18,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from sqlalchemy import Connection, Engine, Insert, Table, bindparam, create_engine, delete, func, null, select, update
+import numpy as np
+from sqlalchemy import (Connection, Engine, Insert, Select, Table, bindparam, create_engine, delete, func, null,
+                        select, update)
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
@@ -38,8 +40,8 @@ from iez.db.schema import (
 )
 from iez.db.sqlite import take_transactions
 from iez.errors import IezError
-from iez.layout.layout import FileLayout
-from iez.plan import format_layout, parse_layout
+from iez.layout.layout import FileLayout, Layout
+from iez.plan import format_layout, format_plain, parse_layout
 from iez.request import Placement, Request
 
 # A planned run not traced within this long stops reserving its space (docs/controller.md):
@@ -51,6 +53,11 @@ APP_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,127}")
 _REQUEST_FIELDS = ("path", "write_bytes", "stripe_count", "rank", "comm_size", "create_time", "api", "pool",
                    "writers", "transfer_size", "write_align", "writer_segments", "read_bytes", "read_size", "host",
                    "final_path", "name_random")
+
+# _REQUEST_FIELDS in Request's field order (create_time before comm_size): find_prediction's columns.
+_PREDICTED_ORDER = ("path", "write_bytes", "stripe_count", "rank", "create_time", "comm_size", "api", "pool",
+                    "writers", "transfer_size", "write_align", "writer_segments", "read_bytes", "read_size", "host",
+                    "final_path", "name_random")
 
 
 def check_app_name(name: str) -> str:
@@ -311,10 +318,16 @@ class Txn:
         head = self.conn.execute(q.order_by(runs.c.number.desc(), predictions.c.id.desc()).limit(1)).first()
         if head is None:
             return None
-        rows = self.conn.execute(select(predicted_requests).where(predicted_requests.c.prediction_id == head.id)
-                                 .order_by(predicted_requests.c.create_time, predicted_requests.c.rank,
-                                           predicted_requests.c.path))
-        reqs = [_row_request(r, app, str(head.number)) for r in rows]
+        c = predicted_requests.c
+        rows = self.conn.execute(select(*(c[k] for k in _PREDICTED_ORDER)).where(c.prediction_id == head.id)
+                                 .order_by(c.create_time, c.rank, c.path)).tuples().all()
+        run = str(head.number)
+        # Request's fields in its own order, as positional arguments: a prediction is read back
+        # before every placement, and keyword dicts per file took most of that time.
+        reqs = [Request(p, w, k, rank, app, run, t, comm, api, pool, None, writers, transfer, align, segments,
+                        rb, rs, host, final, False, False, rand)
+                for p, w, k, rank, t, comm, api, pool, writers, transfer, align, segments, rb, rs, host, final, rand
+                in rows]
         return PredictionInfo(run=head.number, requests=reqs, models=json.loads(head.models),
                               based_on=json.loads(head.based_on), created_at=head.created_at)
 
@@ -347,13 +360,10 @@ class Txn:
         self.conn.execute(delete(placements).where(placements.c.run_id == rid, placements.c.policy == policy))
         self.conn.execute(delete(plans).where(plans.c.run_id == rid))  # rendered from what is replaced
         now = time.time()
-        rows = []
-        for p in placed:
-            head = p.layout.parts()[0].layout
-            rows.append({"run_id": rid, "policy": policy, "snapshot_id": snapshot_id, "created_at": now,
-                         "path": p.path, "stripe_size": head.stripe_size, "stripe_count": head.stripe_count,
-                         "rank": ranks.get(p.path, 0), "ost_list": " ".join(str(i) for i in head.osts),
-                         "layout": format_layout(p.layout), "write_bytes": p.write_bytes, "note": p.note})
+        rows = [{"run_id": rid, "policy": policy, "snapshot_id": snapshot_id, "created_at": now, "rank": ranks.get(path, 0),
+                 "path": path, "stripe_size": size, "stripe_count": count, "ost_list": osts, "layout": layout,
+                 "write_bytes": w, "note": note}
+                for path, size, count, osts, layout, w, note in placement_rows(placed)]
         self._insert_many(placements, rows)
 
     def placement_sets(self, app: str, number: int | None = None) -> list[PlacementSet]:
@@ -426,23 +436,82 @@ class Txn:
         each application's newest planned run counts: its plan file replaced the older ones; and
         with a `ttl` (seconds; 0: none), only if that plan was made within it (a job that never
         came back does not hold its space for ever)."""
+        layouts: dict[str, FileLayout] = {}  # files of a job share few layouts: each is parsed once
+        out = []
+        for r in self.conn.execute(self._pending(exclude_app, ttl, placements, applications.c.name, runs.c.number)):
+            layout = layouts.get(r.layout) or layouts.setdefault(r.layout, parse_layout(r.layout))
+            out.append(Placement(path=r.path, layout=layout, write_bytes=r.write_bytes, app=r.name, run=str(r.number),
+                                 policy=r.policy, note=r.note))
+        return out
+
+    def pending_bytes(self, exclude_app: str, ttl: float = 0.0) -> tuple[int, dict[int, int]]:
+        """How many `pending_placements` there are and the bytes they hold on each OST (the RAID-0
+        map of each layout, `iez.alloc.policy.job_bytes`), in bulk from the stored rows."""
+        from iez.alloc.policy import job_bytes, stripe_bytes
+
+        c = placements.c
+        rows = self.conn.execute(self._pending(exclude_app, ttl, c.layout, c.write_bytes, c.stripe_size,
+                                               c.ost_list)).all()
+        plain = [r for r in rows if "/" not in r.layout and r.stripe_size > 0]
+        # A layout with components is mapped one by one.
+        out = job_bytes([Placement("", parse_layout(r.layout), r.write_bytes) for r in rows
+                         if "/" in r.layout or r.stripe_size <= 0])
+        if plain:
+            count = np.array([r.ost_list.count(" ") + 1 for r in plain], dtype=np.int64)
+            ost = np.array(" ".join(r.ost_list for r in plain).split(), dtype=np.int64)
+            k = np.arange(len(ost)) - np.repeat(np.cumsum(count) - count, count)  # stripe of each OST
+            held = stripe_bytes(np.repeat(np.array([r.write_bytes for r in plain], dtype=np.int64), count),
+                                np.repeat(np.array([r.stripe_size for r in plain], dtype=np.int64), count),
+                                np.repeat(count, count), k)
+            used, at = np.unique(ost[held > 0], return_inverse=True)
+            for i, b in zip(used.tolist(), np.bincount(at.reshape(-1), weights=held[held > 0]).tolist()):
+                out[i] = out.get(i, 0) + int(b)
+        return len(rows), out
+
+    @staticmethod
+    def _pending(exclude_app: str, ttl: float, *columns: Any) -> Select:
+        """The rows of `pending_placements` (placements joined with their runs), as `columns`."""
         newest = (select(runs.c.app_id, func.max(runs.c.number).label("number"))
                   .where(runs.c.planned_policy.is_not(None)).group_by(runs.c.app_id).subquery())
-        q = (select(placements, applications.c.name, runs.c.number)
+        q = (select(*columns)
+             .select_from(placements)
              .join(runs, placements.c.run_id == runs.c.id)
              .join(newest, (newest.c.app_id == runs.c.app_id) & (newest.c.number == runs.c.number))
              .join(applications, runs.c.app_id == applications.c.id)
              .where(applications.c.name != exclude_app, runs.c.traced_at.is_(None),
                     runs.c.released_at.is_(None), runs.c.planned_policy == placements.c.policy))
-        if ttl > 0:
-            q = q.where(runs.c.planned_at >= time.time() - ttl)
-        layouts: dict[str, FileLayout] = {}  # files of a job share few layouts: each is parsed once
-        out = []
-        for r in self.conn.execute(q):
-            layout = layouts.get(r.layout) or layouts.setdefault(r.layout, parse_layout(r.layout))
-            out.append(Placement(path=r.path, layout=layout, write_bytes=r.write_bytes, app=r.name, run=str(r.number),
-                                 policy=r.policy, note=r.note))
-        return out
+        return q.where(runs.c.planned_at >= time.time() - ttl) if ttl > 0 else q
+
+
+def placement_rows(placed: Sequence[Placement]) -> Iterator[tuple[str, int, int, str, str, int, str]]:
+    """Each placement's (path, stripe size and count and OST list of its first component, layout in
+    the plan grammar, write bytes, note), as stored. A policy's `Placements` are read from their
+    arrays: a plain layout's text is made here, without a `Placement` (the same text `format_layout`
+    makes)."""
+    from iez.alloc.policy import Placements
+
+    if not isinstance(placed, Placements):
+        for p in placed:
+            head = p.layout.parts()[0].layout
+            yield (p.path, head.stripe_size, head.stripe_count, " ".join(str(i) for i in head.osts),
+                   format_layout(p.layout), p.write_bytes, p.note)
+        return
+    other = placed.non_plain()
+    names = list(map(str, placed.osts.tolist()))
+    at, t = placed.offsets.tolist(), placed.table
+    starts: dict[tuple[int, int, int], str] = {}  # "S=..,c=..[,p=..]" of each (size, count, pool)
+    for i, (path, size, pool, w, note) in enumerate(zip(placed.paths(), t.size.tolist(), t.pool.tolist(),
+                                                      t.write_bytes.tolist(), t.notes)):
+        if i in other:
+            p = placed[i]
+            head = p.layout.parts()[0].layout
+            yield (path, head.stripe_size, head.stripe_count, " ".join(str(k) for k in head.osts),
+                   format_layout(p.layout), p.write_bytes, p.note)
+            continue
+        osts = names[at[i]:at[i + 1]]
+        key = (size, len(osts), pool)
+        start = starts.get(key) or starts.setdefault(key, format_plain(Layout(size, len(osts), pool=t.pools[pool])))
+        yield path, size, len(osts), " ".join(osts), f"{start},o={':'.join(osts)}", w, note
 
 
 def _request_row(q: Request) -> dict[str, Any]:
