@@ -237,14 +237,21 @@ def dumps_arrays(meta: Mapping[str, str], paths: Sequence[str], stripe_size: np.
             check_name(p)
     for p in paths if v2 else ():
         parse_path(p)
-    if len(set(paths)) != n:
+    # Duplicates by sorted hashes (a set of a million paths costs twice as much); equal hashes
+    # are then told from a path planned twice by a set.
+    hashes = np.fromiter(map(hash, paths), np.int64, n)
+    hashes.sort()
+    if (hashes[1:] == hashes[:-1]).any():
         seen: set[str] = set()
-        raise ConfigError(f"plan: {next(p for p in paths if p in seen or seen.add(p))} is planned twice")  # type: ignore[func-returns-value]
+        twice = next((p for p in paths if p in seen or seen.add(p)), None)  # type: ignore[func-returns-value]
+        if twice is not None:
+            raise ConfigError(f"plan: {twice} is planned twice")
     head = dumps(Plan(meta=dict(meta)))  # the header lines, as version 1 (no entries)
     if v2:
         head = head.replace(f"{MAGIC} 1", f"{MAGIC} {VERSION}", 1)
-    # Per file: its path, "\t" + its layout's start ("S=..,c=..,o=", one string for all files
-    # alike), one piece per stripe (":"-prefixed after the first, "\n" after the last).
+    # Per file: its path, then its layout's start ("\tS=..,c=..,o=" with the first OST, one
+    # string for all files alike) and one piece per later stripe (":" + OST, "\n" after the
+    # last); a file in `other`: its path and its whole layout.
     count = np.diff(offsets)
     plain = np.ones(n, bool)
     plain[list(other)] = False
@@ -255,25 +262,38 @@ def dumps_arrays(meta: Mapping[str, str], paths: Sequence[str], stripe_size: np.
               f"{',p=' + pools[k % width] if pools[k % width] else ''},o=" for k in keys.tolist()]
     stripes = np.where(plain, count, 0)
     at = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(stripes + 2, out=at[1:])
+    np.cumsum(np.maximum(stripes, 1) + 1, out=at[1:])
     pieces = np.empty(int(at[-1]), dtype=object)
     pieces[at[:-1]] = paths
-    pieces[at[:-1] + 1] = np.array(starts, dtype=object)[head_of.reshape(-1)]
     for i, fl in other.items():
         pieces[at[i] + 1] = f"\t{format_layout(fl)}\n"
     if stripes.any():
         top = int(osts.max()) + 1
-        names = [str(i) for i in range(top)]
-        # Indexed by 4 x OST + 2 x later + last: the OST's piece as the first or a later stripe,
-        # mid-line or at its end.
-        piece = np.array([x for i in names for x in (i, i + "\n", ":" + i, ":" + i + "\n")], dtype=object)
         ost = osts[offsets[0]:offsets[-1]]
         ost = ost if plain.all() else ost[np.repeat(plain, count)]
-        ends = np.cumsum(stripes)[stripes > 0]
-        key = 4 * ost + 2
-        key[ends - stripes[stripes > 0]] -= 2
-        key[ends - 1] += 1
-        slot = np.ones(len(pieces), bool)  # the stripes' pieces: all but each file's first two
-        slot[at[:-1]] = slot[at[:-1] + 1] = False
-        pieces[slot] = piece[key]
+        has = stripes > 0
+        ends = np.cumsum(stripes)[has]
+        # The starts with their first OST (and "\n" when it is the only one), built for the kinds present.
+        kind = (head_of.reshape(-1)[has] * top + ost[ends - stripes[has]]) * 2 + (stripes[has] == 1)
+        span = len(keys) * top * 2
+        if span <= max(n, 1 << 16):
+            used = np.flatnonzero(np.bincount(kind, minlength=span))
+            at_kind = np.zeros(span, np.int64)
+            at_kind[used] = np.arange(len(used))
+            kind = at_kind[kind]
+        else:
+            used, kind = np.unique(kind, return_inverse=True)
+        ends_line = ("", "\n")
+        lead = [f"{starts[u // 2 // top]}{u // 2 % top}{ends_line[u % 2]}" for u in used.tolist()]
+        pieces[at[:-1][has] + 1] = np.array(lead, dtype=object)[kind]
+        if len(ost) > has.sum():
+            # Indexed by 2 x OST + last: a later stripe's piece, mid-line or at its end.
+            piece = np.array([x for i in range(top) for x in (f":{i}", f":{i}\n")], dtype=object)
+            key = 2 * ost
+            key[ends - 1] += 1
+            later = np.ones(len(ost), bool)
+            later[ends - stripes[has]] = False
+            slot = np.ones(len(pieces), bool)  # the later stripes' pieces: all but each file's first two
+            slot[at[:-1]] = slot[at[:-1] + 1] = False
+            pieces[slot] = piece[key[later]]
     return head + "".join(pieces.tolist())
