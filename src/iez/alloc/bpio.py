@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import heapq
 import math
+from itertools import compress
+from operator import add
 from dataclasses import dataclass, replace
 from typing import Mapping, Sequence
 
@@ -141,7 +143,6 @@ class Side:
         self.heaps = heaps
         self.xtop = [INF] * len(heaps)
         self.ptop = [-1] * len(heaps)
-        self.tots: dict[str | None, list[float]] = {}
 
 
 class Use:
@@ -191,17 +192,12 @@ class Use:
         self.cand = {g: [cand[g][s] for s in rep] for g in first.values()}
         self.R: dict[str | None, list[float]] = {g: [0.0 if rs else INF for rs in cl] for g, cl in self.cand.items()}
         self.R[None] = [0.0] * len(rep)
-        self.rt = [0.0] * len(self.rgroup)  # per router: its terms, router group's and its own
-        self.members: list[list[int]] = [[] for _ in range(max(self.rgroup, default=-1) + 1)]
-        for r, k in enumerate(self.rgroup):
-            self.members[k].append(r)
-        # per router group: the (group, class, routers) whose router term its use changes
-        self.touch: list[list[tuple[str, int, list[int]]]] = [[] for _ in self.members]
+        # per router group: the (group's R, class, routers) whose router term its use changes
+        self.touch: list[list[tuple[list[float], int, list[int]]]] = [[] for _ in range(max(self.rgroup, default=-1) + 1)]
         for g, cl in self.cand.items():
             for c, rs in enumerate(cl):
                 for k in dict.fromkeys(self.rgroup[r] for r in rs):
-                    self.touch[k].append((g, c, rs))
-        self.touched = [list(dict.fromkeys(c for _, c, _ in t)) for t in self.touch]
+                    self.touch[k].append((self.R[g], c, rs))
         self.sides: dict[tuple[int, bool], Side] = {}
         self.held: list[tuple[Side, int, Entry]] = []  # the file's OSTs
 
@@ -210,9 +206,15 @@ class Use:
         for a client without routers)."""
         best, pick = (0.0 if group is None else INF), -1
         for r in self.cand[group][c] if group is not None else ():
-            if self.rt[r] < best:
-                best, pick = self.rt[r], r
+            v = self.term(r)
+            if v < best:
+                best, pick = v, r
         return best, pick
+
+    def term(self, r: int) -> float:
+        """Router r's cost term: its router group's and its own."""
+        k = self.rgroup[r]
+        return self.w_rg * (self.n_rgroup[k] / self.rgroup_fan[k]) + self.w_r * self.n_router[r] / self.router_fan[r]
 
     def entry(self, p: int) -> Entry:
         s = self.oss[p]
@@ -232,9 +234,8 @@ class Use:
                 self.settle(sd, c)
         return sd
 
-    def settle(self, sd: Side, c: int, redo: bool = False) -> None:
-        """Re-cost class c's stale top entries until its top is true; where its cost changed (or
-        `redo`: its routers' did), the class's cost for every group."""
+    def settle(self, sd: Side, c: int) -> None:
+        """Re-cost class c's stale top entries until its top is true."""
         h = sd.heaps[c]
         oss, n_oss, oss_fan, n_ost, w_oss, w_ost = self.oss, self.n_oss, self.oss_fan, self.n_ost, self.w_oss, self.w_ost
         while h:
@@ -244,25 +245,22 @@ class Use:
             if x == h[0][2]:
                 break
             heapq.heapreplace(h, (round(x, 9), p, x))
-        x = h[0][2] if h else INF
+        sd.xtop[c] = h[0][2] if h else INF
         sd.ptop[c] = h[0][1] if h else -1
-        if redo or x != sd.xtop[c]:
-            sd.xtop[c] = x
-            R = self.R
-            for g, t in sd.tots.items():
-                t[c] = round(R[g][c] + x, 9)
 
     def best(self, sd: Side, group: str | None) -> int:
         """The class of the group's cheapest path on this side (ties: the first OST in cluster
         order); classes the group reaches through no router last, by their own cost. -1: none."""
-        t = sd.tots.get(group)
-        if t is None:
-            t = sd.tots[group] = [round(r + x, 9) for r, x in zip(self.R[group], sd.xtop)]
+        t = list(map(add, self.R[group], sd.xtop))
         m = min(t)
         if m < INF:
-            if t.count(m) == 1:
-                return t.index(m)
-            return min([c for c, v in enumerate(t) if v == m], key=sd.ptop.__getitem__)
+            lim = m + 1e-8  # every cost that rounds as m does (and maybe a few more)
+            near = list(compress(range(len(t)), map(lim.__ge__, t)))
+            if len(near) == 1:
+                return near[0]
+            if t.count(m) == len(near):  # all the same float: the first OST
+                return min(near, key=sd.ptop.__getitem__)
+            return min(near, key=lambda c: (round(t[c], 9), sd.ptop[c]))
         far = [c for c, x in enumerate(sd.xtop) if x < INF]
         return min(far, key=lambda c: (round(sd.xtop[c], 9), sd.ptop[c])) if far else -1
 
@@ -277,9 +275,9 @@ class Use:
             found = -1
             while (c := self.best(sd, group)) >= 0:
                 e = heapq.heappop(sd.heaps[c])
-                self.settle(sd, c)
                 if room[e[1]] < need:
                     aside.append((c, e))
+                    self.settle(sd, c)
                     continue
                 self.held.append((sd, c, e))
                 found = e[1]
@@ -298,24 +296,19 @@ class Use:
         changes."""
         self.n_ost[p] += 1
         self.n_oss[self.oss[p]] += 1
-        changed = [c]
         if router >= 0:
             k = self.rgroup[router]
             self.n_router[router] += 1
             self.n_rgroup[k] += 1
-            rt, n_router, router_fan, w_r = self.rt, self.n_router, self.router_fan, self.w_r
+            n_router, router_fan, w_r = self.n_router, self.router_fan, self.w_r
             a = self.w_rg * (self.n_rgroup[k] / self.rgroup_fan[k])
-            for r in self.members[k]:
-                rt[r] = a + w_r * n_router[r] / router_fan[r]
-            R = self.R
-            for g, cc, rs in self.touch[k]:
-                R[g][cc] = rt[rs[0]] if len(rs) == 1 else min(map(rt.__getitem__, rs))
-            changed = self.touched[k]
+            for row, cc, rs in self.touch[k]:
+                if len(rs) == 1:  # self.term(rs[0]), inline: the hot loop
+                    row[cc] = a + w_r * n_router[rs[0]] / router_fan[rs[0]]
+                else:
+                    row[cc] = min(map(self.term, rs))
         for sd in self.sides.values():
-            for cc in changed:
-                self.settle(sd, cc, True)
-            if c not in changed:
-                self.settle(sd, c)
+            self.settle(sd, c)
 
     def release(self) -> None:
         """The file is placed: its OSTs go back into their class heaps, re-costed."""
