@@ -569,12 +569,14 @@ def rr_first_slots(count: np.ndarray, n: int, starts: np.ndarray) -> np.ndarray:
     (2.15+) walks an array of n usable OSTs; file f then takes the count[f] slots from there,
     wrapping. Shape (len(starts), len(count))."""
     before = np.concatenate([[0], np.cumsum(count)[:-1]])  # stripes allocated before each file
-    # The walk passes the array's end before a file at most once (count <= n); each time it
-    # does, offset_idx grows by one if this file precesses.
-    wraps = (starts[:, None] + before[None, :]) // n
-    events = np.diff(wraps, axis=1, prepend=0) > 0
-    offset = np.cumsum(events & _precesses(count, n)[None, :], axis=1)
-    return (starts[:, None] + before[None, :] + 1 + offset) % n  # pre-increment: start + 1
+    at = starts[:, None] + before[None, :]
+    precesses = _precesses(count, n)
+    if precesses.any():
+        # The walk passes the array's end before a file at most once (count <= n); each time it
+        # does, offset_idx grows by one if this file precesses.
+        events = np.diff(at // n, axis=1, prepend=0) > 0
+        at = at + np.cumsum(events & precesses[None, :], axis=1)
+    return (at + 1) % n  # pre-increment: start + 1
 
 
 def _precesses(count: np.ndarray, n: int) -> np.ndarray:
@@ -588,6 +590,10 @@ def _run_loads(first: np.ndarray, runs, n: int) -> np.ndarray:
     file_of, off, length, weight = runs
     rows = np.arange(first.shape[0])[:, None] * (n + 1)
     begin = (first[:, file_of] + off[None, :]) % n
+    if (length == 1).all():  # one slot a run: its bytes straight onto the slot
+        cells = (rows + begin).ravel()
+        return np.bincount(cells, np.broadcast_to(weight, begin.shape).ravel(),
+                           first.shape[0] * (n + 1)).reshape(first.shape[0], n + 1)[:, :n]
     end = begin + length[None, :]
     w = np.broadcast_to(weight, begin.shape)
     wrapped = end > n
@@ -672,11 +678,12 @@ def deal(seq: np.ndarray, m: int, count: int) -> np.ndarray:
     """The m x count stripe matrix from `seq` (each OST repeated at most m times), by the
     wrap-around rule: file rows are seq[r], seq[r+m], ... - distinct OSTs, counts kept."""
     rows = seq.reshape(count, m).T
-    # Rotate row r by r (any reordering of a row keeps counts and distinctness): a file's last
-    # stripe, Method II's short one, then falls on each OST's run in turn, so an OST with n
-    # stripes holds about n/count of them (within two).
-    r = np.arange(m)[:, None]
-    rows = rows[r, (np.arange(count)[None, :] + r) % count]
+    if count > 1:
+        # Rotate row r by r (any reordering of a row keeps counts and distinctness): a file's last
+        # stripe, Method II's short one, then falls on each OST's run in turn, so an OST with n
+        # stripes holds about n/count of them (within two).
+        r = np.arange(m)[:, None]
+        rows = rows[r, (np.arange(count)[None, :] + r) % count]
     # Deal the rows with a stride coprime to m, so files created one after another get different
     # OST sets (permuting rows, like rotating them, keeps counts and distinctness).
     return rows[np.arange(m) * _stride(m) % m]
