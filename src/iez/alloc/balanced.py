@@ -279,13 +279,12 @@ def solve(table: RequestTable, osts: OstTable, orders: Sequence[np.ndarray], opt
     # Stripe sizes within ~9% of each other share a group: few groups even for a trace of
     # many distinct sizes, while equal stripes always share one.
     bucket = np.round(np.log2(table.size) * SIZE_CLASSES).astype(np.int64)  # < 2**10
-    keys, inverse = np.unique((table.pool * (LOV_MAX_STRIPE_COUNT + 1) + table.count) << 10 | bucket,
-                              return_inverse=True)
+    in_order = ((table.pool * (LOV_MAX_STRIPE_COUNT + 1) + table.count) << 10 | bucket)[table.order]
+    by = np.argsort(in_order, kind="stable")  # one sort: by group, in create order within one
+    cuts = np.flatnonzero(np.diff(in_order[by])) + 1
     groups = [_Group(int((key >> 10) // (LOV_MAX_STRIPE_COUNT + 1)), int((key >> 10) % (LOV_MAX_STRIPE_COUNT + 1)),
-                     np.empty(0, np.int64), 0.0) for key in keys]
-    in_order = inverse[table.order]
-    by_group = table.order[np.argsort(in_order, kind="stable")]  # create order within a group
-    for g, idx in zip(groups, np.split(by_group, np.cumsum(np.bincount(in_order, minlength=len(keys)))[:-1])):
+                     np.empty(0, np.int64), 0.0) for key in in_order[by[np.concatenate([[0], cuts])]].tolist()]
+    for g, idx in zip(groups, np.split(table.order[by], cuts)):
         g.members = idx
         g.unit = max(float(table.write_bytes[idx].sum()) / (len(idx) * g.count), MIN_UNIT)
         g.read_unit = float(table.read_bytes[idx].sum()) / (len(idx) * g.count)
