@@ -365,9 +365,12 @@ class _Group:
     def facts(self, table: RequestTable) -> tuple[int, np.ndarray, np.ndarray | None]:
         if self.real is None:
             idx = self.members
-            self.room = int(room_bytes(table.write_bytes[idx], table.size[idx], self.count).max())
-            self.real = stripe_bytes(table.write_bytes[idx, None], table.size[idx, None], self.count,
-                                     np.arange(self.count)[None, :])
+            w = table.write_bytes[idx, None]
+            if self.count == 1:  # the one stripe holds the file
+                self.room, self.real = int(np.maximum(w, table.size[idx, None]).max()), w
+            else:
+                self.room = int(room_bytes(w[:, 0], table.size[idx], self.count).max())
+                self.real = stripe_bytes(w, table.size[idx, None], self.count, np.arange(self.count)[None, :])
             self.back = read_bytes(table, idx, self.real) if self.read_unit else None
         return self.room, self.real, self.back
 
@@ -392,7 +395,7 @@ def _place_all(table: RequestTable, osts: OstTable, orders: Sequence[np.ndarray]
                                   orders[g.pool], osts, (job, reads), bound, scale, table.pools[g.pool],
                                   bool(real.any()))
         best = None
-        for by in STRIPE_ORDERS if (real != real[:, :1]).any() else ():  # equal stripes: any order
+        for by in STRIPE_ORDERS if g.count > 1 and (real != real[:, :1]).any() else ():  # equal stripes: any order
             cand = order_stripes(mat, real, g.unit, job, osts, by)
             after = job + np.bincount(cand.ravel(), real.ravel(), osts.n)
             after_reads = reads if back is None else reads + np.bincount(cand.ravel(), back.ravel(), osts.n)

@@ -355,6 +355,8 @@ def _ints(values: list) -> np.ndarray:
 def _pool_column(requests: Sequence[Request]) -> tuple[list[str], np.ndarray]:
     """The pools the requests name, in first-use order, and each request's position among them."""
     if isinstance(requests, RequestColumns):
+        if len(requests) and requests.pool.min() == requests.pool.max():  # one pool: no sort
+            return [requests.pools[int(requests.pool[0])]], np.zeros(len(requests), dtype=np.int64)
         used, first, pool = np.unique(requests.pool, return_index=True, return_inverse=True)
         rank = np.empty(len(used), dtype=np.int64)
         rank[np.argsort(first)] = np.arange(len(used))
