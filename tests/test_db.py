@@ -272,6 +272,37 @@ def test_a_plan_older_than_the_ttl_reserves_nothing(db):
         assert len(tx.pending_placements("a")) == len(placed)  # no TTL: until it runs
 
 
+
+def test_placements_stored_from_arrays_read_back_as_placed_and_reserve_what_objects_would(db):
+    """A policy's Placements are stored from their arrays (plain, hierarchical and PFL layouts,
+    partial last rounds): read back they are the placements they stand for, and the bytes other
+    applications' plans hold (pending_bytes, in bulk) are job_bytes of pending_placements."""
+    from iez.alloc.policy import AllocOptions, job_bytes
+    from iez.alloc.registry import get_policy
+
+    cluster = make_cluster()
+    snap = Snapshot.from_cluster(cluster)
+    reqs = [Request(f"/lustre/b/out.{i}", (i % 7 + 1) * 9_000_000 + i, i % 5 or -1, rank=i, app="b", run="2",
+                    comm_size=8 if i % 3 == 0 else 1, writers=8 if i % 3 == 0 else 0, writer_segments=1,
+                    api="mpiio" if i % 3 == 0 else "posix", grows=i % 11 == 0) for i in range(60)]
+    placed = get_policy("balanced").place(reqs, cluster, snap, AllocOptions(layout="hierarchical"))
+    kinds = {"plain" if p.layout.plain is not None else "components" for p in placed}
+    assert kinds == {"plain", "components"} and placed.replaced and any(placed.table.components)
+    with db.begin() as tx:
+        sid = tx.add_snapshot(cluster, snap, "default")
+        tx.add_trace("b", hacc(1))
+        tx.set_placements("b", 2, "balanced", placed, sid, {})
+        tx.mark_planned("b", 2, "balanced")
+        assert tx.placement_sets("b", 2)[0].placements == list(placed)
+        tx.add_trace("c", hacc(1))
+        tx.set_placements("c", 2, "rr", table2_placements(), sid, {})  # objects, as other policies give
+        tx.mark_planned("c", 2, "rr")
+        pending = tx.pending_placements("a")
+        assert len(pending) == len(reqs) + 2
+        assert tx.pending_bytes("a") == (len(pending), job_bytes(pending))
+        assert tx.pending_bytes("a", ttl=3600) == (len(pending), job_bytes(pending))
+        assert tx.pending_bytes("b") == (2, job_bytes(table2_placements()))
+
 REQUEST_TABLES = ("traced_requests", "predicted_requests")
 V6_COLUMNS = ("writer_segments", "read_bytes", "read_size", "host", "final_path")
 # What each migration step added, undone: a database as that version made it.

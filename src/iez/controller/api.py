@@ -108,6 +108,8 @@ class FileRequest(_Strict):
     @field_validator("write_bytes", "read_bytes")
     @classmethod
     def _bytes(cls, v: int | str, info: ValidationInfo) -> int:
+        if type(v) is int and 0 <= v <= MAX_WRITE_BYTES:  # the usual case, once per file of an upload
+            return v
         n = _checked(parse_size, v, info.field_name)
         if n > MAX_WRITE_BYTES:
             raise ValueError(f"{n} bytes is more than iez handles in one file (4 PiB)")
@@ -123,7 +125,7 @@ class FileRequest(_Strict):
     @field_validator("pool")
     @classmethod
     def _pool(cls, v: str) -> str:
-        if len(v.encode()) > LOV_MAXPOOLNAME or not all(c.isalnum() or c in "_.-" for c in v):
+        if v and (len(v.encode()) > LOV_MAXPOOLNAME or not all(c.isalnum() or c in "_.-" for c in v)):
             raise ValueError(f"a pool name is at most {LOV_MAXPOOLNAME} bytes of letters, digits, '_', '.', '-'")
         return v
 

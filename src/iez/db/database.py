@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import json
 import os
-from operator import itemgetter
+from operator import attrgetter, itemgetter
 import re
 import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 from sqlalchemy import (Connection, Engine, Insert, Select, Table, bindparam, create_engine, delete, func, null,
@@ -320,7 +320,7 @@ class Txn:
             return None
         c = predicted_requests.c
         rows = self.conn.execute(select(*(c[k] for k in _PREDICTED_ORDER)).where(c.prediction_id == head.id)
-                                 .order_by(c.create_time, c.rank, c.path)).tuples().all()
+                                 .order_by(c.create_time, c.rank, c.path)).all()
         run = str(head.number)
         # Request's fields in its own order, as positional arguments: a prediction is read back
         # before every placement, and keyword dicts per file took most of that time.
@@ -450,23 +450,25 @@ class Txn:
         from iez.alloc.policy import job_bytes, stripe_bytes
 
         c = placements.c
-        rows = self.conn.execute(self._pending(exclude_app, ttl, c.layout, c.write_bytes, c.stripe_size,
-                                               c.ost_list)).all()
-        plain = [r for r in rows if "/" not in r.layout and r.stripe_size > 0]
-        # A layout with components is mapped one by one.
-        out = job_bytes([Placement("", parse_layout(r.layout), r.write_bytes) for r in rows
-                         if "/" in r.layout or r.stripe_size <= 0])
-        if plain:
-            count = np.array([r.ost_list.count(" ") + 1 for r in plain], dtype=np.int64)
-            ost = np.array(" ".join(r.ost_list for r in plain).split(), dtype=np.int64)
+        plain = (c.layout.not_like("%/%")) & (c.stripe_size > 0)
+        # A layout with components (or no stripe size) is mapped one by one.
+        other = self.conn.execute(self._pending(exclude_app, ttl, c.layout, c.write_bytes).where(~plain)).all()
+        out = job_bytes([Placement("", parse_layout(layout), w) for layout, w in other])
+        rows = self.conn.execute(self._pending(exclude_app, ttl, c.write_bytes, c.stripe_size, c.ost_list)
+                                 .where(plain)).all()
+        if rows:
+            w, size, lists = zip(*rows)
+            count = np.array([s.count(" ") + 1 for s in lists], dtype=np.int64)
+            ost = np.array(" ".join(lists).split(), dtype=np.int64)
             k = np.arange(len(ost)) - np.repeat(np.cumsum(count) - count, count)  # stripe of each OST
-            held = stripe_bytes(np.repeat(np.array([r.write_bytes for r in plain], dtype=np.int64), count),
-                                np.repeat(np.array([r.stripe_size for r in plain], dtype=np.int64), count),
-                                np.repeat(count, count), k)
+            held = stripe_bytes(np.repeat(np.array(w, dtype=np.int64), count),
+                                np.repeat(np.array(size, dtype=np.int64), count), np.repeat(count, count), k)
             used, at = np.unique(ost[held > 0], return_inverse=True)
-            for i, b in zip(used.tolist(), np.bincount(at.reshape(-1), weights=held[held > 0]).tolist()):
-                out[i] = out.get(i, 0) + int(b)
-        return len(rows), out
+            total = np.zeros(len(used), dtype=np.int64)
+            np.add.at(total, at.reshape(-1), held[held > 0])
+            for i, b in zip(used.tolist(), total.tolist()):
+                out[i] = out.get(i, 0) + b
+        return len(rows) + len(other), out
 
     @staticmethod
     def _pending(exclude_app: str, ttl: float, *columns: Any) -> Select:
@@ -514,8 +516,8 @@ def placement_rows(placed: Sequence[Placement]) -> Iterator[tuple[str, int, int,
         yield path, size, len(osts), " ".join(osts), f"{start},o={':'.join(osts)}", w, note
 
 
-def _request_row(q: Request) -> dict[str, Any]:
-    return {k: getattr(q, k) for k in _REQUEST_FIELDS}
+def _request_row(q: Request, _values: Callable[[Request], tuple] = attrgetter(*_REQUEST_FIELDS)) -> dict[str, Any]:
+    return dict(zip(_REQUEST_FIELDS, _values(q)))
 
 
 def _row_request(r: Any, app: str, run: str, observed: FileLayout | None = None) -> Request:
