@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from itertools import compress
+from fractions import Fraction
 from operator import add
 from dataclasses import dataclass, replace
 from typing import Mapping, Sequence
@@ -96,7 +96,7 @@ class Bpio:
             return []
         osts, table = tables(requests, cluster, snapshot, options)
         topo = cluster.topology
-        use = Use(osts, cluster, paths(topo, cluster) if topo else None, self.w)
+        use = Use(osts, cluster, paths(topo, cluster) if topo else None, self.w, int(table.count.sum()))
         room = osts.room.tolist()
         lists: list[tuple[int, ...]] = [()] * len(requests)
         notes = list(table.notes)
@@ -129,71 +129,84 @@ class Bpio:
 
 
 Key = tuple[str | None, int]  # (client group, or None for a node without routers; pool position)
-Entry = tuple[float, int, float]  # an OST in its class's heap: (rounded X, position, X)
-INF = math.inf
+Entry = tuple[int, int]  # an OST in its class's heap: (X, position)
+
+
+def units(w: Mapping[str, float], fans: Mapping[str, Sequence[float]]) -> tuple[dict[str, list[int]], int]:
+    """Each level's cost of one use, w / f per resource, as integers in a common unit 1/L (the
+    weights read as the decimals they print as): costs are then exact, so paths of equal cost tie
+    whatever the order of their terms, as the full scan's 1e-12 tolerance ties them, and the first
+    OST in cluster order wins."""
+    per = {lv: [Fraction(str(w[lv])) / int(f) if f else Fraction(0) for f in fs] for lv, fs in fans.items()}
+    scale = math.lcm(*(q.denominator for qs in per.values() for q in qs))
+    return {lv: [int(q * scale) for q in qs] for lv, qs in per.items()}, scale
 
 
 class Side:
     """The OSTs of one pool and health (healthy or degraded): per class, a lazy min-heap of its
-    OSTs by X and its top (the cheapest OST's X and position, kept true after every change); per
-    client group, every class's cost R + X of that top (inf where the group reaches the class
-    through no router, or the class has no OST here)."""
+    OSTs by X, and its top's key X * n + position (n: the OSTs in the cluster; `Use.empty` for
+    none), kept true after every change."""
 
-    def __init__(self, heaps: list[list[Entry]]):
+    def __init__(self, heaps: list[list[Entry]], empty: int):
         self.heaps = heaps
-        self.xtop = [INF] * len(heaps)
-        self.ptop = [-1] * len(heaps)
+        self.xk = [empty] * len(heaps)
 
 
 class Use:
-    """The application's use of each resource so far, and per client group the cost of each
-    class's cheapest path, so that a stripe costs a pass over the classes instead of one over
-    every OST.
+    """The application's use of each resource so far, and per client group the router term to
+    each class, so that a stripe costs one pass over the classes instead of one over every OST.
 
     cost(group, OST) = R(group, class) + X(OST): X is the OSS and OST terms, the same for every
     client; R the cheapest router term from the group to the OST's class, the OSSs served by the
-    same routers (on Spider II, a leaf switch's). Per class, a lazy min-heap of its OSTs by X:
-    counts only rise, so a key is a lower bound and a top whose key is still its cost is the
-    class's cheapest OST (stale ones are re-costed and pushed back). A stripe changes X in its
-    class and R in the classes its router group serves: only those classes' costs are redone,
-    for every group. Costs are rounded to 1e-9 so that paths of equal cost tie whatever the
-    floating-point order of their terms, and the first OST in cluster order wins. OSTs the file
-    already uses, or without room for the stripe, are set aside and put back after the file or
-    the stripe."""
+    same routers (on Spider II, a leaf switch's). Costs are integers (`units`), and a path's key
+    is cost * n + the OST's position, so the least key is the cheapest path with ties to the
+    first OST. Per class, a lazy min-heap of its OSTs by X: counts only rise, so a key is a lower
+    bound and a top whose key is still its X is the class's cheapest OST (stale ones are re-costed
+    and pushed back). A stripe changes X in its class and R in the classes its router group
+    serves. OSTs the file already uses, or without room for the stripe, are set aside and put
+    back after the file or the stripe."""
 
-    def __init__(self, osts: OstTable, cluster: Cluster, pth: Paths | None, w: Mapping[str, float]):
-        self.w_oss, self.w_ost = w["oss"], w["ost"]
-        self.w_rg, self.w_r = w["router_group"], w["router"]
+    def __init__(self, osts: OstTable, cluster: Cluster, pth: Paths | None, w: Mapping[str, float], stripes: int):
+        self.w = w
         self.oss = osts.oss.tolist()
         self.degraded = osts.degraded.tolist()
-        self.oss_fan = np.bincount(osts.oss, minlength=len(cluster.osses)).astype(float).tolist()
-        self.n_ost = [0.0] * osts.n
-        self.n_oss = [0.0] * len(cluster.osses)
+        self.n_ost = [0] * osts.n
+        self.n_oss = [0] * len(cluster.osses)
         # An OSS's class: the OSSs served by the same routers (all of them without topology).
         serving: list[tuple[int, ...]] = [()] * len(cluster.osses)
         cand: dict[str, list[list[int]]] = {}
+        fans = {"ost": [1], "oss": np.bincount(osts.oss, minlength=len(cluster.osses)).tolist(),
+                "router": [], "router_group": []}
         self.rgroup: list[int] = []
         if pth is not None:
             self.rgroup = pth.rgroup.tolist()
             self.router_fan = pth.router_fan.tolist()
             self.rgroup_fan = pth.rgroup_fan.tolist()
-            self.n_router = [0.0] * len(self.rgroup)
-            self.n_rgroup = [0.0] * len(self.rgroup_fan)
+            fans.update(router=self.router_fan, router_group=self.rgroup_fan)
+            self.n_router = [0] * len(self.rgroup)
+            self.n_rgroup = [0] * len(self.rgroup_fan)
             serving = [tuple(r) for r in pth.serving]
             # per client group, per OSS: the routers serving it that the group reaches
             cand = {g: [[int(x) for x in row if x >= 0] for row in c.tolist()] for g, c in pth.cand.items()}
+        u, _ = units(w, fans)
+        self.u_ost, self.u_oss, self.u_router, self.u_rgroup = u["ost"][0], u["oss"], u["router"], u["router_group"]
+        self.n = osts.n
+        # keys: reachable paths' below `far`, those reached through no router from `far` on
+        # (by X), classes without an OST here from `empty` on
+        self.far = (stripes + 1) * (sum(max(x, default=0) for x in u.values()) + 1) * self.n
+        self.empty = 3 * self.far
         # Groups reaching the same routers have the same costs: one set of them for them all.
         first: dict[str, str] = {}
         self.same = {g: first.setdefault(repr(c), g) for g, c in cand.items()}
         ids = {k: n for n, k in enumerate(dict.fromkeys(serving))}
         self.cls_of = [ids[serving[self.oss[p]]] for p in range(osts.n)]
         rep = [serving.index(k) for k in ids]  # an OSS of each class
-        # per group (None: a node without routers), per class: its routers, the cheapest's term
+        # per group (None: a node without routers), per class: its routers, the cheapest's term * n
         self.cand = {g: [cand[g][s] for s in rep] for g in first.values()}
-        self.R: dict[str | None, list[float]] = {g: [0.0 if rs else INF for rs in cl] for g, cl in self.cand.items()}
-        self.R[None] = [0.0] * len(rep)
+        self.R: dict[str | None, list[int]] = {g: [0 if rs else self.far for rs in cl] for g, cl in self.cand.items()}
+        self.R[None] = [0] * len(rep)
         # per router group: the (group's R, class, routers) whose router term its use changes
-        self.touch: list[list[tuple[list[float], int, list[int]]]] = [[] for _ in range(max(self.rgroup, default=-1) + 1)]
+        self.touch: list[list[tuple[list[int], int, list[int]]]] = [[] for _ in self.rgroup_fan] if pth else []
         for g, cl in self.cand.items():
             for c, rs in enumerate(cl):
                 for k in dict.fromkeys(self.rgroup[r] for r in rs):
@@ -201,25 +214,27 @@ class Use:
         self.sides: dict[tuple[int, bool], Side] = {}
         self.held: list[tuple[Side, int, Entry]] = []  # the file's OSTs
 
-    def route(self, group: str | None, c: int) -> tuple[float, int]:
-        """The cheapest router from `group` to class c and its cost term (inf, -1: none; 0, -1
-        for a client without routers)."""
-        best, pick = (0.0 if group is None else INF), -1
+    def route(self, group: str | None, c: int) -> int:
+        """The router a stripe from `group` to class c goes through: the first of the cheapest,
+        costed in floating point as the full scan costs them (-1: none, or a client without
+        routers)."""
+        best, pick = math.inf, -1
+        w_rg, w_r = self.w["router_group"], self.w["router"]
         for r in self.cand[group][c] if group is not None else ():
-            v = self.term(r)
+            k = self.rgroup[r]
+            v = w_rg * (self.n_rgroup[k] / self.rgroup_fan[k]) + w_r * self.n_router[r] / self.router_fan[r]
             if v < best:
                 best, pick = v, r
-        return best, pick
+        return pick
 
-    def term(self, r: int) -> float:
-        """Router r's cost term: its router group's and its own."""
+    def term(self, r: int) -> int:
+        """Router r's cost term, its router group's and its own, times n."""
         k = self.rgroup[r]
-        return self.w_rg * (self.n_rgroup[k] / self.rgroup_fan[k]) + self.w_r * self.n_router[r] / self.router_fan[r]
+        return (self.u_rgroup[k] * self.n_rgroup[k] + self.u_router[r] * self.n_router[r]) * self.n
 
     def entry(self, p: int) -> Entry:
         s = self.oss[p]
-        x = self.w_oss * self.n_oss[s] / self.oss_fan[s] + self.w_ost * self.n_ost[p]
-        return round(x, 9), p, x
+        return self.u_oss[s] * self.n_oss[s] + self.u_ost * self.n_ost[p], p
 
     def side(self, pool: int, degraded: bool, allowed: list[np.ndarray]) -> Side:
         sd = self.sides.get((pool, degraded))
@@ -228,41 +243,25 @@ class Use:
             for p in np.flatnonzero(allowed[pool]).tolist():
                 if self.degraded[p] == degraded:
                     heaps[self.cls_of[p]].append(self.entry(p))
-            sd = self.sides[pool, degraded] = Side(heaps)
+            sd = self.sides[pool, degraded] = Side(heaps, self.empty)
             for c, h in enumerate(heaps):
                 heapq.heapify(h)
                 self.settle(sd, c)
         return sd
 
     def settle(self, sd: Side, c: int) -> None:
-        """Re-cost class c's stale top entries until its top is true."""
+        """Re-cost class c's stale top entries until its top is true; its key."""
         h = sd.heaps[c]
-        oss, n_oss, oss_fan, n_ost, w_oss, w_ost = self.oss, self.n_oss, self.oss_fan, self.n_ost, self.w_oss, self.w_ost
+        oss, n_oss, u_oss, n_ost, u_ost = self.oss, self.n_oss, self.u_oss, self.n_ost, self.u_ost
         while h:
-            p = h[0][1]
+            x, p = h[0]
             s = oss[p]
-            x = w_oss * n_oss[s] / oss_fan[s] + w_ost * n_ost[p]  # self.entry(p), inline: the hot loop
-            if x == h[0][2]:
-                break
-            heapq.heapreplace(h, (round(x, 9), p, x))
-        sd.xtop[c] = h[0][2] if h else INF
-        sd.ptop[c] = h[0][1] if h else -1
-
-    def best(self, sd: Side, group: str | None) -> int:
-        """The class of the group's cheapest path on this side (ties: the first OST in cluster
-        order); classes the group reaches through no router last, by their own cost. -1: none."""
-        t = list(map(add, self.R[group], sd.xtop))
-        m = min(t)
-        if m < INF:
-            lim = m + 1e-8  # every cost that rounds as m does (and maybe a few more)
-            near = list(compress(range(len(t)), map(lim.__ge__, t)))
-            if len(near) == 1:
-                return near[0]
-            if t.count(m) == len(near):  # all the same float: the first OST
-                return min(near, key=sd.ptop.__getitem__)
-            return min(near, key=lambda c: (round(t[c], 9), sd.ptop[c]))
-        far = [c for c, x in enumerate(sd.xtop) if x < INF]
-        return min(far, key=lambda c: (round(sd.xtop[c], 9), sd.ptop[c])) if far else -1
+            now = u_oss[s] * n_oss[s] + u_ost * n_ost[p]  # self.entry(p), inline: the hot loop
+            if now == x:
+                sd.xk[c] = x * self.n + p
+                return
+            heapq.heapreplace(h, (now, p))
+        sd.xk[c] = self.empty
 
     def cheapest(self, key: Key, allowed: list[np.ndarray], room: list[int], need: int) -> int:
         """The cheapest OST (ties: the first in cluster order) that the file does not use and that
@@ -273,7 +272,12 @@ class Use:
             sd = self.side(pool, degraded, allowed)
             aside: list[tuple[int, Entry]] = []  # without room for this stripe
             found = -1
-            while (c := self.best(sd, group)) >= 0:
+            while True:
+                t = list(map(add, self.R[group], sd.xk))
+                m = min(t)
+                if m >= self.empty:
+                    break
+                c = t.index(m)
                 e = heapq.heappop(sd.heaps[c])
                 if room[e[1]] < need:
                     aside.append((c, e))
@@ -281,7 +285,7 @@ class Use:
                     continue
                 self.held.append((sd, c, e))
                 found = e[1]
-                self.count(found, c, self.route(group, c)[1])
+                self.count(found, c, self.route(group, c) if m < self.far else -1)
                 break
             for c, e in aside:
                 heapq.heappush(sd.heaps[c], e)
@@ -292,7 +296,7 @@ class Use:
         return -1
 
     def count(self, p: int, c: int, router: int) -> None:
-        """One more stripe through OST p of class c (and `router`, unless -1); the costs it
+        """One more stripe through OST p of class c (and `router`, unless -1); the keys it
         changes."""
         self.n_ost[p] += 1
         self.n_oss[self.oss[p]] += 1
@@ -300,11 +304,11 @@ class Use:
             k = self.rgroup[router]
             self.n_router[router] += 1
             self.n_rgroup[k] += 1
-            n_router, router_fan, w_r = self.n_router, self.router_fan, self.w_r
-            a = self.w_rg * (self.n_rgroup[k] / self.rgroup_fan[k])
+            n, n_router, u_router = self.n, self.n_router, self.u_router
+            a = self.u_rgroup[k] * self.n_rgroup[k]
             for row, cc, rs in self.touch[k]:
                 if len(rs) == 1:  # self.term(rs[0]), inline: the hot loop
-                    row[cc] = a + w_r * n_router[rs[0]] / router_fan[rs[0]]
+                    row[cc] = (a + u_router[rs[0]] * n_router[rs[0]]) * n
                 else:
                     row[cc] = min(map(self.term, rs))
         for sd in self.sides.values():
