@@ -191,26 +191,45 @@ class Use:
         u, _ = units(w, fans)
         self.u_ost, self.u_oss, self.u_router, self.u_rgroup = u["ost"][0], u["oss"], u["router"], u["router_group"]
         self.n = osts.n
-        # keys: reachable paths' below `far`, those reached through no router from `far` on
-        # (by X), classes without an OST here from `empty` on
+        # keys: reachable paths' below `far`, those reached through no router from `far` to
+        # 2 * far (by X), classes without an OST here from 3 * far on
         self.far = (stripes + 1) * (sum(max(x, default=0) for x in u.values()) + 1) * self.n
-        self.empty = 3 * self.far
+        self.empty = 4 * self.far
         # Groups reaching the same routers have the same costs: one set of them for them all.
         first: dict[str, str] = {}
         self.same = {g: first.setdefault(repr(c), g) for g, c in cand.items()}
         ids = {k: n for n, k in enumerate(dict.fromkeys(serving))}
         self.cls_of = [ids[serving[self.oss[p]]] for p in range(osts.n)]
         rep = [serving.index(k) for k in ids]  # an OSS of each class
-        # per group (None: a node without routers), per class: its routers, the cheapest's term * n
+        # per group (None: a node without routers), per class: its routers
         self.cand = {g: [cand[g][s] for s in rep] for g in first.values()}
+        # A class whose routers are all in one router group (its home) has that group's term,
+        # its lift, in its OSTs' keys: a group's R to it is its routers' own terms less nothing,
+        # and a stripe changes one R, not one per group reaching the class.
+        homes = [{self.rgroup[r] for r in serving[s]} for s in rep]
+        self.home = [min(h) if len(h) == 1 else -1 for h in homes]
+        self.lift = [0] * len(rep)
+        # per group, per class: the cheapest router term less the class's lift, times n
         self.R: dict[str | None, list[int]] = {g: [0 if rs else self.far for rs in cl] for g, cl in self.cand.items()}
         self.R[None] = [0] * len(rep)
-        # per router group: the (group's R, class, routers) whose router term its use changes
-        self.touch: list[list[tuple[list[int], int, list[int]]]] = [[] for _ in self.rgroup_fan] if pth else []
+        # per class: the (row, base) whose entry is base less the lift (no router to it)
+        self.flat = [[(self.R[None], 0)] + [(self.R[g], self.far) for g, cl in self.cand.items() if not cl[c]]
+                     for c in range(len(rep))]
+        n_groups = len(self.rgroup_fan) if pth else 0
+        self.homed: list[list[int]] = [[] for _ in range(n_groups)]
+        for c, k in enumerate(self.home):
+            if k >= 0:
+                self.homed[k].append(c)
+        # the (row, class, routers) whose R a router's use changes, or its router group's
+        Touch = list[list[tuple[list[int], int, list[int]]]]
+        self.by_router: Touch = [[] for _ in self.rgroup]
+        self.by_rgroup: Touch = [[] for _ in range(n_groups)]
         for g, cl in self.cand.items():
             for c, rs in enumerate(cl):
-                for k in dict.fromkeys(self.rgroup[r] for r in rs):
-                    self.touch[k].append((self.R[g], c, rs))
+                for r in rs if self.home[c] >= 0 else ():
+                    self.by_router[r].append((self.R[g], c, rs))
+                for k in dict.fromkeys(self.rgroup[r] for r in rs) if self.home[c] < 0 else ():
+                    self.by_rgroup[k].append((self.R[g], c, rs))
         self.sides: dict[tuple[int, bool], Side] = {}
         self.held: list[tuple[Side, int, Entry]] = []  # the file's OSTs
 
@@ -231,6 +250,10 @@ class Use:
         """Router r's cost term, its router group's and its own, times n."""
         k = self.rgroup[r]
         return (self.u_rgroup[k] * self.n_rgroup[k] + self.u_router[r] * self.n_router[r]) * self.n
+
+    def own(self, r: int) -> int:
+        """Router r's own cost term, times n."""
+        return self.u_router[r] * self.n_router[r] * self.n
 
     def entry(self, p: int) -> Entry:
         s = self.oss[p]
@@ -258,7 +281,7 @@ class Use:
             s = oss[p]
             now = u_oss[s] * n_oss[s] + u_ost * n_ost[p]  # self.entry(p), inline: the hot loop
             if now == x:
-                sd.xk[c] = x * self.n + p
+                sd.xk[c] = (x + self.lift[c]) * self.n + p
                 return
             heapq.heapreplace(h, (now, p))
         sd.xk[c] = self.empty
@@ -275,7 +298,7 @@ class Use:
             while True:
                 t = list(map(add, self.R[group], sd.xk))
                 m = min(t)
-                if m >= self.empty:
+                if m >= 2 * self.far:
                     break
                 c = t.index(m)
                 e = heapq.heappop(sd.heaps[c])
@@ -304,15 +327,20 @@ class Use:
             k = self.rgroup[router]
             self.n_router[router] += 1
             self.n_rgroup[k] += 1
-            n, n_router, u_router = self.n, self.n_router, self.u_router
-            a = self.u_rgroup[k] * self.n_rgroup[k]
-            for row, cc, rs in self.touch[k]:
-                if len(rs) == 1:  # self.term(rs[0]), inline: the hot loop
-                    row[cc] = (a + u_router[rs[0]] * n_router[rs[0]]) * n
-                else:
-                    row[cc] = min(map(self.term, rs))
+            for row, cc, rs in self.by_router[router]:
+                row[cc] = self.own(rs[0]) if len(rs) == 1 else min(map(self.own, rs))
+            for row, cc, rs in self.by_rgroup[k]:
+                row[cc] = min(map(self.term, rs))
+            lift = self.u_rgroup[k] * self.n_rgroup[k]
+            for cc in self.homed[k]:
+                self.lift[cc] = lift
+                for row, base in self.flat[cc]:
+                    row[cc] = base - lift * self.n
         for sd in self.sides.values():
             self.settle(sd, c)
+            for cc in self.homed[k] if router >= 0 else ():
+                if cc != c:
+                    self.settle(sd, cc)
 
     def release(self) -> None:
         """The file is placed: its OSTs go back into their class heaps, re-costed."""
