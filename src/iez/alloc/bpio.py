@@ -194,7 +194,7 @@ class Use:
         # keys: reachable paths' below `far`, those reached through no router from `far` to
         # 2 * far (by X), classes without an OST here from 3 * far on
         self.far = (stripes + 1) * (sum(max(x, default=0) for x in u.values()) + 1) * self.n
-        self.empty = 4 * self.far
+        self.none, self.empty = 2 * self.far, 4 * self.far
         # Groups reaching the same routers have the same costs: one set of them for them all.
         first: dict[str, str] = {}
         self.same = {g: first.setdefault(repr(c), g) for g, c in cand.items()}
@@ -237,9 +237,12 @@ class Use:
         """The router a stripe from `group` to class c goes through: the first of the cheapest,
         costed in floating point as the full scan costs them (-1: none, or a client without
         routers)."""
+        rs = self.cand[group][c] if group is not None else []
+        if len(rs) <= 1:
+            return rs[0] if rs else -1
         best, pick = math.inf, -1
         w_rg, w_r = self.w["router_group"], self.w["router"]
-        for r in self.cand[group][c] if group is not None else ():
+        for r in rs:
             k = self.rgroup[r]
             v = w_rg * (self.n_rgroup[k] / self.rgroup_fan[k]) + w_r * self.n_router[r] / self.router_fan[r]
             if v < best:
@@ -298,7 +301,7 @@ class Use:
             while True:
                 t = list(map(add, self.R[group], sd.xk))
                 m = min(t)
-                if m >= 2 * self.far:
+                if m >= self.none:
                     break
                 c = t.index(m)
                 e = heapq.heappop(sd.heaps[c])
@@ -310,10 +313,11 @@ class Use:
                 found = e[1]
                 self.count(found, c, self.route(group, c) if m < self.far else -1)
                 break
-            for c, e in aside:
-                heapq.heappush(sd.heaps[c], e)
-            for c in dict.fromkeys(c for c, _ in aside):
-                self.settle(sd, c)
+            if aside:
+                for c, e in aside:
+                    heapq.heappush(sd.heaps[c], e)
+                for c in dict.fromkeys(c for c, _ in aside):
+                    self.settle(sd, c)
             if found >= 0:
                 return found
         return -1
