@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from iez.alloc.bpio import WEIGHTS, Bpio, paths
+from iez.alloc.bpio import WEIGHTS, Bpio, paths, units
 from iez.alloc.policy import AllocOptions, stripe_bytes, tables
 from iez.alloc.registry import get_policy
 from iez.cluster import Snapshot, make_cluster, parse_cluster
@@ -276,3 +276,22 @@ def test_a_spider2_job_spans_the_zones_and_bpio_evens_its_osts_and_routers():
     for z in set(zone.values()):
         counts = [per_router[z, k] for k in range(36)]
         assert max(counts) - min(counts) <= 1, (z, counts)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_decimal_weights_tie_as_the_full_scan(seed):
+    # Weights that binary floating point does not hold exactly (3 x 0.1 != 0.3): the full scan
+    # ties such costs by its 1e-12 tolerance, bpio by its exact integer costs.
+    rng = random.Random(1000 + seed)
+    c = parse_cluster(random_cluster(rng))
+    weights = {"oss": 0.1, "ost": 0.3, "router": 0.7, "router_group": 0.2}
+    reqs = [Request(f"/f{k}", 1 << 20, rng.choice([1, 2, -1]), rank=rng.randrange(40),
+                    host=rng.choice(["n0", "n11", "n23", ""]), create_time=float(k)) for k in range(40)]
+    want = scan(reqs, c, Snapshot.from_cluster(c), KEEP, {**dict.fromkeys(WEIGHTS, 0.0), **weights})
+    assert want != "ENOSPC"
+    assert [p.layout.osts() for p in place(c, reqs, Bpio(weights))] == [list(x) for x in want]
+
+
+def test_units_are_exact_integers_over_a_common_denominator():
+    u, scale = units({"oss": 0.1, "ost": 0.3}, {"oss": [7, 0], "ost": [1]})
+    assert scale == 70 and u == {"oss": [1, 0], "ost": [21]}  # 0.1 / 7 = 1/70, 0.3 = 21/70

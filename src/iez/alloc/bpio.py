@@ -105,6 +105,7 @@ class Bpio:
         first = np.concatenate(([0], np.cumsum(counts)[:-1]))
         at = np.repeat(np.arange(len(counts)), counts)
         each = stripe_bytes(table.write_bytes[at], table.size[at], counts[at], np.arange(len(at)) - first[at]).tolist()
+        starts, sizes, pools, index = first.tolist(), counts.tolist(), table.pool.tolist(), osts.index.tolist()
         for i in table.order.tolist():
             r = requests[i]
             group = topo.group_of(r.host, r.rank) if topo else None
@@ -112,9 +113,8 @@ class Bpio:
                 why = (f"bpio: node {r.host or f'rank{r.rank}'} (rank {r.rank}) is not in the topology: "
                        "placed by OSS and OST use only")
                 notes[i] = f"{notes[i]}; {why}" if notes[i] else why
-            count = int(table.count[i])
-            needs = each[first[i]:first[i] + count]
-            key = (use.same[group.name] if group is not None else None, int(table.pool[i]))
+            needs = each[starts[i]:starts[i] + sizes[i]]
+            key = (use.same[group.name] if group is not None else None, pools[i])
             chosen: list[int] = []
             for k, need in enumerate(needs):
                 p = use.cheapest(key, table.allowed, room, need)  # and counts its path
@@ -124,7 +124,7 @@ class Bpio:
                 room[p] -= need
                 chosen.append(p)
             use.release()
-            lists[i] = tuple(int(osts.index[p]) for p in chosen)
+            lists[i] = tuple(index[p] for p in chosen)
         return make_placements(requests, replace(table, notes=tuple(notes)), lists, self.name)
 
 
