@@ -729,10 +729,12 @@ def _fits(k: int, t: float | np.ndarray, *args) -> bool | np.ndarray:
 
 def _least_bound(k: int, t: float, *args) -> float:
     """The smallest time bound ≥ t under which k stripes fit, within EPS (fitting is monotone in
-    the bound): SEARCH_WAYS bounds tried at once, each round narrowing the range that much."""
-    lo, hi = t, max(t, 1e-12)
+    the bound): from `_lower_bound`, bounds ever further above it tried at once until one fits,
+    then SEARCH_WAYS bounds at once, each round narrowing the range that much."""
+    lo = max(t, _lower_bound(k, *args))
+    hi = max(lo, 1e-12)
     while not _fits(k, hi, *args):
-        tries = hi * 2.0 ** np.arange(1, 64)
+        tries = hi * (1 + 2.0 ** np.arange(-30, 33))  # 1 + 1e-9 .. 4e9 times
         ok = np.asarray(_fits(k, tries, *args))
         j = int(np.argmax(ok)) if ok.any() else len(tries) - 1
         lo, hi = (tries[j - 1] if j else hi), tries[j]
@@ -742,6 +744,32 @@ def _least_bound(k: int, t: float, *args) -> float:
         j = int(np.argmax(ok)) if ok.any() else len(tries)
         lo, hi = (tries[j - 1] if j else lo), (tries[j] if j < len(tries) else hi)
     return hi
+
+
+def _lower_bound(k: int, pos: np.ndarray, base: np.ndarray, grp: np.ndarray, servers: np.ndarray,
+                 units: tuple[float, float], osts: OstTable, loads: tuple[np.ndarray, np.ndarray]) -> float:
+    """A time bound below which k stripes do not fit (`_boxes`): per phase, the OSTs' caps are at
+    most Σ max(0, (t·b(1+EPS) − L)/u + EPS) and so are the OSSs', a piecewise-linear sum that
+    must reach k."""
+    out = 0.0
+    for unit, load, bw, oss_bw in zip(units, loads, (osts.bw, osts.read_bw), (osts.oss_bw, osts.oss_read_bw)):
+        if unit <= 0:
+            continue
+        per_oss = np.bincount(osts.oss, weights=load, minlength=len(oss_bw))[servers]
+        for level_load, level_bw in ((load[pos], bw[pos]), (per_oss, oss_bw[servers])):
+            b = level_bw * (1 + EPS)
+            free = level_load - EPS * unit
+            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+                tau = np.where(b > 0, free / b, np.inf)  # where a cap starts to rise
+            by = np.argsort(tau)
+            cb, cl = np.cumsum(b[by]), np.cumsum(free[by])
+            # The sum over the first i+1 risers, (t cb_i - cl_i) / u, just before the next one rises.
+            with np.errstate(invalid="ignore", over="ignore"):
+                reach = (np.append(tau[by][1:], np.inf) * cb - cl) / unit >= k
+            i = int(np.argmax(reach))
+            if reach[i] and cb[i] > 0:
+                out = max(out, (k * unit + cl[i]) / cb[i])
+    return out
 
 
 def water_fill(k: int, a: np.ndarray, beta: np.ndarray, box: np.ndarray, grp: np.ndarray,
