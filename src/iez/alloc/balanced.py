@@ -485,14 +485,15 @@ def rr_reference(table: RequestTable, osts: OstTable, orders: Sequence[np.ndarra
     job, reads = np.zeros(osts.n), np.zeros(osts.n)
     walks = []
     for p, order in enumerate(orders):
-        idx = table.order[table.pool[table.order] == p]
+        idx = table.order if len(orders) == 1 else table.order[table.pool[table.order] == p]
         if not len(idx):
             continue
+        count = table.count[idx]
         healthy = order[~osts.degraded[order]]  # RR passes over degraded OSTs while it can
-        if len(healthy) >= table.count[idx].max():
+        if len(healthy) >= count.max():
             order = healthy
         runs = _runs(table, idx)
-        first, (written, read) = _rr_best_start(table.count[idx], (runs, _read_runs(table, idx, runs)), order, osts)
+        first, (written, read) = _rr_best_start(count, (runs, _read_runs(table, idx, runs)), order, osts)
         job[order] += written
         reads[order] += read
         walks.append((idx, first, order))
