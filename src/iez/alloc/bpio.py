@@ -299,11 +299,10 @@ class Use:
             aside: list[tuple[int, Entry]] = []  # without room for this stripe
             found = -1
             while True:
-                t = list(map(add, self.R[group], sd.xk))
-                m = min(t)
+                m = min(map(add, self.R[group], sd.xk))
                 if m >= self.none:
                     break
-                c = t.index(m)
+                c = self.cls_of[m % self.n]  # keys end in their OST's position
                 e = heapq.heappop(sd.heaps[c])
                 if room[e[1]] < need:
                     aside.append((c, e))
@@ -340,11 +339,11 @@ class Use:
                 self.lift[cc] = lift
                 for row, base in self.flat[cc]:
                     row[cc] = base - lift * self.n
+        others = [cc for cc in self.homed[k] if cc != c] if router >= 0 else []
         for sd in self.sides.values():
             self.settle(sd, c)
-            for cc in self.homed[k] if router >= 0 else ():
-                if cc != c:
-                    self.settle(sd, cc)
+            for cc in others:
+                self.settle(sd, cc)
 
     def release(self) -> None:
         """The file is placed: its OSTs go back into their class heaps, re-costed."""
