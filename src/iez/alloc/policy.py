@@ -193,30 +193,24 @@ def ost_table(cluster: Cluster, snap: Snapshot, options: AllocOptions) -> OstTab
             raise ConfigError(f"{what} OSTs {unknown} are not in {cluster.fsname} (OSTs: {sorted(pos)})")
     n = len(cluster.osts)
     oss_pos = {s.name: k for k, s in enumerate(cluster.osses)}
-    capacity = np.zeros(n)
-    used = np.zeros(n)
-    room = np.zeros(n)
-    ok = np.zeros(n, bool)
-    degraded = np.zeros(n, bool)
-    bw = np.zeros(n)
-    read_bw = np.zeros(n)
-    live = np.zeros(n)
-    live_read = np.zeros(n)
-    for p, o in enumerate(cluster.osts):
+    # Per OST a row of plain numbers, made one array at the end: setting numpy elements one by one
+    # costs as much as the rest.
+    rows = []  # capacity, used, room, ok, degraded, write and read bandwidth, live writes and reads
+    for o in cluster.osts:
         st = snap.osts.get(o.index)
         reserved = int(options.reserved.get(o.index, 0))
-        bw[p], read_bw[p] = o.write_bw, o.read_bw
         if st is None:  # no statistics: unreachable, as LOD sees an OST whose OSP has no statfs
-            capacity[p], used[p] = o.capacity, o.used + reserved
+            rows.append((o.capacity, o.used + reserved, 0, False, False, o.write_bw, o.read_bw, 0.0, 0.0))
             continue
-        capacity[p] = max(st.kbytestotal * 1024, 1)  # a target reporting no size takes nothing anyway
-        used[p] = capacity[p] - st.kbytes_free * 1024 + reserved
+        capacity = max(st.kbytestotal * 1024, 1)  # a target reporting no size takes nothing anyway
         low_mb, _ = reserved_mb(st.kbytestotal)  # below it the OSP flags the OST ENOSPC
-        room[p] = max(0, st.bavail - reserved - (low_mb << 20))
-        ok[p] = st.state in ("active", "degraded") and o.index not in options.exclude and room[p] > 0
-        degraded[p] = st.state == "degraded"
-        live[p] = max(0.0, st.write_bps)
-        live_read[p] = max(0.0, st.read_bps)
+        room = max(0, st.bavail - reserved - (low_mb << 20))
+        rows.append((capacity, capacity - st.kbytes_free * 1024 + reserved, room,
+                     st.state in ("active", "degraded") and o.index not in options.exclude and room > 0,
+                     st.state == "degraded", o.write_bw, o.read_bw, max(0.0, st.write_bps), max(0.0, st.read_bps)))
+    table = np.array(rows, dtype=float).reshape(n, 9).T
+    capacity, used, room, bw, read_bw, live, live_read = table[[0, 1, 2, 5, 6, 7, 8]]
+    ok, degraded = table[3] > 0, table[4] > 0
     bw = np.maximum(bw - live, MIN_SHARE * bw)
     read_bw = np.maximum(read_bw - live_read, MIN_SHARE * read_bw)
     oss = np.array([oss_pos[o.oss] for o in cluster.osts], dtype=np.int64)
