@@ -337,7 +337,7 @@ def check_placements(policy: str, requests: Sequence[Request], placed: Sequence[
     if isinstance(placed, Placements) and placed.requests is requests:  # the arrays, checked in bulk
         paths = placed.paths()
         empty = np.flatnonzero(np.diff(placed.offsets) == 0)
-        if len(set(paths)) == len(paths) and all(i in placed.replaced for i in empty.tolist()) \
+        if len(placed) == len(set(paths)) == len(paths) and all(i in placed.replaced for i in empty.tolist()) \
                 and all(p.layout.osts() for p in placed.replaced.values()):
             return
     want = {q.path for q in requests}
