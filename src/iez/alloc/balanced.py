@@ -242,6 +242,16 @@ class Solution:
     bound: float  # the time bound enforced (s): the allowed time, raised only if nothing fit under it
     reads: np.ndarray  # bytes the job reads back from each OST position
     phased: OstTable | None = None  # the table whose job_time the bound is on (`phased`)
+    fills: tuple[_Fill, ...] = ()  # per group, in placing order: its counts and matrix
+
+
+@dataclass(frozen=True)
+class _Fill:
+    """A group's counts (per eligible OST) and stripe matrix before `order_stripes`, and the
+    job's loads (written, read) once it was placed."""
+    n: np.ndarray
+    mat: np.ndarray
+    after: tuple[np.ndarray, np.ndarray]
 
 
 def rr_orders(cluster: Cluster, table: RequestTable, osts: OstTable) -> list[np.ndarray]:
@@ -308,7 +318,7 @@ def solve(table: RequestTable, osts: OstTable, orders: Sequence[np.ndarray], opt
     allowed = fastest.bound + weight * max(0.0, top - fastest.bound) if math.isfinite(top) else math.inf
     limit = fast + weight * max(0.0, top - fast) if math.isfinite(top) else math.inf
     if allowed > fastest.bound or limit > fast:  # else RR is as fast as it gets: nothing to trade
-        sol = _place_all(table, osts, orders, groups, max(allowed, fastest.bound), scale, limit)
+        sol = _place_all(table, osts, orders, groups, max(allowed, fastest.bound), scale, limit, fastest.fills)
     # The bound holds for stripes of their group's mean size; the real bytes (Method II's short
     # last stripes) can differ a little. Check them, tighten, and at worst take RR's placement.
     for _ in range(GUARD_TRIES):
@@ -382,18 +392,23 @@ class _Scale:
 
 
 def _place_all(table: RequestTable, osts: OstTable, orders: Sequence[np.ndarray], groups: Sequence[_Group],
-               bound: float, scale: _Scale, limit: float) -> Solution:
+               bound: float, scale: _Scale, limit: float, prior: Sequence[_Fill] = ()) -> Solution:
     """Place the groups in turn under the time bound, raising it when a group cannot fit.
-    Stripe orders within files are chosen by (real time over `limit`, fullest OST, real time)."""
+    Stripe orders within files are chosen by (real time over `limit`, fullest OST, real time).
+    `prior`: an earlier pass's fills, whose counts a group keeps while the loads it meets are that
+    pass's and the counts are still optimal (`_optimal`)."""
     offsets = np.concatenate([[0], np.cumsum(table.count)])
     stripes = np.empty(offsets[-1], dtype=np.int64)
     job, reads = np.zeros(osts.n), np.zeros(osts.n)
-    for g in groups:
+    fills = []
+    for i, g in enumerate(groups):
         idx = g.members
         size, real, back = g.facts(table)
-        mat, bound = _place_group(len(idx), g.count, size, (g.unit, g.read_unit), table.allowed[g.pool],
-                                  orders[g.pool], osts, (job, reads), bound, scale, table.pools[g.pool],
-                                  bool(real.any()))
+        same = i < len(prior) and (not i or all(map(np.array_equal, prior[i - 1].after, (job, reads))))
+        fill, bound = _place_group(len(idx), g.count, size, (g.unit, g.read_unit), table.allowed[g.pool],
+                                   orders[g.pool], osts, (job, reads), bound, scale, table.pools[g.pool],
+                                   bool(real.any()), prior[i] if same else None)
+        mat = fill.mat
         best = None
         for by in STRIPE_ORDERS if g.count > 1 and (real != real[:, :1]).any() else ():  # equal stripes: any order
             cand = order_stripes(mat, real, g.unit, job, osts, by)
@@ -409,7 +424,8 @@ def _place_all(table: RequestTable, osts: OstTable, orders: Sequence[np.ndarray]
         else:
             _, mat, job, reads = best
         stripes[offsets[idx][:, None] + np.arange(g.count)] = mat
-    return Solution(stripes, offsets, job, math.nan, bound, reads)
+        fills.append(replace(fill, after=(job, reads)))
+    return Solution(stripes, offsets, job, math.nan, bound, reads, fills=tuple(fills))
 
 
 def read_bytes(table: RequestTable, idx: np.ndarray, real: np.ndarray) -> np.ndarray:
@@ -627,10 +643,11 @@ def _rotation_times(slot: np.ndarray, order: np.ndarray, osts: OstTable, bw_all:
 
 def _place_group(m: int, count: int, size: int, units: tuple[float, float], allowed: np.ndarray, order: np.ndarray,
                  osts: OstTable, loads: tuple[np.ndarray, np.ndarray], bound: float, scale: _Scale,
-                 pool: str, written: bool = True) -> tuple[np.ndarray, float]:
+                 pool: str, written: bool = True, prior: _Fill | None = None) -> tuple[_Fill, float]:
     """The m x count matrix of OST positions for one group (a stripe writes units[0] bytes and
-    reads units[1] back; the job so far writes loads[0] and reads loads[1] per OST), and the time
-    bound used."""
+    reads units[1] back; the job so far writes loads[0] and reads loads[1] per OST), in a `_Fill`,
+    and the time bound used. `prior`: the group's fill from an earlier pass on the same loads,
+    kept if its counts are optimal under this bound too."""
     k = m * count
     (w, r), (job, reads) = units, loads
     # A group written empty but read back is bound by its reads alone: its stripes weigh
@@ -667,10 +684,13 @@ def _place_group(m: int, count: int, size: int, units: tuple[float, float], allo
                 beta = beta + TIE * r / rbw
                 a_s = a_s + TIE * np.bincount(osts.oss, weights=reads, minlength=len(osts.oss_bw))[servers] / oss_rbw
                 gamma = gamma + TIE * r / oss_rbw
+        if prior is not None and _optimal(prior.n, a, beta, box, grp, a_s, gamma, box_s):
+            return prior, max(t, bound)
         n = water_fill(k, a, beta, box, grp, a_s, gamma, box_s)
         # Wrap-around: OSTs in OSS-major order, so a file's stripes, spaced ~N/count apart, span OSSs.
         seq_order = np.lexsort((osts.index[pos], grp_of))
-        return deal(np.repeat(pos[seq_order], n[seq_order]), m, count), max(t, bound)
+        mat = deal(np.repeat(pos[seq_order], n[seq_order]), m, count)
+        return _Fill(n, mat, loads), max(t, bound)
     where = f"pool {pool!r}" if pool else "the file system"
     raise AllocationError(f"ENOSPC: {m} files x {count} stripes of {size} bytes do not fit in {where}: "
                           f"{int(allowed.sum())} usable OSTs, room for {int(np.minimum(room[allowed], m).sum())} "
@@ -850,6 +870,28 @@ def water_fill(k: int, a: np.ndarray, beta: np.ndarray, box: np.ndarray, grp: np
         cut = np.where(full, cut, v_lo)
     n = ost_units(cut)
     return _greedy_rest(k - int(n.sum()), n, hi_t, a, beta, box, grp, a_s, gamma, box_s)
+
+
+def _optimal(n: np.ndarray, a: np.ndarray, beta: np.ndarray, box: np.ndarray, grp: np.ndarray,
+             a_s: np.ndarray, gamma: np.ndarray, box_s: np.ndarray) -> bool:
+    """Whether counts n are an optimum of `water_fill`'s problem (the same k units, these costs
+    and caps): within every OSS its taken OST units cost no more than any unit it could still
+    take, and across OSSs the dearest taken increment (its last OST unit plus its own last unit)
+    costs no more than any OSS's next one. That is the optimality condition of the separable
+    convex problem (module docstring, step 1): no exchange of one unit lowers the cost."""
+    n_srv = len(a_s)
+    per = np.bincount(grp, weights=n, minlength=n_srv)
+    if (n > box).any() or (per > box_s).any():
+        return False
+    with np.errstate(invalid="ignore", over="ignore"):
+        last = np.where(n > 0, a + beta * n, -np.inf)
+        nxt = np.where(n < box, a + beta * (n + 1), np.inf)
+        top, low = np.full(n_srv, -np.inf), np.full(n_srv, np.inf)
+        np.maximum.at(top, grp, last)
+        np.minimum.at(low, grp, nxt)
+        taken = np.where(per > 0, top + a_s + gamma * per, -np.inf)
+        more = np.where(per < box_s, low + a_s + gamma * (per + 1), np.inf)
+        return bool((top <= low).all() and taken.max() <= more.min())
 
 
 def _greedy_rest(rest: int, n: np.ndarray, theta: float, a: np.ndarray, beta: np.ndarray, box: np.ndarray,
