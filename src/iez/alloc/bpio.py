@@ -312,11 +312,8 @@ class Use:
                 found = e[1]
                 self.count(found, c, self.route(group, c) if m < self.far else -1)
                 break
-            if aside:
-                for c, e in aside:
-                    heapq.heappush(sd.heaps[c], e)
-                for c in dict.fromkeys(c for c, _ in aside):
-                    self.settle(sd, c)
+            for c, e in aside:
+                self.push(sd, c, e[1])
             if found >= 0:
                 return found
         return -1
@@ -347,11 +344,18 @@ class Use:
 
     def release(self) -> None:
         """The file is placed: its OSTs go back into their class heaps, re-costed."""
-        held, self.held = self.held, []
-        for sd, c, e in held:
-            heapq.heappush(sd.heaps[c], self.entry(e[1]))
-        for sd, c in dict.fromkeys((sd, c) for sd, c, _ in held):
-            self.settle(sd, c)
+        for sd, c, e in self.held:
+            self.push(sd, c, e[1])
+        self.held = []
+
+    def push(self, sd: Side, c: int, p: int) -> None:
+        """OST p back into its class's heap, re-costed. Every class's top is true between
+        stripes, so the class's key changes only if p is its new top."""
+        e = self.entry(p)
+        h = sd.heaps[c]
+        heapq.heappush(h, e)
+        if h[0] is e:
+            sd.xk[c] = (e[0] + self.lift[c]) * self.n + p
 
 
 def off_topology(requests: Sequence[Request], topo: Topology) -> list[str]:
