@@ -68,7 +68,8 @@ bound the groups needed, an upper bound on the true fastest time). tests/test_al
 checks steps 1-2 against an exact networkx min-cost flow on the unit-arc graph, and the RR walk
 against lustre_rr, on random instances.
 
-Cost: two passes (T*, then T_allow; a few more when the real bytes need a tighter bound), each
+Cost: two passes (T*, then T_allow; a few more when the real bytes need a tighter bound; the
+second keeps a group's counts from the first while they are still optimal, `_optimal`), each
 O(G · (B1 · B2 · N + R log N)) for G groups on N OSTs, with B1, B2 ≤ 64 bisection steps and
 R ≤ a few N units merged at the end; plus the RR reference, O(starts · files). No per-file Python
 work: the answer is arrays (`Placements`).
