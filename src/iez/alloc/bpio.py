@@ -174,7 +174,7 @@ class Use:
         self.n_oss = [0] * len(cluster.osses)
         # An OSS's class: the OSSs served by the same routers (all of them without topology).
         serving: list[tuple[int, ...]] = [()] * len(cluster.osses)
-        cand: dict[str, list[list[int]]] = {}
+        cand: dict[str, np.ndarray] = {}
         fans = {"ost": [1], "oss": np.bincount(osts.oss, minlength=len(cluster.osses)).tolist(),
                 "router": [], "router_group": []}
         self.rgroup: list[int] = []
@@ -186,8 +186,7 @@ class Use:
             self.n_router = [0] * len(self.rgroup)
             self.n_rgroup = [0] * len(self.rgroup_fan)
             serving = [tuple(r) for r in pth.serving]
-            # per client group, per OSS: the routers serving it that the group reaches
-            cand = {g: [[int(x) for x in row if x >= 0] for row in c.tolist()] for g, c in pth.cand.items()}
+            cand = pth.cand
         u, _ = units(w, fans)
         self.u_ost, self.u_oss, self.u_router, self.u_rgroup = u["ost"][0], u["oss"], u["router"], u["router_group"]
         self.n = osts.n
@@ -196,13 +195,13 @@ class Use:
         self.far = (stripes + 1) * (sum(max(x, default=0) for x in u.values()) + 1) * self.n
         self.none, self.empty = 2 * self.far, 4 * self.far
         # Groups reaching the same routers have the same costs: one set of them for them all.
-        first: dict[str, str] = {}
-        self.same = {g: first.setdefault(repr(c), g) for g, c in cand.items()}
+        first: dict[tuple[tuple[int, ...], bytes], str] = {}
+        self.same = {g: first.setdefault((c.shape, c.tobytes()), g) for g, c in cand.items()}
         ids = {k: n for n, k in enumerate(dict.fromkeys(serving))}
         self.cls_of = [ids[serving[self.oss[p]]] for p in range(osts.n)]
         rep = [serving.index(k) for k in ids]  # an OSS of each class
-        # per group (None: a node without routers), per class: its routers
-        self.cand = {g: [cand[g][s] for s in rep] for g in first.values()}
+        # per group (None: a node without routers), per class: the routers it reaches
+        self.cand = {g: [[r for r in row if r >= 0] for row in cand[g][rep].tolist()] for g in first.values()}
         # A class whose routers are all in one router group (its home) has that group's term,
         # its lift, in its OSTs' keys: a group's R to it is its routers' own terms less nothing,
         # and a stripe changes one R, not one per group reaching the class.
