@@ -71,13 +71,16 @@ def paths(topo: Topology, cluster: Cluster) -> Paths:
                            for k in range(len(gpos))])
     rpos = {r.name: k for k, r in enumerate(topo.routers)}
     cand = {}
+    made: dict[tuple[str, ...], np.ndarray] = {}  # groups reaching the same routers share one
     for g in topo.clients:
-        lists: list[list[int]] = [[] for _ in cluster.osses]
-        for name in g.routers:
-            for s in behind[rpos[name]]:
-                lists[s].append(rpos[name])
-        width = max(1, max(len(x) for x in lists))
-        cand[g.name] = np.array([x + [-1] * (width - len(x)) for x in lists], dtype=np.int64)
+        if tuple(g.routers) not in made:
+            lists: list[list[int]] = [[] for _ in cluster.osses]
+            for name in g.routers:
+                for s in behind[rpos[name]]:
+                    lists[s].append(rpos[name])
+            width = max(1, max(len(x) for x in lists))
+            made[tuple(g.routers)] = np.array([x + [-1] * (width - len(x)) for x in lists], dtype=np.int64)
+        cand[g.name] = made[tuple(g.routers)]
     serving = [[k for k, b in enumerate(behind) if s in b] for s in range(len(cluster.osses))]
     return Paths(rgroup, router_fan, rgroup_fan, cand, serving)
 
