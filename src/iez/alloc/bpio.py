@@ -22,8 +22,9 @@ are the shared ones (`policy.tables`); like BPIO, the cost counts the applicatio
 other jobs' load or free space: OSTs that may take no object, or have no room for the stripe, are
 only left out, and degraded ones taken last; OSTs a client's group reaches through no router
 come after all others.
-Pure: plain data in, placements out. Each stripe costs a few operations on heaps of path costs
-(`Use`), not a pass over every OST.
+Pure: plain data in, placements out. Costs are exact integers (`units`), and each stripe costs
+one min over the classes of OSSs served by the same routers and a few heap operations (`Use`),
+not a pass over every OST.
 """
 
 from __future__ import annotations
@@ -166,8 +167,9 @@ class Use:
     first OST. Per class, a lazy min-heap of its OSTs by X: counts only rise, so a key is a lower
     bound and a top whose key is still its X is the class's cheapest OST (stale ones are re-costed
     and pushed back). A stripe changes X in its class and R in the classes its router group
-    serves. OSTs the file already uses, or without room for the stripe, are set aside and put
-    back after the file or the stripe."""
+    serves; a class whose routers are all in one router group carries that group's term in its
+    key (its lift), so that a stripe changes R for one group only. OSTs the file already uses,
+    or without room for the stripe, are set aside and put back after the file or the stripe."""
 
     def __init__(self, osts: OstTable, cluster: Cluster, pth: Paths | None, w: Mapping[str, float], stripes: int):
         self.w = w
