@@ -7,8 +7,8 @@ baseline measured in the same run.
 - placement time: `bpio`, `balanced` with the router level (`AllocOptions(routers=True)`) and
   Lustre's `rr` for 2,048 and 16,384 clients (one 1 GiB file each, stripe count 4, one client a
   node, the nodes drawn at random from Titan's), as ratios of plain `balanced`'s CPU
-  time on the same requests (medians of REPEAT interleaved rounds, rr's single; its seconds, for
-  scale);
+  time on the same requests (one BLAS thread; medians of REPEAT interleaved rounds, rr's single;
+  its seconds, for scale);
 - simulated IOR write bandwidth at 2,048 nodes beside two 1,024-node background jobs
   (scenarios/seed002-ior.toml's setting) for QoS (Lustre's default on a busy system), RR,
   balanced and BPIO, and BPIO's improvement over QoS and RR (seed 002's formula); with `--full`
@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 from rich.console import Console
+from threadpoolctl import threadpool_limits
 
 from iez.alloc.policy import AllocOptions
 from iez.alloc.registry import get_policy
@@ -69,10 +70,13 @@ def placement_times() -> None:
         reqs = [Request(f"/lustre/ior/f{k:06d}", 1 << 30, 4, rank=k, host=rng.choice(nodes), create_time=k)
                 for k in range(n)]
         times: dict[str, list[float]] = {name: [] for name in TIMED}
-        for k in range(REPEAT):  # interleaved: the machine's load falls on all alike
-            for name in TIMED:
-                if name != "rr" or not k:  # rr once: its LOD model takes a minute at 16,384
-                    times[name].append(cpu_seconds(name, reqs, cluster, snap))
+        # One BLAS thread: otherwise its idle workers spin after balanced's numpy calls, and the
+        # process's CPU time bills their spinning to the next policy timed (bpio x2 at 2,048).
+        with threadpool_limits(1):
+            for k in range(REPEAT):  # interleaved: the machine's load falls on all alike
+                for name in TIMED:
+                    if name != "rr" or not k:  # rr once: its LOD model takes a minute at 16,384
+                        times[name].append(cpu_seconds(name, reqs, cluster, snap))
         med = {name: statistics.median(t) for name, t in times.items()}
         base = med["balanced"]
         console.print(f"{n:>6} clients, CPU time: balanced {base:.3f} s; "
