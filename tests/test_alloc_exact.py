@@ -66,21 +66,31 @@ def two_level_cost(n, a, beta, grp, a_s, gamma) -> float:
             + sum(chain_cost(a_s[s], gamma[s], int(per[s])) for s in range(len(a_s))))
 
 
+def ints(data, lo: int, hi: int, size: int) -> np.ndarray:
+    return np.array(data.draw(st.lists(st.integers(lo, hi), min_size=size, max_size=size)), float)
+
+
+def draw_instance(data, max_osts: int, max_box: int, max_box_s: int) -> tuple:
+    """A random water-filling instance with integer costs: k units, per-OST a, beta, box, OSS of
+    each OST, per-OSS a_s, gamma, box_s; k at most what the boxes hold."""
+    n_oss = data.draw(st.integers(1, 3))
+    n = data.draw(st.integers(1, max_osts))
+    grp = np.array(data.draw(st.lists(st.integers(0, n_oss - 1), min_size=n, max_size=n)))
+    a, beta, box = ints(data, 0, 30, n), ints(data, 1, 9, n), ints(data, 0, max_box, n).astype(np.int64)
+    a_s, gamma = ints(data, 0, 30, n_oss), ints(data, 0, 9, n_oss)
+    box_s = ints(data, 0, max_box_s, n_oss).astype(np.int64)
+    cap = int(np.minimum(box_s, np.bincount(grp, weights=box, minlength=n_oss)).sum())
+    return data.draw(st.integers(0, cap)), a, beta, box, grp, a_s, gamma, box_s
+
+
 @SLOW
 @given(st.data())
 def test_water_fill_equals_min_cost_flow(data):
     """Integer costs, so the two optimal values must be exactly equal."""
-    n_oss = data.draw(st.integers(1, 3))
-    n = data.draw(st.integers(1, 7))
-    ints = lambda lo, hi, size: np.array(data.draw(st.lists(st.integers(lo, hi), min_size=size, max_size=size)), float)
-    grp = np.array(data.draw(st.lists(st.integers(0, n_oss - 1), min_size=n, max_size=n)))
-    a, beta, box = ints(0, 30, n), ints(1, 9, n), ints(0, 6, n).astype(np.int64)
-    a_s, gamma, box_s = ints(0, 30, n_oss), ints(0, 9, n_oss), ints(0, 12, n_oss).astype(np.int64)
-    cap = int(np.minimum(box_s, np.bincount(grp, weights=box, minlength=n_oss)).sum())
-    k = data.draw(st.integers(0, cap))
+    k, a, beta, box, grp, a_s, gamma, box_s = draw_instance(data, 7, 6, 12)
     got = water_fill(k, a, beta, box, grp, a_s, gamma, box_s)
     assert got.sum() == k and (got <= box).all() and (got >= 0).all()
-    assert (np.bincount(grp, weights=got, minlength=n_oss) <= box_s).all()
+    assert (np.bincount(grp, weights=got, minlength=len(a_s)) <= box_s).all()
     best = unit_arc_flow(k, a, beta, box, grp, a_s, gamma, box_s)
     assert two_level_cost(got, a, beta, grp, a_s, gamma) == two_level_cost(best, a, beta, grp, a_s, gamma)
 

@@ -15,23 +15,17 @@ from iez.alloc.registry import get_policy
 from iez.cluster import Snapshot, make_cluster
 from iez.request import Request
 
-from test_alloc_exact import SLOW, two_level_cost, unit_arc_flow
+from test_alloc_exact import SLOW, draw_instance, ints, two_level_cost, unit_arc_flow
 
 
 @SLOW
 @given(st.data())
 def test_kept_counts_are_optimal_exactly_when_the_flow_says_so(data):
-    n_oss = data.draw(st.integers(1, 3))
-    n = data.draw(st.integers(1, 6))
-    ints = lambda lo, hi, size: np.array(data.draw(st.lists(st.integers(lo, hi), min_size=size, max_size=size)), float)
-    grp = np.array(data.draw(st.lists(st.integers(0, n_oss - 1), min_size=n, max_size=n)))
-    a, beta, box = ints(0, 30, n), ints(1, 9, n), ints(0, 5, n).astype(np.int64)
-    a_s, gamma, box_s = ints(0, 30, n_oss), ints(0, 9, n_oss), ints(0, 10, n_oss).astype(np.int64)
-    cap = int(np.minimum(box_s, np.bincount(grp, weights=box, minlength=n_oss)).sum())
-    k = data.draw(st.integers(0, cap))
+    k, a, beta, box, grp, a_s, gamma, box_s = draw_instance(data, 6, 5, 10)
+    n, n_oss = len(a), len(a_s)
     first = water_fill(k, a, beta, box, grp, a_s, gamma, box_s)
     # A looser bound: caps that only rise, as the allowed bound's do over T*'s.
-    looser, looser_s = box + ints(0, 3, n).astype(np.int64), box_s + ints(0, 3, n_oss).astype(np.int64)
+    looser, looser_s = box + ints(data, 0, 3, n).astype(np.int64), box_s + ints(data, 0, 3, n_oss).astype(np.int64)
     best = unit_arc_flow(k, a, beta, looser, grp, a_s, gamma, looser_s)
     still = two_level_cost(first, a, beta, grp, a_s, gamma) == two_level_cost(best, a, beta, grp, a_s, gamma)
     assert _optimal(first, a, beta, looser, grp, a_s, gamma, looser_s) == still

@@ -9,7 +9,7 @@ data shared by ingestion, prediction, allocation, the interaction database and t
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence, overload
+from typing import Sequence, TypeVar, overload
 
 import numpy as np
 
@@ -71,8 +71,30 @@ class Placement:
     note: str = ""  # why the layout differs from the one the request asked for ("" = it does not)
 
 
+T = TypeVar("T")
+
+
+class Rows(Sequence[T]):
+    """A sequence of items built on demand from arrays (`RequestColumns`, the allocator's
+    `Placements`): a subclass gives `__len__` and `row(i)` for 0 <= i < len."""
+
+    def row(self, i: int) -> T:
+        raise NotImplementedError
+
+    @overload
+    def __getitem__(self, i: int) -> T: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[T]: ...
+
+    def __getitem__(self, i: int | slice) -> T | list[T]:
+        if isinstance(i, slice):
+            return [self.row(k) for k in range(*i.indices(len(self)))]
+        return self.row(range(len(self))[i])  # negative indices; IndexError past the end
+
+
 @dataclass(frozen=True, eq=False)
-class RequestColumns(Sequence[Request]):
+class RequestColumns(Rows[Request]):
     """Many requests as columns (one entry per file), for jobs of 10^5-10^6 files: the allocator
     reads the arrays, and a `Request` is built only for the files a caller indexes. Fields not
     held here take `Request`'s defaults; `pool` is an index into `pools`."""
@@ -90,15 +112,7 @@ class RequestColumns(Sequence[Request]):
     def __len__(self) -> int:
         return len(self.path)
 
-    @overload
-    def __getitem__(self, i: int) -> Request: ...
-
-    @overload
-    def __getitem__(self, i: slice) -> list[Request]: ...
-
-    def __getitem__(self, i: int | slice) -> Request | list[Request]:
-        if isinstance(i, slice):
-            return [self[k] for k in range(*i.indices(len(self)))]
+    def row(self, i: int) -> Request:
         return Request(self.path[i], int(self.write_bytes[i]), int(self.stripe_count[i]), app=self.app,
                        run=self.run, create_time=float(self.create_time[i]), pool=self.pools[int(self.pool[i])],
                        read_bytes=0 if self.read_bytes is None else int(self.read_bytes[i]))

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import astuple, dataclass, field
-from typing import Mapping, Protocol, Sequence, overload
+from typing import Mapping, Protocol, Sequence
 
 import numpy as np
 
@@ -32,7 +32,7 @@ from iez.layout.hierarchical import premise
 from iez.layout.layout import LOV_MAX_STRIPE_COUNT, LUSTRE_EOF, STRIPE_SIZE_LIMIT, Component, FileLayout, Layout
 from iez.layout.raid0 import bytes_per_ost
 from iez.layout.stripe import AP, UNIT, method1, method2_stripe_size
-from iez.request import Placement, Request, RequestColumns
+from iez.request import Placement, Request, RequestColumns, Rows
 from iez.units import format_size
 
 STRIPE_METHODS = ("method2", "method1", "fixed")
@@ -476,7 +476,7 @@ def _fits_int64(v: object) -> bool:
     return True
 
 
-class Placements(Sequence[Placement]):
+class Placements(Rows[Placement]):
     """A policy's placements, in request order, as arrays: file i's stripe size is `size[i]` and
     its stripes go to OSTs `osts[offsets[i]:offsets[i + 1]]` (OST indices, in stripe order). A
     `Placement` is built only when a caller indexes or iterates (identical layouts shared, as they
@@ -493,16 +493,7 @@ class Placements(Sequence[Placement]):
     def __len__(self) -> int:
         return len(self.offsets) - 1
 
-    @overload
-    def __getitem__(self, i: int) -> Placement: ...
-
-    @overload
-    def __getitem__(self, i: slice) -> list[Placement]: ...
-
-    def __getitem__(self, i: int | slice) -> Placement | list[Placement]:
-        if isinstance(i, slice):
-            return [self[k] for k in range(*i.indices(len(self)))]
-        i = range(len(self))[i]  # negative indices; IndexError past the end
+    def row(self, i: int) -> Placement:
         got = self.replaced.get(i)
         if got is not None:
             return got
