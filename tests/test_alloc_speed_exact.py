@@ -1,0 +1,134 @@
+"""`balanced` and the plan writer made faster place every file on the same OSTs and write the same
+plan bytes as before: each instance's OST arrays and plan text are pinned by a digest taken from
+the code as it was before the speed work (commit a7d6017), on jobs at Spider II's scale (1,008
+OSTs on 144 or 126 OSSs) and smaller ones: single-stripe files of four sizes (the bench's job),
+mixed stripe counts and sizes with Method II's short stripes, reads, pools, an uneven and loaded
+cluster, `Request` objects and columns, the automatic and hierarchical layouts. The plan text is
+also checked against the per-file writer (`Plan.add` + `dumps`). No timing here: bench_alloc."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from iez.alloc.policy import AllocOptions, Placements
+from iez.alloc.registry import get_policy
+from iez.alloc.scenarios import uneven_fill
+from iez.cluster import OSSStats, Snapshot, make_cluster
+from iez.plan import Plan, dumps, dumps_arrays
+from iez.request import Request, RequestColumns
+
+MiB, GiB, TiB = 1 << 20, 1 << 30, 1 << 40
+META = {"app": "exact", "run": "7"}
+
+
+def bench_columns(files: int) -> RequestColumns:
+    """bench_alloc's job: single-stripe files of four sizes, in create order."""
+    sizes = np.array([64 * MiB, 256 * MiB, GiB, 4 * GiB], dtype=np.int64)
+    paths = np.array([f"/mnt/iez/bench/f.{i:08d}" for i in range(files)], dtype=object)
+    return RequestColumns(paths, sizes[np.arange(files) % 4], np.ones(files, np.int64), np.zeros(files),
+                          np.zeros(files, np.int64))
+
+
+def mixed_columns(files: int, seed: int, pools: tuple[str, ...] = ("",), reads: bool = False,
+                  scale: int = 1) -> RequestColumns:
+    """Stripe counts 1-16 (and every OST), sizes (over `scale`) that are not whole stripes,
+    shuffled create times, names of several lengths, some in a pool, some read back."""
+    rng = np.random.default_rng(seed)
+    count = rng.choice(np.array([1, 1, 1, 2, 4, 8, 16, 0]), files)
+    count[rng.integers(0, files, 2)] = -1
+    base = np.array([0, MiB, 5 * MiB + 3, 64 * MiB, GiB + 12345, 6 * GiB]) // scale
+    size = rng.choice(base, files)
+    size += rng.integers(0, np.maximum(size // 20, 1))
+    paths = np.array([f"/lustre/run{seed}/r{i % 37}/out.{i}" + ("{{x}}" if i % 101 == 5 else "")
+                      for i in range(files)], dtype=object)
+    return RequestColumns(paths, size, count, rng.integers(0, 50, files).astype(float),
+                          rng.integers(0, len(pools), files), pools,
+                          read_bytes=size * rng.integers(0, 3, files) if reads else None)
+
+
+def loaded(cluster, seed: int) -> Snapshot:
+    """A snapshot where some OSTs are being written and read and some OSSs are busy."""
+    rng = np.random.default_rng(seed)
+    snap = Snapshot.from_cluster(cluster)
+    osts = {i: replace(s, write_bps=float(rng.choice([0, 0, 0, 2e8, 6e8])), read_bps=float(rng.choice([0, 0, 3e8])))
+            for i, s in snap.osts.items()}
+    osses = {name: OSSStats(name, cpu=float(rng.choice([0, 0, 0.5])), mem=float(rng.choice([0, 0.3])))
+             for name in snap.osses}
+    return replace(snap, osts=osts, osses=osses)
+
+
+def objects(cols: RequestColumns, every: int = 1) -> list[Request]:
+    """Some of `cols` as `Request`s with their writers' facts (what the automatic layout reads)."""
+    return [replace(cols[i], writers=1 + i % 9, comm_size=1 + i % 9, transfer_size=MiB << (i % 3),
+                    writer_segments=1 + i % 2, api="mpiio" if i % 3 else "posix", rank=i)
+            for i in range(0, len(cols), every)]
+
+
+SPIDER = make_cluster(144, 7, 64 * TiB)
+SPIDER_126 = make_cluster(126, 8, 64 * TiB)
+UNEVEN = uneven_fill(SPIDER_126, 0.05, 0.6, seed=3)
+POOLED = replace(make_cluster(24, 6, 4 * TiB), pools={"fast": tuple(range(0, 144, 3)), "slow": tuple(range(100, 144))})
+TESTBED = make_cluster()
+
+
+def instances():
+    """(name, requests, cluster, snapshot, options) of every pinned instance."""
+    yield "bench 100k on 126x8", bench_columns(100_000), SPIDER_126, Snapshot.from_cluster(SPIDER_126), {}
+    yield "bench 20k on 144x7", bench_columns(20_000), SPIDER, Snapshot.from_cluster(SPIDER), {}
+    yield "bench 20k, uneven, loaded", bench_columns(20_000), UNEVEN, loaded(UNEVEN, 1), {}
+    yield "bench 20k, weight 0", bench_columns(20_000), UNEVEN, loaded(UNEVEN, 2), {"capacity_weight": 0.0}
+    yield "bench 20k, weight 1", bench_columns(20_000), UNEVEN, loaded(UNEVEN, 2), {"capacity_weight": 1.0}
+    yield "mixed 3k on 144x7", mixed_columns(3000, 1), SPIDER, Snapshot.from_cluster(SPIDER), {}
+    yield "mixed 3k, reads, uneven, loaded", mixed_columns(3000, 2, reads=True), UNEVEN, loaded(UNEVEN, 4), {}
+    yield "mixed 3k, pools", mixed_columns(3000, 3, ("", "fast", "slow")), POOLED, loaded(POOLED, 5), {}
+    yield "mixed 300 on the testbed", mixed_columns(300, 4, scale=64), TESTBED, Snapshot.from_cluster(TESTBED), {}
+    yield ("objects, auto", objects(mixed_columns(2000, 5), 2), UNEVEN, loaded(UNEVEN, 6), {"layout": "auto"})
+    yield ("objects, hierarchical", objects(mixed_columns(600, 6)), SPIDER, loaded(SPIDER, 7),
+           {"layout": "hierarchical"})
+
+
+# sha256 of (OST indices, offsets, plan text) per instance, from commit a7d6017's code.
+PINNED = {
+    "bench 100k on 126x8": "e0f410ac50c1aa8fcd55fcb441e68b0d7741b4178478311d742c684ac515ff37",
+    "bench 20k on 144x7": "17aaac3e0c1bcb0e38a422701c889da4d20261199e586e969d87dc330608e9cd",
+    "bench 20k, uneven, loaded": "4bfcdc8d2abe8ea03d98c5d21b2211216bd4c27abf9ee5178e64a256c1c24567",
+    "bench 20k, weight 0": "7da67463f6764622d5d76fafecb20c57ab5fa5b14517b4d77c7cd133cadbafc2",
+    "bench 20k, weight 1": "090616ccd33956a7a68d8f391e9bb89e5b2076bae23eb31e1be7808d7f6746b0",
+    "mixed 3k on 144x7": "500977674253b461cdf3bc744919ef7b2ef6cd2f3c200735e3011a9b95fa491c",
+    "mixed 3k, reads, uneven, loaded": "9887be6780ff1166d43672f3b0a3f3934ef427feb34806cc44bf55f324cf2e64",
+    "mixed 3k, pools": "170a57003467664768bb7eebb38f3faaba3dd7aa996c33be9758fd189aa15f59",
+    "mixed 300 on the testbed": "2d9531e8b83d4a4f596e5ca1ea62f59e9aa47ca3c18a23dc0ec8c0e43c9eb922",
+    "objects, auto": "16c963e5fcae6df905b4af2e9cbffee5f08d91fdca1c0967abc62134d49f181b",
+    "objects, hierarchical": "cd18dc01b51ad64be6baab12e67d2e26171bb9f325a314c884079f9c3bacc323",
+}
+
+
+def digest(placed: Placements, text: str) -> str:
+    h = hashlib.sha256(np.ascontiguousarray(placed.osts, dtype=np.int64).tobytes())
+    h.update(np.ascontiguousarray(placed.offsets, dtype=np.int64).tobytes())
+    h.update(text.encode())
+    return h.hexdigest()
+
+
+def place(reqs, cluster, snap, opts) -> tuple[Placements, str]:
+    placed = get_policy("balanced").place(reqs, cluster, snap, AllocOptions(**{"layout": "keep", **opts}))
+    assert isinstance(placed, Placements)
+    t = placed.table
+    return placed, dumps_arrays(META, placed.paths(), placed.size, placed.offsets, placed.osts, t.pools, t.pool,
+                                placed.non_plain())
+
+
+@pytest.mark.parametrize("case", list(instances()), ids=lambda c: c[0])
+def test_placements_and_plan_bytes_are_as_before(case):
+    name, reqs, cluster, snap, opts = case
+    placed, text = place(reqs, cluster, snap, opts)
+    assert digest(placed, text) == PINNED[name]
+    if len(reqs) <= 20_000:
+        plan = Plan(meta=dict(META))
+        for p in placed:
+            plan.add(p.path, p.layout)
+        assert text == dumps(plan)
