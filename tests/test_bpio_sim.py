@@ -6,6 +6,8 @@ fails with engine.SimError and its build hint)."""
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 
 from iez.errors import ConfigError
@@ -104,3 +106,61 @@ def test_figure_job_names_a_job(tmp_path):
     doc["figure"] = {"job": "nope"}
     with pytest.raises(ConfigError, match="figure.job: 'nope' is not one of the jobs"):
         variants(doc, tmp_path)
+
+
+def _job_stripes(run, job: str) -> Counter:
+    """Stripes of `job` per OST, as the engine got them (one stream per node and stripe)."""
+    (jd,) = [j for j in run.description["jobs"] if j["name"] == job]
+    return Counter(ost for _node, ost, _n, _obj, *_ in jd["phases"][0]["streams"])
+
+
+def test_interleaved_creates_unbalance_rr_and_not_bpio(tmp_path):
+    # A busy MDS: two other creates, on average, between two of the job's in LOD's one stream
+    # (docs/references.md#l-alloc-shared-state). 128 one-stripe files on 64 OSTs: RR alone gives
+    # each OST 2; with the others drawn in, the job's own stripes no longer fall evenly.
+    # BPIO counts only the job's own stripes (docs/references.md#s002-bpio-cost) and stays even.
+    spread, bw = {}, {}
+    for others in (0, 2):
+        for policy in ("rr", "bpio"):
+            doc = _scenario(tmp_path, 128, policy)
+            doc["job"][0]["others_per_create"] = others
+            (v,) = variants(doc, tmp_path)
+            run = simulate(v, tmp_path / f"{policy}{others}")
+            spread[policy, others] = max(_job_stripes(run, "ior").values())
+            bw[policy, others] = run.results.job("ior").write_bw
+    assert spread["rr", 0] == spread["bpio", 0] == spread["bpio", 2] == 2
+    assert spread["rr", 2] >= 4
+    assert bw["rr", 2] < bw["rr", 0] and bw["bpio", 2] == pytest.approx(bw["bpio", 0], rel=1e-9)
+    assert bw["bpio", 2] > 1.05 * bw["rr", 2]
+
+
+def test_balanced_sees_the_background_load_as_the_controller_does(tmp_path):
+    # The background job writes to OSTs 0-15 only, below their bandwidth: the collectors' rates
+    # show those OSTs loaded, and balanced places the IOR job's 32 stripes elsewhere. Placed
+    # without that view (an idle cluster), it uses them.
+    doc = _scenario(tmp_path, 32, "balanced", background=8)
+    doc["job"][1].update(placement="list", osts=list(range(16)), stripe_count=2)
+    (v,) = variants(doc, tmp_path)
+    loaded = set(range(16))
+    assert not loaded & set(_job_stripes(simulate(v, tmp_path / "view"), "ior"))
+    wls = workloads(v.scenario)
+    blind = place(v.scenario.cluster, list(zip(v.scenario.jobs, wls)))
+    assert loaded & {o for p, lay in blind.items() if p.startswith("/") and "ior" in p for o in lay.plain.osts}
+
+
+def test_a_scenario_s_runs_reuse_placements_with_the_same_results(tmp_path):
+    doc = _scenario(tmp_path, 16, "rr", background=64)
+    doc["job"][1]["placement"] = "qos"
+    cache: dict = {}
+    (a,) = variants(doc, tmp_path)
+    wls = workloads(a.scenario)
+    jobs = list(zip(a.scenario.jobs, wls))
+    first = place(a.scenario.cluster, jobs, cache=cache)
+    doc["job"][0]["ranks"] = 8
+    (b,) = variants(doc, tmp_path)
+    wls_b = workloads(b.scenario)
+    again = place(b.scenario.cluster, list(zip(b.scenario.jobs, wls_b)), cache=cache)
+    fresh = place(b.scenario.cluster, list(zip(b.scenario.jobs, wls_b)))
+    assert again == fresh
+    bg = [f.path for f in wls[1].files]
+    assert all(again[p] is first[p] for p in bg)  # the background's placement was not made again

@@ -100,6 +100,13 @@ class JobEntry:
     # share of the bytes it writes, and whether it grows (Request.grows, docs/layouts.md).
     planned: float = 1.0
     grows: bool = False
+    # Other jobs' creates in the same allocator stream while this job creates its files (a busy
+    # MDS: LOD's RR index and QoS penalties are one state per pool, docs/references.md#l-alloc-shared-state):
+    # on average this many before each of the job's creates (Poisson, seeded), each asking for a
+    # stripe count drawn from `others_stripe_count` (() = the job's). Only Lustre's policies (rr,
+    # qos) take their files from that stream; the others place the job's files by their own rule.
+    others_per_create: float = 0.0
+    others_stripe_count: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -324,7 +331,8 @@ _JOB_KEYS = {"name", "kind", "ranks", "ranks_per_node", "nodes", "mode", "block"
              "stripe_count", "stripe_size", "write", "read", "particles", "class", "dumps", "tile", "element",
              "collective", "bursts", "compute", "compute_after", "placement", "osts", "submit", "windows",
              "path", "layout", "subset_size", "subfiles", "planned", "grows",
-             "split_writing", "collective_read"}
+             "split_writing", "collective_read", "others_per_create", "others_stripe_count"}
+OTHERS_MAX = 1000  # others_per_create: a bound on the stream the job's creates are drawn into
 LAYOUTS = ("keep", "auto", "hierarchical")
 
 
@@ -402,6 +410,16 @@ def _job(t: dict[str, Any], k: int, base: Path) -> JobEntry:
         raise ConfigError(f"{w}.planned: expected a share of the bytes > 0, got {planned!r}")
     if ("planned" in t or "grows" in t) and placement in ("list", "observed"):
         raise ConfigError(f"{w}: planned and grows are what a policy is told: give placement = a policy name")
+    others = t.get("others_per_create", 0.0)
+    if isinstance(others, bool) or not isinstance(others, (int, float)) or not 0 <= others <= OTHERS_MAX:
+        raise ConfigError(f"{w}.others_per_create: expected other creates per create of the job, "
+                          f"0 to {OTHERS_MAX}, got {others!r}")
+    if others and placement in ("list", "observed"):
+        raise ConfigError(f"{w}: others_per_create shares an allocator's stream: give placement = a policy name")
+    counts = t.get("others_stripe_count", [])
+    counts = [counts] if isinstance(counts, int) and not isinstance(counts, bool) else counts
+    if not isinstance(counts, list):
+        raise ConfigError(f"{w}.others_stripe_count: expected a stripe count or a list of them")
     src_path = ""
     if recorded:
         p = Path(str(t["path"]))
@@ -411,4 +429,6 @@ def _job(t: dict[str, Any], k: int, base: Path) -> JobEntry:
                     windows=tuple(windows), layout=layout,
                     subset_size=_int(t.get("subset_size", 2), f"{w}.subset_size", 1),
                     subfiles=_int(t.get("subfiles", 0), f"{w}.subfiles", 0),
-                    planned=float(planned), grows=bool(t.get("grows", False)))
+                    planned=float(planned), grows=bool(t.get("grows", False)),
+                    others_per_create=float(others),
+                    others_stripe_count=tuple(_int(c, f"{w}.others_stripe_count", 1) for c in counts))

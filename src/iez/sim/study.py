@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
+from iez.cluster import Snapshot
+from iez.layout.layout import FileLayout
 from iez.sim import description, engine, plot
 from iez.sim.bounds import lower_bound
 from iez.sim.kinds import build
-from iez.sim.placement import place
+from iez.sim.placement import Cache, View, place
 from iez.sim.results import Results, parse
 from iez.sim.scenario import Compare, Scenario, Variant
 from iez.sim.workload import Workload
@@ -35,10 +37,35 @@ def workloads(scn: Scenario) -> list[Workload]:
     return [build(entry.pattern, entry.source_path) for entry in scn.jobs]
 
 
-def simulate(v: Variant, workdir: Path) -> Run:
+def live_view(scn: Scenario, wls: list[Workload], workdir: Path) -> View:
+    """What iez's controller would read while the files placed so far are written: their jobs run
+    alone on the engine (the others' nodes kept, so every stream takes its route), and each OST's
+    write and read rates are its bytes over the time it was busy, as a collector's rate over the
+    background's run (docs/simulator.md, "Scenario files": the live view)."""
+    def view(layouts: dict[str, FileLayout]) -> Snapshot:
+        busy = [wl if wl.files and all(f.path in layouts for f in wl.files) else replace(wl, phases=())
+                for wl in wls]
+        desc = description.build(scn, busy, layouts)
+        desc["jobs"] = [j for j in desc["jobs"] if j["phases"]]
+        snap = Snapshot.from_cluster(scn.cluster)
+        if not desc["jobs"]:
+            return snap
+        for o in parse(engine.run(desc, workdir)).osts:
+            if o.busy > 0:
+                i = int(o.name)
+                snap = snap.with_ost(replace(snap.osts[i], write_bps=o.bytes_written / o.busy,
+                                             read_bps=o.bytes_read / o.busy))
+        return snap
+
+    return view
+
+
+def simulate(v: Variant, workdir: Path, cache: Cache | None = None) -> Run:
+    """One run; `cache` keeps placements for the scenario's other runs (`place`)."""
     scn = v.scenario
     wls = workloads(scn)
-    layouts = place(scn.cluster, list(zip(scn.jobs, wls)))
+    layouts = place(scn.cluster, list(zip(scn.jobs, wls)), cache=cache,
+                    view=live_view(scn, wls, workdir / "live-view"))
     desc = description.build(scn, wls, layouts)
     res = parse(engine.run(desc, workdir))
     b = lower_bound(desc)
@@ -51,10 +78,11 @@ def slug(label: str) -> str:
 
 def run_all(variants: list[Variant], out: Path, progress: Callable[[str], None] = lambda s: None) -> list[Run]:
     runs = []
+    cache: Cache = {}
     for v in variants:
         progress(v.label)
         wd = out / slug(v.label)
-        r = simulate(v, wd)
+        r = simulate(v, wd, cache)
         plot.run_plots(r.results, wd)
         runs.append(r)
     return runs
