@@ -314,6 +314,10 @@ UNDO = {
     6: ["DROP TABLE traced_reads", *(f"ALTER TABLE {t} DROP COLUMN {c}" for t in REQUEST_TABLES for c in V6_COLUMNS)],
     7: [f"ALTER TABLE {t} DROP COLUMN name_random" for t in (*REQUEST_TABLES, "traced_reads")],
     8: ["DROP TABLE plans"],
+    9: ["CREATE INDEX ix_runs_app ON runs (app_id)",
+        "CREATE INDEX ix_traced_run ON traced_requests (run_id)", "CREATE INDEX ix_read_run ON traced_reads (run_id)",
+        "CREATE INDEX ix_predicted_prediction ON predicted_requests (prediction_id)",
+        "CREATE INDEX ix_placements_run_policy ON placements (run_id, policy)"],
 }
 
 
@@ -341,7 +345,7 @@ def test_a_version_1_database_is_brought_to_the_current_version(db):
     t0 = time.time()
     with db.begin() as tx:
         assert migrate(tx.conn, INTERACTION) == 1
-        assert current_version(tx.conn) == SCHEMA_VERSION == 8
+        assert current_version(tx.conn) == SCHEMA_VERSION == 9
         # every step together gives the tables a new database gets
         have = inspect(tx.conn)
         assert {t: {c["name"] for c in have.get_columns(t)} for t in INTERACTION.metadata.tables} == {
@@ -361,7 +365,7 @@ def test_a_version_3_database_gains_the_writers_facts(db):
         as_version(tx, 3)
         assert current_version(tx.conn) == 3
     with db.begin() as tx:
-        assert migrate(tx.conn, INTERACTION) == 3 and current_version(tx.conn) == SCHEMA_VERSION == 8
+        assert migrate(tx.conn, INTERACTION) == 3 and current_version(tx.conn) == SCHEMA_VERSION == 9
         ((_, old),) = tx.traced_runs("a")
         assert {(q.writers, q.transfer_size, q.write_align) for q in old} == {(0, 0, 0)}
         facts = dict(writers=1024, transfer_size=1 << 20, write_align=1 << 16)
@@ -383,7 +387,7 @@ def test_a_version_4_database_gains_the_placements_notes(db):
         tx.set_placements("a", 2, "balanced", placed, sid, {})
         as_version(tx, 4)
     with db.begin() as tx:
-        assert migrate(tx.conn, INTERACTION) == 4 and current_version(tx.conn) == SCHEMA_VERSION == 8
+        assert migrate(tx.conn, INTERACTION) == 4 and current_version(tx.conn) == SCHEMA_VERSION == 9
         [old] = tx.placement_sets("a", 2)
         assert [p.note for p in old.placements] == ["", ""]
         noted = [replace(placed[0], note="auto: 15 x 64 MiB instead of 8 x 96 MiB: fastest"), placed[1]]
@@ -409,7 +413,7 @@ def test_a_version_5_database_gains_the_read_facts_and_the_reads(db):
         as_version(tx, 5)
         assert "traced_reads" not in inspect(tx.conn).get_table_names()
     with db.begin() as tx:
-        assert migrate(tx.conn, INTERACTION) == 5 and current_version(tx.conn) == SCHEMA_VERSION == 8
+        assert migrate(tx.conn, INTERACTION) == 5 and current_version(tx.conn) == SCHEMA_VERSION == 9
         ((_, old),) = tx.traced_runs("a")
         for q in old + tx.prediction("a", 2).requests:
             assert (q.writer_segments, q.read_bytes, q.read_size, q.host, q.final_path) == (0, 0, 0, "", "")
@@ -437,7 +441,7 @@ def test_a_version_6_database_gains_the_generated_name_part(db):
         tx.add_prediction("a", 2, hacc(2), {}, [1])
         as_version(tx, 6)
     with db.begin() as tx:
-        assert migrate(tx.conn, INTERACTION) == 6 and current_version(tx.conn) == SCHEMA_VERSION == 8
+        assert migrate(tx.conn, INTERACTION) == 6 and current_version(tx.conn) == SCHEMA_VERSION == 9
         ((_, old),) = tx.traced_runs("a")
         assert {q.name_random for q in old + tx.prediction("a", 2).requests} == {0}
         made = [replace(q, path=q.path + ".aB3xY9", name_random=6) for q in hacc(2)]
@@ -483,6 +487,32 @@ def test_a_version_7_database_gains_the_plans_table(db):
     with db.begin() as tx:
         assert migrate(tx.conn, INTERACTION) == 7 and current_version(tx.conn) == SCHEMA_VERSION
         assert "plans" in inspect(tx.conn).get_table_names()
+
+
+def indexes(tx) -> set[str]:
+    have = inspect(tx.conn)
+    return {i["name"] for t in have.get_table_names() for i in have.get_indexes(t)}
+
+
+def test_a_version_8_database_loses_the_indexes_its_unique_constraints_cover(db):
+    """Step 9 drops the indexes whose columns lead a unique constraint; the rows stay, and a
+    migrated database has the indexes a new one gets."""
+    from iez.db.migrations import COVERED_INDEXES
+
+    placed = table2_placements()
+    with db.begin() as tx:
+        new = indexes(tx)
+        tx.add_trace("a", hacc(2))
+        sid = tx.add_snapshot(make_cluster(), Snapshot.from_cluster(make_cluster()), "default")
+        tx.set_placements("a", 2, "balanced", placed, sid, {})
+        as_version(tx, 8)
+        assert set(COVERED_INDEXES) <= indexes(tx) and not set(COVERED_INDEXES) & new
+    with db.begin() as tx:
+        assert migrate(tx.conn, INTERACTION) == 8 and current_version(tx.conn) == SCHEMA_VERSION
+        assert indexes(tx) == new
+        stored = tx.placement_sets("a", 2)[0].placements
+        assert [(p.path, p.layout) for p in stored] == [(p.path, p.layout) for p in placed]
+        assert len(tx.traced_runs("a")[0][1]) == 2
 
 
 def test_a_read_only_run_is_stored_and_teaches_prediction_nothing(db):

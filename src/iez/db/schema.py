@@ -31,7 +31,7 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 metadata = MetaData()
 
@@ -177,9 +177,7 @@ plans = Table(
     Column("body", LargeBinary, nullable=False),
 )
 
-Index("ix_runs_app", runs.c.app_id)
-Index("ix_traced_run", traced_requests.c.run_id)
-Index("ix_read_run", traced_reads.c.run_id)
+# A table with a unique constraint needs no index of its leading columns: the constraint's serves
+# (app_id for runs, run_id for traced_requests and traced_reads, prediction_id, (run_id, policy) for
+# placements).
 Index("ix_predictions_run", predictions.c.run_id)
-Index("ix_predicted_prediction", predicted_requests.c.prediction_id)
-Index("ix_placements_run_policy", placements.c.run_id, placements.c.policy)
