@@ -19,7 +19,7 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -30,7 +30,7 @@ from iez.errors import AllocationError, IezError
 from iez.fields import HOST_ENV, Matchers, process_fields
 from iez.layout.collread import striped_collective_reads
 from iez.plan import Plan, dumps, dumps_arrays, save
-from iez.request import Placement, Request
+from iez.request import Placement, Request, RequestColumns
 from iez.trace.ingest import Ingested, TraceError, ingest
 from iez.units import format_size
 
@@ -383,7 +383,7 @@ class NoPrediction(DatabaseError):
 class Allocation:
     app: str
     run: int
-    requests: list[Request]
+    requests: Sequence[Request]
     placements: dict[str, Sequence[Placement]]  # by policy, in the order asked (Placements: arrays)
     cluster: Cluster
     snapshot: Snapshot  # what the policies saw, other plans' space taken as used (as stored)
@@ -395,7 +395,8 @@ class Allocation:
 
 def allocate(db: Database, app: str, run: int | None, policies: Sequence[str], state: Callable[[], ClusterState],
              options: AllocOptions, *, reservation_ttl: float, progress: Callable[[str, int, int], None] | None = None,
-             commit: Callable[[Txn, Allocation], None] | None = None, site_layout: bool = False) -> Allocation:
+             commit: Callable[[Txn, Allocation], None] | None = None, site_layout: bool = False,
+             known: Mapping[int, RequestColumns] | None = None) -> Allocation:
     """Place run `run` of `app` (None: its newest prediction) with each policy and store the
     placements with the snapshot they were made on, in one transaction.
 
@@ -405,11 +406,13 @@ def allocate(db: Database, app: str, run: int | None, policies: Sequence[str], s
     snapshot leaves out (stale) take no stripe and reserve nothing. `commit(tx, allocation)` runs in the
     storing transaction, before it commits: a plan to write, a check to make. `progress(policy,
     run, files)` hears each policy start. `site_layout`: the layout mode is the cluster file's
-    ([defaults] layout) when it sets one, not `options.layout` (docs/layouts.md "Modes").
+    ([defaults] layout) when it sets one, not `options.layout` (docs/layouts.md "Modes"). The
+    prediction is read as columns; one whose id `known` holds (the caller just stored it, in stored
+    order) is not read back.
     """
     with db.begin() as tx:
         try:
-            pred = tx.prediction(app, run)
+            number, requests = tx.prediction_columns(app, run, known)
         except DatabaseError as e:
             raise NoPrediction(str(e)) from None
         pending, held = tx.pending_bytes(app, reservation_ttl)
@@ -424,17 +427,17 @@ def allocate(db: Database, app: str, run: int | None, policies: Sequence[str], s
     results: dict[str, Sequence[Placement]] = {}
     for name, policy in chosen.items():
         if progress:
-            progress(name, pred.run, len(pred.requests))
-        placed = as_placed(policy.place(pred.requests, cluster, snap, options), pred.requests, app, pred.run, name)
-        check_placements(name, pred.requests, placed)
+            progress(name, number, len(requests))
+        placed = as_placed(policy.place(requests, cluster, snap, options), requests, app, number, name)
+        check_placements(name, requests, placed)
         results[name] = placed
     seen = snap.debit(reserved)
-    ranks = {q.path: q.rank for q in pred.requests}
+    ranks = dict(zip(requests.path, requests.more.get("rank", ())))
     with db.begin() as tx:
         sid = tx.add_snapshot(cluster, seen, now.source + (f"+{pending} pending" if pending else ""))
         for name, placed in results.items():
-            tx.set_placements(app, pred.run, name, placed, sid, ranks)
-        done = Allocation(app, pred.run, pred.requests, results, cluster, seen, reserved, excluded, pending, 0.0)
+            tx.set_placements(app, number, name, placed, sid, ranks)
+        done = Allocation(app, number, requests, results, cluster, seen, reserved, excluded, pending, 0.0)
         if commit:
             commit(tx, done)
     return replace(done, seconds=time.perf_counter() - t0)

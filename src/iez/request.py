@@ -9,7 +9,7 @@ data shared by ingestion, prediction, allocation, the interaction database and t
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence, TypeVar, overload
+from typing import Mapping, Sequence, TypeVar, overload
 
 import numpy as np
 
@@ -108,6 +108,9 @@ class RequestColumns(Rows[Request]):
     app: str = ""
     run: str = ""
     read_bytes: np.ndarray | None = None  # int64; None = no reads known
+    # Other `Request` fields by name, a column of plain values each (a stored prediction's rank,
+    # api, writers' facts, ...): rows carry them.
+    more: Mapping[str, Sequence] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.path)
@@ -115,4 +118,5 @@ class RequestColumns(Rows[Request]):
     def row(self, i: int) -> Request:
         return Request(self.path[i], int(self.write_bytes[i]), int(self.stripe_count[i]), app=self.app,
                        run=self.run, create_time=float(self.create_time[i]), pool=self.pools[int(self.pool[i])],
-                       read_bytes=0 if self.read_bytes is None else int(self.read_bytes[i]))
+                       read_bytes=0 if self.read_bytes is None else int(self.read_bytes[i]),
+                       **{k: c[i] for k, c in self.more.items()})

@@ -15,9 +15,10 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from typing import Annotated, Any, Callable, Literal
+from operator import attrgetter
+from typing import Annotated, Any, Callable, Literal, TypeVar
 
-from fastapi import Depends, FastAPI, Path as PathParam, Request as HttpRequest
+from fastapi import Depends, FastAPI, HTTPException, Path as PathParam, Request as HttpRequest
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -28,10 +29,12 @@ from pydantic import (
     Field,
     StrictBool,
     StrictInt,
+    ValidationError,
     ValidationInfo,
     field_validator,
     model_validator,
 )
+from starlette.concurrency import run_in_threadpool
 from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -47,7 +50,8 @@ from iez.errors import ConfigError, IezError
 from iez.fields import MAX_RAND
 from iez.layout.layout import LOV_MAX_STRIPE_COUNT, LOV_MAXPOOLNAME
 from iez.plan import check_name, parse_layout
-from iez.request import Request
+from iez.db.database import REQUEST_FIELDS, request_columns
+from iez.request import Request, RequestColumns
 from iez.trace.ingest import API_LEVEL
 from iez.units import parse_size
 
@@ -213,6 +217,36 @@ class AllocateRequest(_Strict):
     capacity_weight: float | None = Field(default=None, ge=0.0, le=1.0)
 
 
+U = TypeVar("U", bound=BaseModel)
+
+
+def _parsed(model: type[U], raw: bytes) -> U:
+    """An upload's body parsed and validated in one pass (pydantic's JSON parser: no Python
+    objects but the model's), its errors as FastAPI's; JSON nested past the parser's depth is 400."""
+    try:
+        return model.model_validate_json(raw)
+    except ValidationError as e:
+        errs = e.errors(include_url=False, include_context=False, include_input=False)
+        if errs and errs[0]["type"] == "json_invalid" and "recursion limit" in errs[0]["msg"]:
+            raise HTTPException(400, "body: JSON nested too deeply") from None
+        raise RequestValidationError([{**err, "loc": ("body", *err["loc"])} for err in errs]) from None
+
+
+def _body_doc(model: type[BaseModel]) -> dict[str, Any]:
+    """The OpenAPI requestBody of a route that parses its body itself (`_parsed`); the model's
+    schema is in the spec's components (`create_app`)."""
+    return {"requestBody": {"required": True, "content": {"application/json": {
+        "schema": {"$ref": f"#/components/schemas/{model.__name__}"}}}}}
+
+
+def file_columns(files: list[FileRequest], app: str) -> RequestColumns:
+    """Validated files as columns (`iez.request.RequestColumns`): the fields a prediction stores,
+    no `Request` per file."""
+    if not files:
+        return request_columns({k: [] for k in REQUEST_FIELDS}, app)
+    return request_columns(dict(zip(REQUEST_FIELDS, map(list, zip(*map(attrgetter(*REQUEST_FIELDS), files))))), app)
+
+
 AppName = Annotated[str, PathParam(min_length=1, max_length=128, description="application name")]
 RunNumber = Annotated[int, PathParam(ge=1, lt=1 << 31)]
 
@@ -350,18 +384,27 @@ class ServedPlans:
     def __init__(self, app: ASGIApp, controller: Controller, tokens: Tokens) -> None:
         self.app, self.plans, self.tokens = app, controller.plans, tokens
 
+    def answer(self, path: str, headers: dict[bytes, bytes]) -> tuple[int, list[tuple[bytes, bytes]], bytes] | None:
+        """The reply to a GET of `path` (request headers by lower-case name) when it asks for a
+        held plan with a known token; None for anything else. The server's protocol calls it too
+        (iez.controller.server.plan_protocol)."""
+        m = self.PATH.fullmatch(path)
+        plan = m and self.plans.get(m[1], int(m[2]) if m[2] else None)
+        if not plan:
+            return None
+        scheme, _, token = headers.get(b"authorization", b"").decode("latin-1").partition(" ")
+        if scheme.lower() != "bearer" or self.tokens.role(token.strip()) is None:
+            return None
+        inm = headers.get(b"if-none-match")
+        return plan_parts(plan, inm and inm.decode("latin-1"))
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["method"] == "GET":
-            m = self.PATH.fullmatch(scope["path"])
-            plan = m and self.plans.get(m[1], int(m[2]) if m[2] else None)
-            if plan:
-                headers = dict(scope["headers"])
-                scheme, _, token = headers.get(b"authorization", b"").decode("latin-1").partition(" ")
-                if scheme.lower() == "bearer" and self.tokens.role(token.strip()) is not None:
-                    inm = headers.get(b"if-none-match")
-                    status, reply, body = plan_parts(plan, inm and inm.decode("latin-1"))
-                    await send({"type": "http.response.start", "status": status, "headers": reply})
-                    return await send({"type": "http.response.body", "body": body})
+            reply = self.answer(scope["path"], dict(scope["headers"]))
+            if reply is not None:
+                status, headers, body = reply
+                await send({"type": "http.response.start", "status": status, "headers": headers})
+                return await send({"type": "http.response.body", "body": body})
         await self.app(scope, receive, send)
 
 
@@ -463,20 +506,28 @@ def create_app(controller: Controller, tokens: Tokens, uploads: str = SITE, caps
     def run_plan(app: AppName, run: RunNumber, request: HttpRequest) -> Response:
         return plan_response(app, run, request)
 
-    @app.post("/apps/{app}/traces", tags=["uploads"], status_code=201, dependencies=[upload],
-              summary="upload what a run created and read; the next run is then predicted and planned")
-    def upload_trace(app: AppName, body: TraceUpload) -> dict[str, Any]:
-        name = check_app(app)
+    def store_trace(name: str, raw: bytes) -> dict[str, Any]:
+        body = _parsed(TraceUpload, raw)
         return controller.upload_trace(name, [r.request(name) for r in body.requests], body.run, label=body.label,
                                        source=body.source, nprocs=body.nprocs, plan_hits=body.plan_hits,
                                        plan_misses=body.plan_misses, meta={"warnings": body.warnings},
                                        reads=[r.request(name) for r in body.reads])
 
+    def store_requests(name: str, raw: bytes) -> dict[str, Any]:
+        body = _parsed(RequestsUpload, raw)
+        return controller.upload_requests(name, file_columns(body.requests, name), body.run)
+
+    @app.post("/apps/{app}/traces", tags=["uploads"], status_code=201, dependencies=[upload],
+              summary="upload what a run created and read; the next run is then predicted and planned",
+              openapi_extra=_body_doc(TraceUpload))
+    async def upload_trace(app: AppName, request: HttpRequest) -> dict[str, Any]:
+        return await run_in_threadpool(store_trace, check_app(app), await request.body())
+
     @app.post("/apps/{app}/requests", tags=["uploads"], status_code=202, dependencies=[upload],
-              summary="upload the files a coming run will create; they are planned")
-    def upload_requests(app: AppName, body: RequestsUpload) -> dict[str, Any]:
-        name = check_app(app)
-        return controller.upload_requests(name, [r.request(name) for r in body.requests], body.run)
+              summary="upload the files a coming run will create; they are planned",
+              openapi_extra=_body_doc(RequestsUpload))
+    async def upload_requests(app: AppName, request: HttpRequest) -> dict[str, Any]:
+        return await run_in_threadpool(store_requests, check_app(app), await request.body())
 
     @app.post("/apps/{app}/runs/{run}/allocate", tags=["admin"], dependencies=[admin],
               summary="place a predicted run again now (another policy or weight, new statistics)")
@@ -489,4 +540,19 @@ def create_app(controller: Controller, tokens: Tokens, uploads: str = SITE, caps
     def release(app: AppName) -> dict[str, Any]:
         return controller.release(check_app(app))
 
+    spec = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        """FastAPI's spec with the schemas of the bodies the upload routes parse themselves."""
+        made = app.openapi_schema is None
+        out = spec()  # made once, then kept by FastAPI
+        if made:
+            schemas = out.setdefault("components", {}).setdefault("schemas", {})
+            for model in (TraceUpload, RequestsUpload):
+                doc = model.model_json_schema(ref_template="#/components/schemas/{model}")
+                schemas.update(doc.pop("$defs", {}))
+                schemas[model.__name__] = doc
+        return out
+
+    app.openapi = openapi  # type: ignore[method-assign]
     return app

@@ -33,7 +33,7 @@ from iez.controller.view import MAX_CLOCK_SKEW, GlobalView
 from iez.db.database import RESERVATION_TTL
 from iez.db.errors import DatabaseError
 from iez.errors import AllocationError, IezError, one_line
-from iez.request import Request
+from iez.request import Request, RequestColumns
 
 if TYPE_CHECKING:
     from iez.alloc.policy import AllocOptions
@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("iez.controller")
 
 RETRY = 2.0  # seconds between looks at held-back work (gate shut, no fresh statistics)
+KEPT_UPLOADS = 2  # uploaded predictions held for the worker until placed (~150 bytes a file each)
 # The changed layouts' notes an admin allocation answers with (a run may have thousands; the
 # interaction database keeps them all, and `iez report` lists them).
 NOTES_SHOWN = 5
@@ -158,6 +159,7 @@ class Controller:
         self.last_error: str | None = None  # the worker's newest error, for /health
         self.exposition = Exposition(self._families)
         self.plans = Plans()
+        self.uploaded: dict[int, RequestColumns] = {}  # uploaded predictions by id, not read back to place them
 
     # -- lifetime ------------------------------------------------------------------------------
 
@@ -219,10 +221,12 @@ class Controller:
     # -- uploads -------------------------------------------------------------------------------
 
     def _check_pools(self, requests: Sequence[Request]) -> None:
-        for q in requests:
-            if q.pool and q.pool not in self.cluster.pools:
-                raise Invalid(f"{q.path}: pool {q.pool!r} is not a pool of {self.cluster.fsname} "
-                              f"(pools: {', '.join(sorted(self.cluster.pools)) or 'none'})")
+        named = requests.pools if isinstance(requests, RequestColumns) else {q.pool for q in requests}
+        bad = next((p for p in named if p and p not in self.cluster.pools), None)
+        if bad is not None:
+            q = next(q for q in requests if q.pool == bad)
+            raise Invalid(f"{q.path}: pool {q.pool!r} is not a pool of {self.cluster.fsname} "
+                          f"(pools: {', '.join(sorted(self.cluster.pools)) or 'none'})")
 
     def upload_trace(self, app: str, requests: Sequence[Request], run: int | None = None, *, label: str = "",
                      source: str = "libiez", nprocs: int = 0, plan_hits: int = 0, plan_misses: int = 0,
@@ -253,10 +257,16 @@ class Controller:
                 "retrace": needs_retrace(plan_hits, plan_misses), "next": number + 1}
 
     def upload_requests(self, app: str, requests: Sequence[Request], run: int | None = None) -> dict[str, Any]:
-        """Store the requests of a run to come (predicted elsewhere); the worker plans them."""
+        """Store the requests of a run to come (predicted elsewhere); the worker plans them.
+        Columns (`RequestColumns`) are stored as they are and handed to the worker, which then
+        does not read them back."""
+        from iez.db.database import in_stored_order
+
         self._check_pools(requests)
         if not requests:
             raise Invalid("no requests: a run to plan needs at least one file")
+        if isinstance(requests, RequestColumns):
+            requests = in_stored_order(requests)
         with self.db.begin() as tx:
             tx.app_id(app, create=True)
             number = tx.next_traced_run(app) if run is None else run
@@ -266,7 +276,12 @@ class Controller:
             if info is not None and info.planned_policy:
                 raise Conflict(f"run {number} of {app} is already planned; re-plan it with "
                                f"POST /apps/{app}/runs/{number}/allocate (admin)")
-            tx.add_prediction(app, number, requests, {"source": "uploaded"}, [])
+            pid = tx.add_prediction(app, number, requests, {"source": "uploaded"}, [])
+        if isinstance(requests, RequestColumns):
+            with self.lock:  # kept until placed; only the newest few (a shut gate holds them back)
+                self.uploaded[pid] = requests
+                while len(self.uploaded) > KEPT_UPLOADS:
+                    del self.uploaded[next(iter(self.uploaded))]
         self.plans.clear()
         self.wake.set()
         return {"app": app, "run": number, "files": len(requests), "status": "pending"}
@@ -469,7 +484,8 @@ class Controller:
             try:
                 done = pipeline.allocate(
                     self.db, app, run, [name], fresh, options, reservation_ttl=self.settings.reservation_ttl,
-                    commit=plan, progress=lambda _, r, n: log.info("placing %s run %d: %d files", app, r, n))
+                    commit=plan, progress=lambda _, r, n: log.info("placing %s run %d: %d files", app, r, n),
+                    known=dict(self.uploaded))
             except pipeline.NoPrediction as e:
                 raise NotFound(str(e)) from None
             except AllocationError as e:
@@ -484,6 +500,7 @@ class Controller:
                 self.plans.put(app, key, ready, generation + 1)
         with self.lock:
             self.latency.setdefault(name, Histogram()).observe(done.seconds)
+            self.uploaded = {k: v for k, v in self.uploaded.items() if v.app != app}  # placed: read back if asked again
         log.info("placed %s run %d with %s: %d files in %.3f s", app, run, name, len(done.requests), done.seconds)
         changed = pipeline.noted(done.placements[name])
         return {"app": app, "run": run, "policy": name, "files": len(done.requests), "seconds": done.seconds,

@@ -14,9 +14,10 @@ from operator import attrgetter, itemgetter
 import re
 import time
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields, replace
+from itertools import repeat
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 from sqlalchemy import (Connection, Engine, Insert, Select, Table, bindparam, create_engine, delete, func, null,
@@ -42,7 +43,7 @@ from iez.db.sqlite import take_transactions
 from iez.errors import IezError
 from iez.layout.layout import FileLayout, Layout
 from iez.plan import format_layout, format_plain, parse_layout
-from iez.request import Placement, Request
+from iez.request import Placement, Request, RequestColumns
 
 # A planned run not traced within this long stops reserving its space (docs/controller.md):
 # a job that never comes back must not hold it for ever.
@@ -50,11 +51,11 @@ RESERVATION_TTL = 7 * 86400.0
 
 # Application names end up in plan metadata (`#app=NAME`) and file names of reports.
 APP_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,127}")
-_REQUEST_FIELDS = ("path", "write_bytes", "stripe_count", "rank", "comm_size", "create_time", "api", "pool",
+REQUEST_FIELDS = ("path", "write_bytes", "stripe_count", "rank", "comm_size", "create_time", "api", "pool",
                    "writers", "transfer_size", "write_align", "writer_segments", "read_bytes", "read_size", "host",
                    "final_path", "name_random")
 
-# _REQUEST_FIELDS in Request's field order (create_time before comm_size): find_prediction's columns.
+# REQUEST_FIELDS in Request's field order (create_time before comm_size): find_prediction's columns.
 _PREDICTED_ORDER = ("path", "write_bytes", "stripe_count", "rank", "create_time", "comm_size", "api", "pool",
                     "writers", "transfer_size", "write_align", "writer_segments", "read_bytes", "read_size", "host",
                     "final_path", "name_random")
@@ -176,20 +177,22 @@ class Txn:
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
 
-    def _insert_many(self, table: Table, rows: list[dict[str, Any]]) -> None:
-        """Insert `rows` (each with the same keys) in one executemany of SQL compiled once: through
-        SQLAlchemy's per-row parameter processing 8,192 placements took 1.6x as long to write
-        (195 against 121 ms on SQLite)."""
-        if not rows:
-            return
-        compiled = table.insert().values({k: bindparam(k) for k in rows[0]}).compile(dialect=self.conn.dialect)
+    def _insert_many(self, table: Table, names: Sequence[str], rows: Iterable[tuple]) -> None:
+        """Insert `rows`, tuples of the columns `names`, in one executemany of SQL compiled once:
+        through SQLAlchemy's per-row parameter processing 8,192 placements took 1.6x as long to
+        write (195 against 121 ms on SQLite), and a dict a row another 5 ms."""
+        compiled = table.insert().values({k: bindparam(k) for k in names}).compile(dialect=self.conn.dialect)
         order = compiled.positiontup
+        params: list[Any]
         if compiled.positional and order:
-            values = itemgetter(*order)  # one C call a row (a single column gives a bare value)
-            params: list[Any] = [values(r) for r in rows] if len(order) > 1 else [(values(r),) for r in rows]
-        else:
-            params = rows
-        self.conn.exec_driver_sql(str(compiled), params)
+            params = rows if isinstance(rows, list) and list(order) == list(names) else list(rows)
+            if list(order) != list(names):
+                at = itemgetter(*(list(names).index(k) for k in order))
+                params = [at(r) for r in params] if len(order) > 1 else [(at(r),) for r in params]
+        else:  # named parameters (psycopg)
+            params = [dict(zip(names, r)) for r in rows]
+        if params:
+            self.conn.exec_driver_sql(str(compiled), params)
 
     def _insert(self, stmt: Insert) -> int:
         """Insert one row; its id."""
@@ -247,10 +250,9 @@ class Txn:
             label=label[:255], traced_at=time.time(), source=source, source_path=source_path,
             nprocs=nprocs, plan_hits=plan_hits, plan_misses=plan_misses, meta=json.dumps(meta or {})))
         for table, files in ((traced_requests, requests), (traced_reads, reads)):
-            rows = [{"run_id": rid, **_request_row(q),
-                     "observed_layout": format_layout(q.observed) if q.observed is not None else None}
-                    for q in files]
-            self._insert_many(table, rows)
+            self._insert_many(table, ("run_id", *REQUEST_FIELDS, "observed_layout"),
+                              [(rid, *_request_values(q), format_layout(q.observed) if q.observed is not None else None)
+                               for q in files])
         return number
 
     def runs(self, app: str) -> list[RunInfo]:
@@ -298,7 +300,17 @@ class Txn:
         pid = self._insert(predictions.insert().values(
             run_id=rid, created_at=time.time(), based_on=json.dumps(list(based_on)),
             models=json.dumps(models)))
-        self._insert_many(predicted_requests, [{"prediction_id": pid, **_request_row(q)} for q in requests])
+        if isinstance(requests, RequestColumns):  # a column each, no object per file
+            n, more = len(requests), requests.more
+            pool = requests.pools[0] if len(requests.pools) == 1 else [requests.pools[k] for k in requests.pool.tolist()]
+            given = {"path": requests.path, "write_bytes": requests.write_bytes.tolist(),
+                     "stripe_count": requests.stripe_count.tolist(), "create_time": requests.create_time.tolist(),
+                     "pool": pool, "read_bytes": 0 if requests.read_bytes is None else requests.read_bytes.tolist()}
+            columns = [given.get(k, more.get(k, _DEFAULTS[k])) for k in REQUEST_FIELDS]
+            rows = list(zip(repeat(pid, n), *(repeat(c, n) if isinstance(c, (str, int, float)) else c for c in columns)))
+        else:
+            rows = [(pid, *_request_values(q)) for q in requests]
+        self._insert_many(predicted_requests, ("prediction_id", *REQUEST_FIELDS), rows)
         return pid
 
     def prediction(self, app: str, number: int | None = None) -> PredictionInfo:
@@ -309,18 +321,40 @@ class Txn:
             raise DatabaseError(f"no prediction for {which} (run: iez predict {app})")
         return found
 
-    def find_prediction(self, app: str, number: int | None = None) -> PredictionInfo | None:
+    def _prediction_head(self, app: str, number: int | None) -> Any:
         aid = self.app_id(app)
         q = (select(predictions, runs.c.number).join(runs, predictions.c.run_id == runs.c.id)
              .where(runs.c.app_id == aid))
         if number is not None:
             q = q.where(runs.c.number == number)
-        head = self.conn.execute(q.order_by(runs.c.number.desc(), predictions.c.id.desc()).limit(1)).first()
+        return self.conn.execute(q.order_by(runs.c.number.desc(), predictions.c.id.desc()).limit(1)).first()
+
+    def _predicted_rows(self, prediction_id: int) -> Sequence[Any]:
+        """A prediction's requests as rows of _PREDICTED_ORDER, in the order they are placed in."""
+        c = predicted_requests.c
+        return self.conn.execute(select(*(c[k] for k in _PREDICTED_ORDER)).where(c.prediction_id == prediction_id)
+                                 .order_by(c.create_time, c.rank, c.path)).all()
+
+    def prediction_columns(self, app: str, number: int | None = None,
+                           known: Mapping[int, RequestColumns] | None = None) -> tuple[int, RequestColumns]:
+        """The run and requests of `prediction(app, number)` as columns (no object per file); a
+        prediction whose id `known` holds (the controller's own upload, in stored order) is not
+        read back."""
+        head = self._prediction_head(app, number)
+        if head is None:
+            self.prediction(app, number)  # its error
+        got = (known or {}).get(head.id)
+        if got is not None:
+            return head.number, replace(got, app=app, run=str(head.number))
+        rows = self._predicted_rows(head.id)
+        cols = dict(zip(_PREDICTED_ORDER, map(list, zip(*rows)))) if rows else {k: [] for k in _PREDICTED_ORDER}
+        return head.number, request_columns(cols, app, str(head.number))
+
+    def find_prediction(self, app: str, number: int | None = None) -> PredictionInfo | None:
+        head = self._prediction_head(app, number)
         if head is None:
             return None
-        c = predicted_requests.c
-        rows = self.conn.execute(select(*(c[k] for k in _PREDICTED_ORDER)).where(c.prediction_id == head.id)
-                                 .order_by(c.create_time, c.rank, c.path)).all()
+        rows = self._predicted_rows(head.id)
         run = str(head.number)
         # Request's fields in its own order, as positional arguments: a prediction is read back
         # before every placement, and keyword dicts per file took most of that time.
@@ -359,12 +393,11 @@ class Txn:
         rid = self._run_id(aid, number, create=True)
         self.conn.execute(delete(placements).where(placements.c.run_id == rid, placements.c.policy == policy))
         self.conn.execute(delete(plans).where(plans.c.run_id == rid))  # rendered from what is replaced
-        now = time.time()
-        rows = [{"run_id": rid, "policy": policy, "snapshot_id": snapshot_id, "created_at": now, "rank": ranks.get(path, 0),
-                 "path": path, "stripe_size": size, "stripe_count": count, "ost_list": osts, "layout": layout,
-                 "write_bytes": w, "note": note}
-                for path, size, count, osts, layout, w, note in placement_rows(placed)]
-        self._insert_many(placements, rows)
+        now, rank = time.time(), ranks.get
+        self._insert_many(placements, ("run_id", "policy", "snapshot_id", "created_at", "rank", "path", "stripe_size",
+                                       "stripe_count", "ost_list", "layout", "write_bytes", "note"),
+                          [(rid, policy, snapshot_id, now, rank(path, 0), path, size, count, osts, layout, w, note)
+                           for path, size, count, osts, layout, w, note in placement_rows(placed)])
 
     def placement_sets(self, app: str, number: int | None = None) -> list[PlacementSet]:
         """Every policy's placements for run `number` (default: the newest run that has any)."""
@@ -516,9 +549,39 @@ def placement_rows(placed: Sequence[Placement]) -> Iterator[tuple[str, int, int,
         yield path, size, len(osts), " ".join(osts), f"{start},o={':'.join(osts)}", w, note
 
 
-def _request_row(q: Request, _values: Callable[[Request], tuple] = attrgetter(*_REQUEST_FIELDS)) -> dict[str, Any]:
-    return dict(zip(_REQUEST_FIELDS, _values(q)))
+_request_values: Callable[[Request], tuple] = attrgetter(*REQUEST_FIELDS)
+_DEFAULTS = {f.name: f.default for f in fields(Request) if f.name in REQUEST_FIELDS}
+
+
+def in_stored_order(cols: RequestColumns) -> RequestColumns:
+    """`cols` in the order a stored prediction is read back in (create time, rank, path): a
+    prediction handed on without reading it back is placed as the stored one is."""
+    n, t = len(cols), cols.create_time
+    rank = np.asarray(cols.more.get("rank", np.zeros(n, np.int64)), np.int64).reshape(n)
+    if ((t[1:] > t[:-1]) | ((t[1:] == t[:-1]) & (rank[1:] > rank[:-1]))).all():  # the path never decides
+        return cols
+    order = sorted(range(n), key=list(zip(t.tolist(), rank.tolist(), cols.path)).__getitem__)
+    return replace(cols, path=[cols.path[i] for i in order], write_bytes=cols.write_bytes[order],
+                   stripe_count=cols.stripe_count[order], create_time=t[order], pool=cols.pool[order],
+                   read_bytes=None if cols.read_bytes is None else cols.read_bytes[order],
+                   more={k: [c[i] for i in order] for k, c in cols.more.items()})
+
+
+def request_columns(cols: Mapping[str, Sequence], app: str, run: str = "") -> RequestColumns:
+    """Requests as columns from a column of plain values per stored field (REQUEST_FIELDS; a
+    field left out takes `Request`'s default)."""
+    n = len(cols["path"])
+    names = cols.get("pool", ())
+    pools = tuple(dict.fromkeys(names)) or ("",)
+    index = {p: k for k, p in enumerate(pools)}
+    pool = np.zeros(n, np.int64) if len(pools) == 1 else np.fromiter(map(index.__getitem__, names), np.int64, n)
+    more = {k: c for k, c in cols.items()
+            if k not in ("path", "write_bytes", "stripe_count", "create_time", "pool", "read_bytes")}
+    return RequestColumns(list(cols["path"]), np.array(cols["write_bytes"], np.int64).reshape(n),
+                          np.array(cols["stripe_count"], np.int64).reshape(n),
+                          np.array(cols.get("create_time", [0.0] * n), float).reshape(n), pool, pools, app, run,
+                          np.array(cols.get("read_bytes", [0] * n), np.int64).reshape(n), more)
 
 
 def _row_request(r: Any, app: str, run: str, observed: FileLayout | None = None) -> Request:
-    return Request(**{k: getattr(r, k) for k in _REQUEST_FIELDS}, app=app, run=run, observed=observed)
+    return Request(**{k: getattr(r, k) for k in REQUEST_FIELDS}, app=app, run=run, observed=observed)
