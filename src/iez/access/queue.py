@@ -13,7 +13,6 @@ protocol) and is dropped after the same silence. A registration with no claim en
 
 from __future__ import annotations
 
-import bisect
 import hashlib
 import heapq
 import hmac
@@ -22,7 +21,9 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterator, Mapping
 
 from iez.access import protocol as P
-from iez.access.admission import Claim, Policy, Rule, Schedule, Usage, admit_in_order, rule_value, schedule
+from iez.access.admission import (ChainSchedule, Claim, Lanes, Policy, Rule, Schedule, Slots, Usage,
+                                  admit_in_order, rule_value, schedule)
+from iez.access.lane import Source, ns
 from iez.access.protocol import AccessError, Request
 
 HISTORY_WEIGHT = 0.3  # weight of the newest hold in the moving average of hold durations
@@ -108,10 +109,12 @@ class AccessQueue:
         self._deadlines: list[tuple[float, str]] = []
         self._version = 0
         self._positions: tuple[int, dict[str, int]] = (-1, {})
-        # The queue in the policy's order, kept sorted as claims come and go, and the holders:
-        # no request sorts or scans every claim (a static order; fair-share's moves with time).
-        self._order: list[tuple[tuple[int, ...], str]] = []
+        # The queue in the policy's order, kept sorted as claims come and go with the sums of their
+        # expected holds, and the holders: no request sorts or scans every claim (a static order;
+        # fair-share's moves with time).
+        self._lanes = Lanes(policy, self._source) if policy.static else None
         self._held: dict[str, Claim] = {}
+        self._learnt_version = 0  # changes with the learnt hold durations
         self._schedule: tuple[int, float, Schedule | None] = (-1, 0.0, None)
         for c in self.state.claims.values():
             self._index(c)
@@ -279,7 +282,7 @@ class AccessQueue:
         if c is not None and c.holding:
             return P.format_reply("OK", "holding", position=0, eta_s=0, **counts)
         if c is not None:
-            eta = self._schedule_now(now).starts.get(app.appid)
+            eta = self._schedule_now(now).start(c)
             return P.format_reply("OK", "waiting", position=self.position(app.appid, now),
                                   eta_s="unknown" if eta is None else round(max(eta, now) - now, 3), **counts)
         # Not queued: where would a claim made now stand?
@@ -376,9 +379,11 @@ class AccessQueue:
     # -- queue changes --------------------------------------------------------------------------
     def _decide(self, now: float) -> None:
         holding = self.holding()
+        if isinstance(self.policy, Slots) and len(holding) >= self.policy.k:
+            return  # every slot is taken: nobody is admitted, whatever the order (not worth computing)
         ordered: Iterator[Claim]
-        if self.policy.static:  # read the kept order only as far as the policy looks
-            ordered = (self.state.claims[appid] for _, appid in self._order)
+        if self._lanes is not None:  # read the kept order only as far as the policy looks
+            ordered = (self.state.claims[appid] for _, appid in self._lanes.order)
         else:
             ordered = iter(self.policy.order(self.waiting(), holding, self.state.usage, now))
         for c in admit_in_order(self.policy, ordered, holding):
@@ -414,10 +419,11 @@ class AccessQueue:
         self._end(c, now, why, decide=False, **extra)
 
     def _learn(self, c: Claim, held: float) -> None:
-        for key in (f"{P.appid_name(c.appid)}/{c.phase}", ""):
+        for key in (self._history_key(c), ""):
             old = self.state.history.get(key)
             self.state.history[key] = held if old is None else (1 - HISTORY_WEIGHT) * old + HISTORY_WEIGHT * held
             self._changes.history.add(key)
+        self._learnt_version += 1
 
     def _mutated(self) -> None:
         self._version += 1
@@ -425,14 +431,14 @@ class AccessQueue:
     def _index(self, c: Claim) -> None:
         if c.holding:
             self._held[c.appid] = c
-        elif self.policy.static:
-            bisect.insort(self._order, (self.policy.key(c), c.appid))
+        elif self._lanes is not None:
+            self._lanes.add(c)
 
     def _unindex(self, c: Claim) -> None:
         if c.holding:
             del self._held[c.appid]
-        elif self.policy.static:
-            del self._order[bisect.bisect_left(self._order, (self.policy.key(c), c.appid))]
+        elif self._lanes is not None:
+            self._lanes.remove(c)
 
     def _event(self, now: float, ev: str, appid: str, **fields: object) -> None:
         self._events.append({"t": round(now, 6), "ev": ev, "app": appid,
@@ -444,8 +450,8 @@ class AccessQueue:
 
     def waiting(self) -> list[Claim]:
         """The waiting claims (in the policy's order when it is static)."""
-        if self.policy.static:
-            return [self.state.claims[appid] for _, appid in self._order]
+        if self._lanes is not None:
+            return [self.state.claims[appid] for _, appid in self._lanes.order]
         return [c for c in self.state.claims.values() if not c.holding]
 
     def _counts(self) -> tuple[int, int]:
@@ -455,26 +461,42 @@ class AccessQueue:
     def duration(self, c: Claim) -> float:
         """How long a hold is expected to last: declared, else learnt for this application and
         phase, else learnt over all, else the default."""
-        if c.expect > 0:
-            return c.expect
+        return c.expect if c.expect > 0 else self._learnt(self._history_key(c))
+
+    def _learnt(self, key: str) -> float:
         h = self.state.history
-        return h.get(f"{P.appid_name(c.appid)}/{c.phase}", h.get("", self.settings.default_hold))
+        return h.get(key, h.get("", self.settings.default_hold))
+
+    def _learnt_ns(self, key: str) -> int:
+        return ns(self._learnt(key))
+
+    def _source(self, c: Claim) -> Source:
+        """A claim's duration as its lane keeps it: declared (fixed) or learnt (its key)."""
+        return ns(c.expect) if c.expect > 0 else self._history_key(c)
+
+    @staticmethod
+    def _history_key(c: Claim) -> str:
+        return f"{P.appid_name(c.appid)}/{c.phase}"
 
     def position(self, appid: str, now: float) -> int:
         """1-based place among the waiting claims in the policy's order (0: holds or absent)."""
-        if self.policy.static:
+        if self._lanes is not None:
             c = self.state.claims.get(appid)
             if c is None or c.holding:
                 return 0
-            return bisect.bisect_left(self._order, (self.policy.key(c), appid)) + 1
+            return self._lanes.order.rank((self.policy.key(c), appid)) + 1
         if self._positions[0] != self._version:
             order = self.policy.order(self.waiting(), self.holding(), self.state.usage, now)
             self._positions = (self._version, {c.appid: i + 1 for i, c in enumerate(order)})
         return self._positions[1].get(appid, 0)
 
     def _schedule_now(self, now: float) -> Schedule:
-        """The wait estimates: rebuilt when the queue changed other than by a claim joining at
-        the back, or after a second (holds run past their expected ends)."""
+        """The wait estimates: read from the kept lanes when claims run one after another per
+        lane (exact at `now`, nothing rebuilt); otherwise rebuilt when the queue changed other
+        than by a claim joining at the back, or after a second (holds run past their expected ends)."""
+        if self._lanes is not None and self._lanes.chained:
+            return ChainSchedule(self.policy, self._lanes, self.holding(), now, self.duration,
+                                 self._learnt_ns, self._learnt_version)
         version, at, sched = self._schedule
         if sched is None or version != self._version or now - at > 1.0:
             sched = schedule(self.policy, self.waiting(), self.holding(), self.state.usage, now, self.duration)

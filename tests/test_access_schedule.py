@@ -1,0 +1,111 @@
+"""The controller's wait estimates, kept up to date as claims come and go, against the full
+rebuild (`admission.schedule` from the queue as it stands), over seeded random sequences of
+arrivals, grants, releases, cancels, departures and the passing of time, for every policy."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from iez.access import protocol as P
+from iez.access.admission import Claim, Rule, make_policy, schedule, simulate
+from iez.access.lane import Lane
+from iez.access.queue import AccessQueue, Settings
+
+POLICIES = [("exclusive", 1), ("k-concurrent", 1), ("k-concurrent", 3), ("priority", 1), ("priority", 2),
+            ("fair-share", 1), ("fair-share", 2), ("ost-aware", 1)]
+
+
+def reference(q: AccessQueue, now: float):
+    """The schedule built from scratch at the time the controller's answer is valid for."""
+    sched = q._schedule_now(now)
+    at = now if q._lanes is not None and q._lanes.chained else q._schedule[1]
+    return sched, schedule(q.policy, q.waiting(), q.holding(), q.state.usage, at, q.duration), at
+
+
+def osts(rng: random.Random, name: str):
+    if name != "ost-aware":
+        return {}
+    r = rng.random()
+    if r < 0.8:  # mostly one OST each (the lanes); sometimes several, none named, or unknown
+        return {"osts": str(rng.randrange(4))}
+    if r < 0.9:
+        return {"osts": ",".join(map(str, rng.sample(range(4), 2)))}
+    return {"osts": ""} if r < 0.93 else {}
+
+
+@pytest.mark.parametrize("name,k", POLICIES)
+@pytest.mark.parametrize("seed", range(4))
+def test_kept_estimates_equal_the_full_rebuild(name, k, seed):
+    rng = random.Random(seed)
+    q = AccessQueue(make_policy(name, k=k), Settings(heartbeat=1e6, default_hold=7.0,
+                                                     priorities=(Rule("app", "p*", 5.0),)), now=1000.0)
+    secrets: dict[str, str] = {}
+    t = 1000.0
+    checked = chained = 0
+    for step in range(160):
+        t += rng.choice([0.0, 0.0, 0.1, 0.37, 1.3, 4.0])
+        r = rng.random()
+        mine = [a for a in secrets if a in q.state.claims]
+        held = [a for a in mine if q.state.claims[a].holding]
+        waiting = [a for a in mine if not q.state.claims[a].holding]
+        if r < 0.45 or not mine:  # an arrival: a new application, or one that left comes back
+            app = f"{step}:{rng.choice('pqrs')}{rng.randrange(3)}"
+            secrets[app] = q.handle(P.format_request("REGISTER", app, user=f"u{rng.randrange(3)}",
+                                                     **osts(rng, name)), t).reply.split("\t")[1]
+            expect = {"expect": rng.choice(["1.5", "2", "0.3"])} if rng.random() < 0.6 else {}
+            q.handle(P.format_request("ACQUIRE", app, secrets[app], rng.choice(["io", "ckpt"]), **expect), t)
+        elif r < 0.75 and held:  # a holder releases: its hold is learnt, the next are granted
+            app = rng.choice(held)
+            assert q.handle(f"RELEASE\t{app}\t{secrets[app]}\t{q.state.claims[app].token}", t).reply.startswith("OK")
+        elif r < 0.9 and waiting:  # a waiter gives up, or leaves altogether
+            app = rng.choice(waiting)
+            verb = rng.choice(["CANCEL", "UNREGISTER"])
+            assert q.handle(f"{verb}\t{app}\t{secrets[app]}", t).reply.startswith("OK")
+            if verb == "UNREGISTER":
+                del secrets[app]
+        q.tick(t)
+        kept, full, at = reference(q, t)
+        assert kept.starts == full.starts
+        if name == "fair-share":  # the same arithmetic as running decide at every expected end
+            assert full.starts == simulate(q.policy, q.waiting(), q.holding(), q.state.usage, at, q.duration)
+        for c in q.waiting():
+            assert kept.start(c) == full.start(c) == full.starts.get(c.appid)
+        # Where a claim not queued would stand, under each kind of OST set.
+        for o in (None, frozenset({1}), frozenset({0, 2}), frozenset()):
+            probe = Claim(appid=f"{step}:probe", phase="io", seq=q.state.next_seq, since=t, osts=o, user="u1",
+                          expect=rng.choice([0.0, 3.0]))
+            assert kept.probe(probe) == full.probe(probe)
+        chained += q._lanes is not None and q._lanes.chained
+        checked += len(q.waiting())
+    assert checked > 100  # the queue was not empty most of the time
+    if name == "ost-aware" or (k == 1 and name != "fair-share"):
+        assert chained > 50  # mostly read from the kept lanes, not rebuilt
+
+
+def test_lane_sums_and_ranks_against_a_sorted_list():
+    rng = random.Random(7)
+    lane, plain = Lane(), []
+    learnt = {"a": 3, "b": 11}
+    for i in range(3000):
+        if plain and rng.random() < 0.4:
+            item, _ = plain.pop(rng.randrange(len(plain)))
+            lane.remove(item)
+        else:
+            item = ((rng.randrange(50), i), f"x{i}")
+            src = rng.choice([rng.randrange(10**9), "a", "b"])
+            lane.insert(item, src)
+            plain.append((item, src))
+            plain.sort()
+        if i % 500 == 0:
+            learnt["a"] += 1  # a learnt duration changed: every claim using it moves
+        version = learnt["a"]
+        value = learnt.__getitem__
+        probe = ((rng.randrange(50), rng.randrange(3000)), "")
+        ahead = [s for it, s in plain if it < probe]
+        assert lane.rank(probe) == len(ahead)
+        assert lane.ahead(probe, value, version) == sum(s if isinstance(s, int) else learnt[s] for s in ahead)
+        assert list(lane) == [it for it, _ in plain] and len(lane) == len(plain)
+    with pytest.raises(KeyError):
+        lane.remove(((99, 0), "absent"))
