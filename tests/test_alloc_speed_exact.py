@@ -9,16 +9,21 @@ also checked against the per-file writer (`Plan.add` + `dumps`). No timing here:
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import replace
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from iez.alloc.policy import AllocOptions, Placements
 from iez.alloc.registry import get_policy
 from iez.alloc.scenarios import uneven_fill
 from iez.cluster import OSSStats, Snapshot, make_cluster
-from iez.plan import Plan, dumps, dumps_arrays
+from iez.errors import ConfigError
+from iez.layout.layout import Layout
+from iez.plan import Plan, check_keys, dumps, dumps_arrays
 from iez.request import Request, RequestColumns
 
 MiB, GiB, TiB = 1 << 20, 1 << 30, 1 << 40
@@ -132,3 +137,29 @@ def test_placements_and_plan_bytes_are_as_before(case):
         for p in placed:
             plan.add(p.path, p.layout)
         assert text == dumps(plan)
+
+
+NAMES = st.lists(st.one_of(
+    st.sampled_from(["/a", "/b", "/ab", "/a/b", "/x" * 70, "/x" * 70 + "y", "/é", "/\udcff"]),
+    st.builds(lambda head, mid, tail: f"/{head}{mid}{tail}", st.text("ab/", max_size=3),
+              st.sampled_from(["", "m" * 300, "n" * 300]), st.text("abc.é", max_size=12))), max_size=12) | \
+    st.tuples(st.lists(st.integers(0, 20), max_size=12), st.sampled_from([1, 8, 9, 300])).map(
+        lambda c: [f"/f.{i:0{c[1]}d}" for i in c[0]])  # names of one length: read as rows
+
+
+@given(NAMES)
+def test_check_keys_finds_the_first_repeat_as_plan_add_does(names):
+    """Keys of any length (shorter than a hash word, longer than the words hashed, differing only
+    in the middle), anywhere in the joined text, non-ASCII and undecodable names; keys all of
+    one length."""
+    plan, want = Plan(), None
+    for p in names:
+        if p in plan.entries:
+            want = p
+            break
+        plan.add(p, Layout(stripe_count=1))
+    if want is None:
+        assert check_keys(names) is False
+    else:
+        with pytest.raises(ConfigError, match=re.escape(f"plan: {want} is planned twice")):
+            check_keys(names)

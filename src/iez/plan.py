@@ -14,6 +14,7 @@ file's name into one, `match` tells which entry a created file falls under.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -226,74 +227,152 @@ def dumps_arrays(meta: Mapping[str, str], paths: Sequence[str], stripe_size: np.
     """What `dumps` writes for files whose plain layouts are arrays (file i: `stripe_size[i]`,
     OSTs `osts[offsets[i]:offsets[i + 1]]`, pool `pools[pool[i]]`) and files in `other` with
     their layout from there: one join of string pieces, no object per file. Paths are checked as
-    `Plan.add` checks them."""
+    `Plan.add` checks them (`check_keys`)."""
     n = len(paths)
     other = other or {}
-    text = "\n".join(paths)
-    v2 = "{" in text or "}" in text
-    if n and (text.count("\n") != n - 1 or text[:1] != "/" or text.count("\n/") != n - 1
-              or any(c in text for c in "\t\r\0")):
-        for p in paths:
-            check_name(p)
-    for p in paths if v2 else ():
-        parse_path(p)
-    # Duplicates by sorted hashes (a set of a million paths costs twice as much); equal hashes
-    # are then told from a path planned twice by a set.
-    hashes = np.fromiter(map(hash, paths), np.int64, n)
-    hashes.sort()
-    if (hashes[1:] == hashes[:-1]).any():
-        seen: set[str] = set()
-        twice = next((p for p in paths if p in seen or seen.add(p)), None)  # type: ignore[func-returns-value]
-        if twice is not None:
-            raise ConfigError(f"plan: {twice} is planned twice")
+    names = paths.tolist() if isinstance(paths, np.ndarray) else list(paths)
     head = dumps(Plan(meta=dict(meta)))  # the header lines, as version 1 (no entries)
-    if v2:
+    if check_keys(names):
         head = head.replace(f"{MAGIC} 1", f"{MAGIC} {VERSION}", 1)
-    # Per file: its path, then its layout's start ("\tS=..,c=..,o=" with the first OST, one
-    # string for all files alike) and one piece per later stripe (":" + OST, "\n" after the
-    # last); a file in `other`: its path and its whole layout.
+    # Per file: its path, then its layout's start ("\tS=..,c=..,o=" with the first OST, and "\n"
+    # when it is the only one: one string for all files alike, so a single-stripe file is two
+    # pieces) and one piece per later stripe (":" + OST, "\n" after the last); a file in
+    # `other`: its path and its whole layout.
     count = np.diff(offsets)
     plain = np.ones(n, bool)
     plain[list(other)] = False
-    width = max(len(pools), 1)
-    keys, head_of = np.unique(np.where(plain, (stripe_size * (LOV_MAX_STRIPE_COUNT + 1) + count) * width + pool, -1),
-                              return_inverse=True)
-    starts = [f"\tS={k // width // (LOV_MAX_STRIPE_COUNT + 1)},c={k // width % (LOV_MAX_STRIPE_COUNT + 1)}"
-              f"{',p=' + pools[k % width] if pools[k % width] else ''},o=" for k in keys.tolist()]
     stripes = np.where(plain, count, 0)
-    at = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.maximum(stripes, 1) + 1, out=at[1:])
-    pieces = np.empty(int(at[-1]), dtype=object)
-    pieces[at[:-1]] = paths
+    has = stripes > 0
+    ost = osts[offsets[0]:offsets[-1]]
+    ost = ost if plain.all() else ost[np.repeat(plain, count)]
+    ends = np.cumsum(stripes[has])
+    first = ends - stripes[has]
+    lead = np.empty(n, dtype=object)
+    if has.any():
+        lead[has] = _leads(stripe_size[has], stripes[has], pool[has], ost[first], pools)
     for i, fl in other.items():
-        pieces[at[i] + 1] = f"\t{format_layout(fl)}\n"
-    if stripes.any():
-        top = int(osts.max()) + 1
-        ost = osts[offsets[0]:offsets[-1]]
-        ost = ost if plain.all() else ost[np.repeat(plain, count)]
-        has = stripes > 0
-        ends = np.cumsum(stripes)[has]
-        # The starts with their first OST (and "\n" when it is the only one), built for the kinds present.
-        kind = (head_of.reshape(-1)[has] * top + ost[ends - stripes[has]]) * 2 + (stripes[has] == 1)
-        span = len(keys) * top * 2
-        if span <= max(n, 1 << 16):
-            used = np.flatnonzero(np.bincount(kind, minlength=span))
-            at_kind = np.zeros(span, np.int64)
-            at_kind[used] = np.arange(len(used))
-            kind = at_kind[kind]
-        else:
-            used, kind = np.unique(kind, return_inverse=True)
-        ends_line = ("", "\n")
-        lead = [f"{starts[u // 2 // top]}{u // 2 % top}{ends_line[u % 2]}" for u in used.tolist()]
-        pieces[at[:-1][has] + 1] = np.array(lead, dtype=object)[kind]
-        if len(ost) > has.sum():
-            # Indexed by 2 x OST + last: a later stripe's piece, mid-line or at its end.
-            piece = np.array([x for i in range(top) for x in (f":{i}", f":{i}\n")], dtype=object)
-            key = 2 * ost
-            key[ends - 1] += 1
-            later = np.ones(len(ost), bool)
-            later[ends - stripes[has]] = False
-            slot = np.ones(len(pieces), bool)  # the later stripes' pieces: all but each file's first two
-            slot[at[:-1]] = slot[at[:-1] + 1] = False
-            pieces[slot] = piece[key[later]]
+        lead[i] = f"\t{format_layout(fl)}\n"
+    if len(ost) == len(first):  # no later stripes: path and lead, interleaved in a list
+        lines: list[str] = [""] * (2 * n)
+        lines[::2] = names
+        lines[1::2] = lead.tolist()
+        return head + "".join(lines)
+    at = np.concatenate([[0], np.cumsum(np.maximum(stripes, 1) + 1)])
+    pieces = np.empty(int(at[-1]), dtype=object)
+    pieces[at[:-1]] = names
+    pieces[at[:-1] + 1] = lead
+    # A later stripe's piece, mid-line or at its end.
+    key = 2 * ost
+    key[ends - 1] += 1
+    later = np.ones(len(ost), bool)
+    later[first] = False
+    slot = np.ones(len(pieces), bool)  # the later stripes' pieces: all but each file's first two
+    slot[at[:-1]] = slot[at[:-1] + 1] = False
+    pieces[slot] = _ost_texts(int(ost.max()) + 1, ":")[key[later]]
     return head + "".join(pieces.tolist())
+
+
+def _leads(size: np.ndarray, count: np.ndarray, pool: np.ndarray, first: np.ndarray, pools: Sequence[str]
+           ) -> np.ndarray:
+    """Per file, its layout's start with its first OST ("\tS=..,c=..,p=..,o=" + OST, and "\n"
+    when it has one stripe), each distinct string made once."""
+    width = max(len(pools), 1)
+    heads, head_of = np.unique((size * (LOV_MAX_STRIPE_COUNT + 1) + count) * width + pool, return_inverse=True)
+    top = int(first.max()) + 1
+    kind = (head_of.reshape(-1) * top + first) * 2 + (count == 1)
+    span = len(heads) * top * 2
+    if span <= max(len(kind), 1 << 16):  # the kinds present by a count, not a sort
+        used = np.flatnonzero(np.bincount(kind, minlength=span))
+        dense = np.zeros(span, np.int64)
+        dense[used] = np.arange(len(used))
+        kind = dense[kind]
+    else:
+        used, kind = np.unique(kind, return_inverse=True)
+    starts = np.array([f"\tS={k // width // (LOV_MAX_STRIPE_COUNT + 1)},c={k // width % (LOV_MAX_STRIPE_COUNT + 1)}"
+                       f"{',p=' + pools[k % width] if pools[k % width] else ''},o=" for k in heads.tolist()], dtype=object)
+    lead = starts[used // (2 * top)] + _ost_texts(top, "")[used % (2 * top)]
+    return lead[kind.reshape(-1)]
+
+
+@functools.lru_cache(maxsize=4)
+def _ost_texts(top: int, lead: str) -> np.ndarray:
+    """Indexed by 2 x OST + last: `lead` and the OST's number, with "\n" when it ends its line."""
+    return np.array([x for i in range(top) for x in (f"{lead}{i}", f"{lead}{i}\n")], dtype=object)
+
+
+HASH_WORDS = 32  # 8-byte words of a key hashed when looking for duplicates: its head, and its last word
+_MIX = np.uint64(0x9E3779B97F4A7C15)  # an odd multiplier (2^64 / golden ratio) for the words' hash
+
+
+def check_keys(names: list[str]) -> bool:
+    """Check plan keys as `Plan.add` does (the same errors), all at once, and whether any holds a
+    brace (version 2). The names are joined once and checked on the bytes; duplicates are found by
+    a hash of each key's bytes (a Python call a key, `hash`, costs three times as much), and only
+    keys of equal hashes are compared, by a set."""
+    n = len(names)
+    if not n:
+        return False
+    text = "\n".join(names)
+    try:
+        raw = text.encode()
+    except UnicodeEncodeError:  # lone surrogates (undecodable names): any one-to-one encoding will do
+        raw = text.encode("utf-8", "surrogatepass")
+    buf = np.frombuffer(raw, np.uint8)
+    # Keys of one length (generated names) are rows of `width` bytes: no search for the newlines.
+    width = raw.find(b"\n") + 1 if n > 1 else len(raw) + 1
+    if n > 1 and (len(raw) != n * width - 1 or raw.count(b"\n") != n - 1
+                  or (buf[width - 1::width] != ord("\n")).any()):
+        width = 0
+    if width:
+        starts = np.arange(n, dtype=np.int64) * width
+        ends = starts + (width - 1)
+    else:
+        ends = np.append(np.flatnonzero(buf == ord("\n")), len(raw))
+        starts = np.concatenate([[0], ends[:-1] + 1])
+    if (len(ends) != n or (ends == starts).any() or (buf[starts] != ord("/")).any()
+            or b"\t" in raw or b"\r" in raw or b"\0" in raw):
+        for p in names:
+            check_name(p)
+    v2 = b"{" in raw or b"}" in raw
+    for p in names if v2 else ():
+        parse_path(p)
+    h = _key_hashes(raw, starts, ends, width)
+    ranked = np.sort(h)
+    equal = ranked[1:] == ranked[:-1]
+    if equal.any():
+        seen: set[str] = set()
+        for i in np.flatnonzero(np.isin(h, ranked[1:][equal])).tolist():
+            if names[i] in seen:
+                raise ConfigError(f"plan: {names[i]} is planned twice")
+            seen.add(names[i])
+    return v2
+
+
+def _key_hashes(raw: bytes, starts: np.ndarray, ends: np.ndarray, width: int = 0) -> np.ndarray:
+    """A 64-bit hash of each key raw[starts[i]:ends[i]] (none empty): its length and its 8-byte
+    words from the start (the last one ending at its end, the first HASH_WORDS - 1 of a longer
+    key). Equal keys hash equal wherever they are in `raw`. `width`: every key takes that many
+    bytes with its separator (its words are then read as columns, not gathered)."""
+    if len(raw) < 8:
+        raw += bytes(8 - len(raw))
+    length = ends - starts
+    h = length.astype(np.uint64)
+    n_words = min(-(-int(length.max()) // 8), HASH_WORDS)
+    if width >= 9:
+        for k in range(n_words):
+            h ^= np.ndarray((len(h),), "<u8", raw, width - 9 if k == n_words - 1 else 8 * k, (width,))
+            h *= _MIX
+        return h
+    words = np.ndarray((len(raw) - 7,), "<u8", raw, 0, (1,))  # the word at every byte
+    last = np.maximum(ends - 8, 0)
+    short = np.flatnonzero(length < 8)
+    # A short key's word spans bytes before it (or, at the very start, after it): its own bytes
+    # shifted down to the low end, the rest cleared.
+    own = ((words[last[short]] >> (8 * (starts - last)[short]).astype(np.uint64))
+           & ((np.uint64(1) << (8 * length[short]).astype(np.uint64)) - np.uint64(1)))
+    for k in range(n_words):
+        w = words[last if k == n_words - 1 else np.minimum(starts + 8 * k, last)]
+        w[short] = own
+        h ^= w
+        h *= _MIX
+    return h
