@@ -23,52 +23,6 @@ _Static_assert(offsetof(struct iez_shard_header, job_id) == 360, "job context at
 _Static_assert(offsetof(struct iez_shard_header, program) == 512, "program at 512");
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "shards are little-endian; this host is not");
 
-/* CRC-32 (zlib's) eight bytes a step ("slicing-by-8"): t[k][b] is the CRC of byte b followed
- * by k zero bytes. A record's CRC is taken at each traced open: a byte a step cost 7 instructions
- * a byte. */
-static uint32_t crc_table[8][256];
-static int crc_ready;
-
-/* Made at the first use (a constructor could run after the library's own constructor has
- * already written a shard); racing first uses store the same values. */
-static void crc_init(void)
-{
-    if (__atomic_load_n(&crc_ready, __ATOMIC_ACQUIRE))
-        return;
-    for (uint32_t i = 0; i < 256; i++) {
-        uint32_t c = i;
-        for (int k = 0; k < 8; k++)
-            c = (c >> 1) ^ (0xEDB88320u & (0u - (c & 1u)));
-        __atomic_store_n(&crc_table[0][i], c, __ATOMIC_RELAXED);
-    }
-    for (int k = 1; k < 8; k++)
-        for (uint32_t i = 0; i < 256; i++) {
-            uint32_t c = __atomic_load_n(&crc_table[k - 1][i], __ATOMIC_RELAXED);
-            __atomic_store_n(&crc_table[k][i], (c >> 8) ^ __atomic_load_n(&crc_table[0][c & 0xFF], __ATOMIC_RELAXED),
-                             __ATOMIC_RELAXED);
-        }
-    __atomic_store_n(&crc_ready, 1, __ATOMIC_RELEASE);
-}
-
-uint32_t iez_crc32(uint32_t crc, const void *buf, size_t n)
-{
-    crc_init();
-    const unsigned char *p = buf;
-    const uint32_t(*t)[256] = crc_table;
-    crc = ~crc;
-    for (; n >= 8; n -= 8, p += 8) { /* little-endian (asserted above) */
-        uint32_t a, b;
-        __builtin_memcpy(&a, p, 4);
-        __builtin_memcpy(&b, p + 4, 4);
-        a ^= crc;
-        crc = t[7][a & 0xFF] ^ t[6][(a >> 8) & 0xFF] ^ t[5][(a >> 16) & 0xFF] ^ t[4][a >> 24] ^ t[3][b & 0xFF] ^
-              t[2][(b >> 8) & 0xFF] ^ t[1][(b >> 16) & 0xFF] ^ t[0][b >> 24];
-    }
-    while (n--)
-        crc = t[0][(crc ^ *p++) & 0xFF] ^ (crc >> 8);
-    return ~crc;
-}
-
 static char *map_chunk(int fd, size_t no)
 {
     return iez_map_reserved(fd, (off_t)no * IEZ_SHARD_CHUNK, IEZ_SHARD_CHUNK);

@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "crc32.h"
 #include "sysio.h"
 
 #define IEZ_SHARD_MAGIC "IEZTRACE"
@@ -91,8 +92,6 @@ struct iez_shard_ident {
     int rank, app_given;
 };
 
-/* zlib's CRC-32 (Python's zlib.crc32), which every CRC of the trace formats is. */
-uint32_t iez_crc32(uint32_t crc, const void *buf, size_t n);
 
 /* Create the shard file in dir (made 0700 if missing; refused if others could swap its files):
  * 0, or -1 with the reason in why. */

@@ -10,6 +10,8 @@
  *   iez-probe findtime FILE N NAMES   OK <n> <ns a lookup> <hits>: N lookups of NAMES' lines in turn
  *   iez-probe layout SPEC [PATTERN]   LAYOUT<TAB>LUM-HEX, or ERR <why>
  *   iez-probe path BASE PATH       the normalised absolute path
+ *   iez-probe crc HEX SPLIT        CRC-32 of the bytes HEX (the first SPLIT, then the rest continued
+ *                                  from it): the one libiez uses, then the tables' (decimal)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +19,7 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include "crc32.h"
 #include "layout.h"
 #include "lum.h"
 #include "path.h"
@@ -174,6 +177,17 @@ int main(int argc, char **argv)
         puts(out);
         return 0;
     }
-    fprintf(stderr, "usage: iez-probe plan|load|read|find|findtime|layout|path ...\n");
+    if (argc == 4 && !strcmp(argv[1], "crc")) {
+        size_t n = strlen(argv[2]) / 2, split = strtoul(argv[3], NULL, 10);
+        unsigned char *b = malloc(n + 1);
+        for (size_t i = 0; i < n; i++)
+            sscanf(argv[2] + 2 * i, "%2hhx", &b[i]);
+        split = split < n ? split : n;
+        printf("%u %u\n", (unsigned)iez_crc32(iez_crc32(0, b, split), b + split, n - split),
+               (unsigned)iez_crc32_tables(iez_crc32_tables(0, b, split), b + split, n - split));
+        free(b);
+        return 0;
+    }
+    fprintf(stderr, "usage: iez-probe plan|load|read|find|findtime|layout|path|crc ...\n");
     return 2;
 }
