@@ -30,8 +30,14 @@ struct ofd_block {
 static struct ofd_block *blocks;
 static struct iez_ofd *free_ofds;
 
-/* (api, path) -> latest record, open addressing; the key lives in the record itself */
-static struct iez_rec **tab;
+/* (api, path) -> latest record, open addressing; the key lives in the record itself, the hash
+ * beside its pointer: a probe reads a record (a line of the shard, cold after the process did
+ * anything else) only when the hashes agree */
+struct tab_slot {
+    struct iez_rec *rec;
+    uint64_t hash;
+};
+static struct tab_slot *tab;
 static size_t tab_mask, tab_n;
 static size_t nrecords;
 
@@ -53,7 +59,9 @@ static void publish_plan_counts(void)
     __atomic_store_n(&shard.hdr->plan_hits, plan_hits, __ATOMIC_RELAXED);
     __atomic_store_n(&shard.hdr->plan_misses, plan_misses, __ATOMIC_RELAXED);
     __atomic_store_n(&shard.hdr->plan_entries, plan_entries, __ATOMIC_RELAXED);
-    __atomic_or_fetch(&shard.hdr->flags, plan_flags, __ATOMIC_RELAXED);
+    /* a locked instruction at each create only the first time (the flags only ever gain bits) */
+    if ((__atomic_load_n(&shard.hdr->flags, __ATOMIC_RELAXED) & plan_flags) != plan_flags)
+        __atomic_or_fetch(&shard.hdr->flags, plan_flags, __ATOMIC_RELAXED);
 }
 
 static int ensure_shard(void)
@@ -73,11 +81,11 @@ static int ensure_shard(void)
     return 1;
 }
 
-static struct iez_rec **tab_find(int api, const char *path, size_t len, uint64_t h)
+static struct tab_slot *tab_find(int api, const char *path, size_t len, uint64_t h)
 {
     for (size_t i = h & tab_mask;; i = (i + 1) & tab_mask) {
-        struct iez_rec *r = tab[i];
-        if (!r || (r->api == api && r->path_len == len && !memcmp(rec_path(r), path, len)))
+        struct iez_rec *r = tab[i].rec;
+        if (!r || (tab[i].hash == h && r->api == api && r->path_len == len && !memcmp(rec_path(r), path, len)))
             return &tab[i];
     }
 }
@@ -85,7 +93,7 @@ static struct iez_rec **tab_find(int api, const char *path, size_t len, uint64_t
 static int tab_grow(void)
 {
     size_t cap = tab ? 2 * (tab_mask + 1) : 256;
-    struct iez_rec **old = tab;
+    struct tab_slot *old = tab;
     size_t oldcap = tab ? tab_mask + 1 : 0;
     tab = calloc(cap, sizeof *tab);
     if (!tab) {
@@ -94,9 +102,12 @@ static int tab_grow(void)
     }
     tab_mask = cap - 1;
     for (size_t i = 0; i < oldcap; i++)
-        if (old[i])
-            *tab_find(old[i]->api, rec_path(old[i]), old[i]->path_len,
-                      iez_hash(rec_path(old[i]), old[i]->path_len, (uint64_t)old[i]->api)) = old[i];
+        if (old[i].rec) /* distinct keys: the first free slot */
+            for (size_t j = old[i].hash & tab_mask;; j = (j + 1) & tab_mask)
+                if (!tab[j].rec) {
+                    tab[j] = old[i];
+                    break;
+                }
     free(old);
     return 0;
 }
@@ -110,9 +121,9 @@ static struct iez_rec *record_for(const struct iez_file_info *fi)
     if ((tab_n + 1) * 2 > (tab ? tab_mask + 1 : 0) && tab_grow())
         return NULL;
     uint64_t h = iez_hash(fi->path, fi->path_len, (uint64_t)fi->api);
-    struct iez_rec **slot = tab_find(fi->api, fi->path, fi->path_len, h);
-    if (*slot && !fi->created)
-        return *slot;
+    struct tab_slot *slot = tab_find(fi->api, fi->path, fi->path_len, h);
+    if (slot->rec && !fi->created)
+        return slot->rec;
     size_t size = (IEZ_REC_FIXED + fi->path_len + fi->lum_len + 7) & ~(size_t)7;
     struct iez_rec *r = iez_shard_alloc(&shard, size);
     if (!r) {
@@ -132,9 +143,9 @@ static struct iez_rec *record_for(const struct iez_file_info *fi)
     if (fi->lum_len)
         memcpy((char *)r + IEZ_REC_FIXED + fi->path_len, fi->lum, fi->lum_len);
     iez_shard_commit(r);
-    if (!*slot)
+    if (!slot->rec)
         tab_n++;
-    *slot = r;
+    *slot = (struct tab_slot){r, h};
     nrecords++;
     return r;
 }
