@@ -15,7 +15,6 @@
 #include "sysio.h"
 
 #define XATTR "user.lustre.lov" /* the real client's lustre.lov, in the namespace users may write */
-#define REPLY_MAX 65536
 
 static void store_layout(int fd, const char *abs, const char *text, struct iez_lum_bytes *set)
 {
@@ -49,20 +48,22 @@ static int emulated_create(int dirfd, const char *path, const char *abs, mode_t 
     int fd = iez_sys_openat(dirfd, path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode | 0600);
     if (fd < 0)
         return -errno;
-    char *got = malloc(REPLY_MAX);
-    char why[512] = "out of memory", refused[512] = "";
-    int rc = got ? iez_mds_alloc(iez_cfg.emu_run, abs, spec ? spec : "", spec ? speclen : 0, got, REPLY_MAX, why,
-                                 sizeof why)
-                 : -2;
+    /* the MDS's answer: a layout is short, a long one goes to the heap (mds.h) */
+    char small[1024], *got = small;
+    char why[512], refused[512] = "";
+    int rc = iez_mds_alloc(iez_cfg.emu_run, abs, spec ? spec : "", spec ? speclen : 0, &got, sizeof small, why,
+                           sizeof why);
     if (rc == -1 && spec) {
         /* as on Lustre, a layout the MDS refuses leaves the file to the default one; an MDS that
          * cannot be asked is not asked twice */
         snprintf(refused, sizeof refused, "%s", why);
-        rc = iez_mds_alloc(iez_cfg.emu_run, abs, "", 0, got, REPLY_MAX, why, sizeof why);
+        rc = iez_mds_alloc(iez_cfg.emu_run, abs, "", 0, &got, got == small ? sizeof small : IEZ_MDS_REPLY_MAX, why,
+                           sizeof why);
     }
     if (rc == 0)
         store_layout(fd, abs, got, set);
-    free(got);
+    if (got != small)
+        free(got);
     iez_sys_close(fd);
     /* said once the file's descriptor is closed: writing the log may need the last one */
     if (refused[0])

@@ -59,7 +59,9 @@ static int dial(const char *rundir, const struct timespec *deadline)
     return s;
 }
 
-static int exchange(int s, const char *req, size_t n, char *reply, size_t cap, const struct timespec *deadline)
+/* Send req, read one line into *reply (cap bytes; a longer answer moves to a buffer of
+ * IEZ_MDS_REPLY_MAX bytes from malloc, which replaces *reply). */
+static int exchange(int s, const char *req, size_t n, char **reply, size_t cap, const struct timespec *deadline)
 {
     while (n) {
         ssize_t w = send(s, req, n, MSG_NOSIGNAL);
@@ -74,12 +76,19 @@ static int exchange(int s, const char *req, size_t n, char *reply, size_t cap, c
         n -= (size_t)w;
     }
     size_t got = 0;
+    char *buf = *reply;
     for (;;) {
         if (got + 1 >= cap) {
-            errno = EMSGSIZE;
-            return -1;
+            char *big = cap < IEZ_MDS_REPLY_MAX ? malloc(IEZ_MDS_REPLY_MAX) : NULL;
+            if (!big) {
+                errno = cap < IEZ_MDS_REPLY_MAX ? ENOMEM : EMSGSIZE;
+                return -1;
+            }
+            memcpy(big, buf, got);
+            *reply = buf = big;
+            cap = IEZ_MDS_REPLY_MAX;
         }
-        ssize_t r = recv(s, reply + got, cap - 1 - got, 0);
+        ssize_t r = recv(s, buf + got, cap - 1 - got, 0);
         if (r < 0 && (errno == EAGAIN || errno == EINTR)) {
             if (wait_for(s, POLLIN, deadline))
                 return -1;
@@ -89,7 +98,7 @@ static int exchange(int s, const char *req, size_t n, char *reply, size_t cap, c
             errno = r ? errno : ECONNRESET;
             return -1;
         }
-        char *nl = memchr(reply + got, '\n', (size_t)r);
+        char *nl = memchr(buf + got, '\n', (size_t)r);
         got += (size_t)r;
         if (nl) {
             *nl = 0;
@@ -98,14 +107,16 @@ static int exchange(int s, const char *req, size_t n, char *reply, size_t cap, c
     }
 }
 
-int iez_mds_alloc(const char *rundir, const char *abs, const char *spec, size_t speclen, char *out, size_t cap, char *why, size_t whylen)
+int iez_mds_alloc(const char *rundir, const char *abs, const char *spec, size_t speclen, char **reply, size_t cap,
+                  char *why, size_t whylen)
 {
     size_t alen = strlen(abs);
     if (strpbrk(abs, "\t\n") || memchr(spec, '\t', speclen) || memchr(spec, '\n', speclen)) {
         snprintf(why, whylen, "the path holds a tab or a newline");
         return -2;
     }
-    char *req = malloc(alen + speclen + 16);
+    /* on the stack unless long: a create's every malloc and free cost it */
+    char small[1024], *req = alen + speclen + 16 <= sizeof small ? small : malloc(alen + speclen + 16);
     if (!req) {
         snprintf(why, whylen, "out of memory");
         return -2;
@@ -129,12 +140,13 @@ int iez_mds_alloc(const char *rundir, const char *abs, const char *spec, size_t 
             __atomic_store_n(&slow, 1, __ATOMIC_RELAXED);
         snprintf(why, whylen, "cannot reach the emulated MDS at %s/mds.sock: %s%s", rundir,
                  errno == EMFILE || errno == ENFILE ? "no free descriptor, " : "", strerror(errno));
-    } else if (exchange(s, req, (size_t)n + speclen + 1, out, cap, &deadline)) {
+    } else if (exchange(s, req, (size_t)n + speclen + 1, reply, cap, &deadline)) {
         if (errno == ETIMEDOUT)
             __atomic_store_n(&slow, 1, __ATOMIC_RELAXED);
         snprintf(why, whylen, "no answer from the emulated MDS within %d ms: %s", wait_ms, strerror(errno));
     } else {
         __atomic_store_n(&slow, 0, __ATOMIC_RELAXED); /* it answers again */
+        char *out = *reply;
         if (!strncmp(out, "OK\t", 3)) {
             memmove(out, out + 3, strlen(out + 3) + 1);
             rc = 0;
@@ -149,7 +161,8 @@ int iez_mds_alloc(const char *rundir, const char *abs, const char *spec, size_t 
     }
     if (s >= 0)
         iez_sys_close(s);
-    free(req);
+    if (req != small)
+        free(req);
     errno = saved;
     return rc;
 }

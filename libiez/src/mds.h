@@ -11,12 +11,18 @@
 #define IEZ_MDS_TIMEOUT_MS 5000
 #define IEZ_MDS_RETRY_MS 500
 
+/* The longest answer read. */
+#define IEZ_MDS_REPLY_MAX 65536
+
 /* ALLOC: the layout the MDS of the cluster whose run directory is rundir (DIR/run) gives the
- * new file abs for the request spec ("": the default). 0 with the resolved layout in out (plan
- * grammar); with the reason in why, -1 when the MDS refused the request, -2 when it could not
- * be asked or did not answer (no descriptor, no socket, a timeout). Never waits longer than
+ * new file abs for the request spec ("": the default). 0 with the resolved layout in *reply
+ * (plan grammar); with the reason in why, -1 when the MDS refused the request, -2 when it could
+ * not be asked or did not answer (no descriptor, no socket, a timeout). *reply is the caller's
+ * buffer of cap bytes; an answer that does not fit is read into one from malloc, of
+ * IEZ_MDS_REPLY_MAX bytes, which replaces *reply (the caller frees it once *reply is not its
+ * own), so that a create's usual short answer costs no allocation. Never waits longer than
  * IEZ_MDS_TIMEOUT_MS. */
-int iez_mds_alloc(const char *rundir, const char *abs, const char *spec, size_t speclen, char *out, size_t cap,
+int iez_mds_alloc(const char *rundir, const char *abs, const char *spec, size_t speclen, char **reply, size_t cap,
                   char *why, size_t whylen);
 
 #endif

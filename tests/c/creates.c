@@ -25,10 +25,11 @@
 
 static int by_hand(const char *path, const char *rundir, const char *spec)
 {
-    static char got[65536], why[512];
+    static char reply[IEZ_MDS_REPLY_MAX], why[512];
     static unsigned char buf[65536] __attribute__((aligned(8)));
+    char *got = reply;
     int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd < 0 || iez_mds_alloc(rundir, path, spec, strlen(spec), got, sizeof got, why, sizeof why))
+    if (fd < 0 || iez_mds_alloc(rundir, path, spec, strlen(spec), &got, sizeof reply, why, sizeof why))
         return -1;
     struct iez_layout lay = {0};
     char err[200];
