@@ -41,7 +41,7 @@ from iez.db.schema import (
 )
 from iez.db.sqlite import take_transactions
 from iez.errors import IezError
-from iez.layout.layout import FileLayout, Layout
+from iez.layout.layout import LOV_MAX_STRIPE_COUNT, FileLayout, Layout
 from iez.plan import format_layout, format_plain, parse_layout
 from iez.request import Placement, Request, RequestColumns
 
@@ -393,11 +393,12 @@ class Txn:
         rid = self._run_id(aid, number, create=True)
         self.conn.execute(delete(placements).where(placements.c.run_id == rid, placements.c.policy == policy))
         self.conn.execute(delete(plans).where(plans.c.run_id == rid))  # rendered from what is replaced
-        now, rank = time.time(), ranks.get
+        columns = placement_columns(placed)
+        n, rank = len(columns[0]), ranks.get
         self._insert_many(placements, ("run_id", "policy", "snapshot_id", "created_at", "rank", "path", "stripe_size",
                                        "stripe_count", "ost_list", "layout", "write_bytes", "note"),
-                          [(rid, policy, snapshot_id, now, rank(path, 0), path, size, count, osts, layout, w, note)
-                           for path, size, count, osts, layout, w, note in placement_rows(placed)])
+                          list(zip(repeat(rid, n), repeat(policy, n), repeat(snapshot_id, n), repeat(time.time(), n),
+                                   [rank(p, 0) for p in columns[0]], *columns)))
 
     def placement_sets(self, app: str, number: int | None = None) -> list[PlacementSet]:
         """Every policy's placements for run `number` (default: the newest run that has any)."""
@@ -518,35 +519,40 @@ class Txn:
         return q.where(runs.c.planned_at >= time.time() - ttl) if ttl > 0 else q
 
 
-def placement_rows(placed: Sequence[Placement]) -> Iterator[tuple[str, int, int, str, str, int, str]]:
-    """Each placement's (path, stripe size and count and OST list of its first component, layout in
-    the plan grammar, write bytes, note), as stored. A policy's `Placements` are read from their
-    arrays: a plain layout's text is made here, without a `Placement` (the same text `format_layout`
-    makes)."""
+def placement_columns(placed: Sequence[Placement]) -> list[Sequence[Any]]:
+    """The placements' columns as stored: path, stripe size and count and OST list of the first
+    component, layout in the plan grammar, write bytes, note. A policy's `Placements` are read from
+    their arrays: a plain layout's text is cut from one string of every OST name (the same text
+    `format_layout` makes), without a `Placement` or a join per file."""
     from iez.alloc.policy import Placements
 
+    def one(p: Placement) -> tuple[str, int, int, str, str, int, str]:
+        head = p.layout.parts()[0].layout
+        return (p.path, head.stripe_size, head.stripe_count, " ".join(str(i) for i in head.osts),
+                format_layout(p.layout), p.write_bytes, p.note)
+
     if not isinstance(placed, Placements):
-        for p in placed:
-            head = p.layout.parts()[0].layout
-            yield (p.path, head.stripe_size, head.stripe_count, " ".join(str(i) for i in head.osts),
-                   format_layout(p.layout), p.write_bytes, p.note)
-        return
-    other = placed.non_plain()
-    names = list(map(str, placed.osts.tolist()))
-    at, t = placed.offsets.tolist(), placed.table
-    starts: dict[tuple[int, int, int], str] = {}  # "S=..,c=..[,p=..]" of each (size, count, pool)
-    for i, (path, size, pool, w, note) in enumerate(zip(placed.paths(), t.size.tolist(), t.pool.tolist(),
-                                                      t.write_bytes.tolist(), t.notes)):
-        if i in other:
-            p = placed[i]
-            head = p.layout.parts()[0].layout
-            yield (path, head.stripe_size, head.stripe_count, " ".join(str(k) for k in head.osts),
-                   format_layout(p.layout), p.write_bytes, p.note)
-            continue
-        osts = names[at[i]:at[i + 1]]
-        key = (size, len(osts), pool)
-        start = starts.get(key) or starts.setdefault(key, format_plain(Layout(size, len(osts), pool=t.pools[pool])))
-        yield path, size, len(osts), " ".join(osts), f"{start},o={':'.join(osts)}", w, note
+        rows = [one(p) for p in placed]
+        return list(map(list, zip(*rows))) if rows else [[]] * 7
+    t, n = placed.table, len(placed)
+    named = [str(i) for i in range(int(placed.osts.max(initial=0)) + 1)]  # each OST index's name, once
+    every = " ".join(map(named.__getitem__, placed.osts.tolist())) + " "
+    cut = np.zeros(len(placed.osts) + 1, np.int64)  # where each stripe's OST name starts in `every`
+    np.cumsum(np.array([len(x) + 1 for x in named])[placed.osts], out=cut[1:])
+    at = cut[placed.offsets].tolist()
+    osts = [every[a:b - 1] for a, b in zip(at[:-1], at[1:])]
+    counts = np.diff(placed.offsets)
+    # "S=..,c=..[,p=..]" of each (size, count, pool): a job has few
+    shapes, which = np.unique((t.size * (LOV_MAX_STRIPE_COUNT + 1) + counts) * len(t.pools) + t.pool,
+                              return_inverse=True)
+    heads = [format_plain(Layout(k // len(t.pools) // (LOV_MAX_STRIPE_COUNT + 1),
+                                 k // len(t.pools) % (LOV_MAX_STRIPE_COUNT + 1), pool=t.pools[k % len(t.pools)])) + ",o="
+             for k in shapes.tolist()]
+    layouts = [heads[k] + o.replace(" ", ":") for k, o in zip(which.reshape(n).tolist(), osts)]
+    sizes, counts_list, written, notes = t.size.tolist(), counts.tolist(), t.write_bytes.tolist(), list(t.notes)
+    for i in placed.non_plain():  # PFL, hierarchical: from their objects
+        _, sizes[i], counts_list[i], osts[i], layouts[i], written[i], notes[i] = one(placed[i])
+    return [placed.paths(), sizes, counts_list, osts, layouts, written, notes]
 
 
 _request_values: Callable[[Request], tuple] = attrgetter(*REQUEST_FIELDS)
