@@ -1,4 +1,5 @@
-"""The ARIMA core of AIPA: differencing, d by KPSS, the order grid, skipped fits (iez.predict.arima)."""
+"""The ARIMA core of AIPA: differencing, d by KPSS, CSS fits against statsmodels' ML, the order grid,
+skipped fits (iez.predict.arima)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from iez.errors import IezError
-from iez.predict.arima import PredictionError, choose_d, difference, fit_arma, forecast_many, integrate
+from iez.predict import arima
+from iez.predict.arima import (
+    PredictionError,
+    choose_d,
+    difference,
+    fit_arma,
+    forecast_many,
+    integrate,
+    kpss_level,
+    pacf_to_coefficients,
+)
 
 
 def ar1(n: int, phi: float, seed: int = 0) -> np.ndarray:
@@ -45,9 +56,68 @@ def test_choose_d_by_kpss():
 
 def test_fit_recovers_an_ar1_coefficient():
     res = fit_arma(ar1(2000, 0.7), 1, 0, trend=True)
-    const, phi = res.params
+    mean, phi = res.params
     assert phi == pytest.approx(0.7, abs=0.05)
-    assert const == pytest.approx(0.0, abs=0.1)
+    assert mean == pytest.approx(0.0, abs=0.1)
+
+
+def arma(n: int, ar: list[float], ma: list[float], mean: float, seed: int) -> np.ndarray:
+    """A simulated ARMA series (200 burn-in steps dropped)."""
+    rng = np.random.default_rng(seed)
+    e = rng.standard_normal(n + 200)
+    u = np.zeros(n + 200)
+    for t in range(len(u)):
+        u[t] = e[t] + sum(a * u[t - i - 1] for i, a in enumerate(ar) if t > i)
+        u[t] += sum(b * e[t - j - 1] for j, b in enumerate(ma) if t > j)
+    return mean + u[200:]
+
+
+@pytest.mark.parametrize(
+    "ar, ma, mean",
+    [([0.5, -0.3], [], 3.0), ([], [0.6], 0.0), ([0.7], [0.4], -2.0), ([0.3], [-0.95], 0.0), ([0.6, -0.4], [0.5], 1.0)],
+)
+def test_css_fit_agrees_with_statsmodels_exact_ml(ar, ma, mean):
+    """CSS (conditional on the first p points) and exact ML by Kalman filter estimate the same
+    model: on 1,000 points their coefficients and forecasts agree to well within the sampling error,
+    an MA root near the unit circle included."""
+    from statsmodels.tsa.arima.model import ARIMA
+
+    y = arma(1000, ar, ma, mean, seed=len(ar) * 10 + len(ma))
+    p, q = len(ar), len(ma)
+    ours = fit_arma(y, p, q, trend=True)
+    ml = ARIMA(y, order=(p, 0, q), trend="c").fit()
+    assert ours.params == pytest.approx(ml.params[:-1], abs=0.03)  # ML's last is the variance
+    assert ours.params[1:] == pytest.approx(ar + ma, abs=0.1)  # and both near the truth
+    assert ours.forecast(20) == pytest.approx(ml.forecast(20), abs=0.05)
+    if not q:  # an AR's first step is the mean plus the AR terms of the last values
+        mu, phis = ours.params[0], ours.params[1:]
+        assert ours.forecast(1)[0] == pytest.approx(mu + sum(a * (y[-i - 1] - mu) for i, a in enumerate(phis)))
+
+
+def test_kpss_statistic_is_statsmodels():
+    """choose_d's KPSS statistic is statsmodels' kpss(y, "c", nlags="auto") on noise, random walks,
+    their sums and trends, short and long."""
+    from statsmodels.tsa.stattools import kpss
+
+    rng = np.random.default_rng(5)
+    for i in range(60):
+        e = rng.standard_normal(int(rng.integers(12, 600)))
+        y = [e, np.cumsum(e), np.cumsum(np.cumsum(e)), e + 0.05 * np.arange(len(e))][i % 4]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # p-values outside statsmodels' table
+            assert kpss_level(y) == pytest.approx(kpss(y, regression="c", nlags="auto")[0], rel=1e-9)
+
+
+def test_pacf_transform_is_stationary_and_its_jacobian_exact():
+    rng = np.random.default_rng(6)
+    for _ in range(200):
+        x = 3 * rng.standard_normal(int(rng.integers(1, 8)))
+        phi, jac = pacf_to_coefficients(x)
+        roots = np.roots(np.r_[1.0, -phi][::-1])
+        assert np.all(np.abs(roots) > 1)  # 1 - phi(z) has no root in the unit disc
+        h = 1e-6
+        numeric = np.column_stack([(pacf_to_coefficients(x + h * u)[0] - phi) / h for u in np.eye(len(x))])
+        assert jac == pytest.approx(numeric, abs=1e-4)
 
 
 def test_failed_fits_return_none():
@@ -93,9 +163,10 @@ def test_random_walk_with_drift_is_differenced():
     assert f.values[-1] > y[-1]  # keeps climbing
 
 
-def test_results_do_not_depend_on_workers():
+def test_results_do_not_depend_on_workers(monkeypatch):
     series = {"a": ar1(200, 0.5, seed=5), "b": np.cumsum(ar1(200, 0.3, seed=6)), "c": np.ones(50)}
     one = forecast_many(series, 20, max_order=2, workers=1)
+    monkeypatch.setattr(arima, "POOL_MIN_FITS", 1)  # a grid this small would otherwise run in-process
     two = forecast_many(series, 20, max_order=2, workers=2)
     for k in series:
         assert one[k].order == two[k].order and one[k].skipped == two[k].skipped

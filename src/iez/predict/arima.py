@@ -11,40 +11,49 @@ For each numeric series, on its most recent `window` points:
    auto.arima's ndiffs does); `exhaustive=True` tries every d instead.
 3. Every (p, q) in [0..max_order]² is fitted on the window minus a held-out tail and scored by
    the RMSE of its multi-step forecast over that tail (the predictor forecasts a whole run
-   ahead, so that is the error that matters). Fits are exact maximum likelihood by Kalman filter
-   (statsmodels SARIMAX on the d-times differenced series). A fit that does not converge within
-   MAXITER iterations, warns so, raises or forecasts non-finite values is skipped, as the paper
-   skips fits that fail to converge. Orders with too few points for their parameters are skipped.
+   ahead, so that is the error that matters). Fits are by conditional sum of squares (CSS, R's
+   `arima(method = "CSS")`, Box and Jenkins' conditional least squares: docs/references.md#arima-css)
+   on the d-times differenced series, not the paper's exact ML by Kalman filter: statsmodels'
+   filter took 0.6 ms a likelihood and L-BFGS with finite differences about 500 of them per fit,
+   7 s for the grid of a 10k-request trace, while the CSS residuals are two C filters and their
+   Jacobian one more, so Levenberg-Marquardt fits the grid in a quarter of a second. The AR and MA
+   polynomials are kept stationary and invertible by fitting their partial autocorrelations
+   (Monahan's transform, as statsmodels does for ML). A fit that does not converge within
+   MAX_NFEV evaluations, fits exactly (a flat likelihood) or forecasts non-finite values is
+   skipped, as the paper skips fits that fail to converge. Orders with too few points for their
+   parameters are skipped.
 4. The winner is refitted on the whole window (warm-started) and forecast `horizon` steps.
 
-Fits run in `workers` processes (fork: the children inherit the imported statsmodels; by default
-one per CPU this process may run on, and never more than there are fits), each with one BLAS
-thread: the matrices are tiny, and idle BLAS threads of several processes spinning on 2 cores made
-fits 25x slower. Results do not depend on timing or on `workers`: every fit's score is gathered
-before the best is taken, by (RMSE, fewer terms, order).
+Fits run in `workers` processes when a grid is big enough to pay for the pool (by default one per
+CPU this process may run on, and never more than there are fits), each with one BLAS thread: the
+matrices are tiny, and idle BLAS threads of several processes spinning on 2 cores made fits 25x
+slower. Results do not depend on timing or on `workers`: every fit's score is gathered before the
+best is taken, by (RMSE, fewer terms, order).
 """
 
 from __future__ import annotations
 
 import multiprocessing
 import os
-import warnings
 from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from typing import Mapping
 
 import numpy as np
-# statsmodels and threadpoolctl ship no type hints.
+# threadpoolctl ships no type hints.
 from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 
 from iez.errors import IezError
 
-MAXITER = 50  # L-BFGS iterations; a fit that needs more (flat likelihood, near-unit roots) is skipped
-# Converged: the mean log-likelihood moves < 1e10 * machine eps (~2e-6) relative, or its projected
-# gradient < 1e-3. Tighter tolerances cost 2.5x the time and change no forecast that matters.
-FACTR, PGTOL = 1e10, 1e-3
+MAX_NFEV = 200  # residual evaluations; a fit that needs more is skipped (the grid's median needs 20)
+# Converged: the sum of squares moves < 1e-6 relative (ML's L-BFGS stopped at ~2e-6); tighter
+# changes no forecast that matters.
+FTOL = 1e-6
+# Fewer fits than this run in this process: the default grid's 36 took 0.25 s of CPU, and a pool of
+# two processes added 0.1 s of CPU and took no less time on 2 loaded cores.
+POOL_MIN_FITS = 100
 MIN_POINTS = 12  # below this a series is forecast by its mean: no tail to score orders on
-KPSS_ALPHA = 0.05
+KPSS_CRITICAL = 0.463  # the 5% point of level stationarity's statistic (docs/references.md#kpss-test)
 
 Order = tuple[int, int, int]
 
@@ -80,23 +89,32 @@ def integrate(f: np.ndarray, last: list[float]) -> np.ndarray:
 
 
 def choose_d(y: np.ndarray, max_d: int) -> int:
-    """Smallest d whose differenced series KPSS does not reject as level-stationary."""
-    # statsmodels is imported where it is used: it takes about a second to load, and importing a
-    # trace reaches this package (for its accuracy figure) without fitting anything.
-    from statsmodels.tsa.stattools import kpss  # type: ignore[import-untyped]
-
+    """Smallest d whose differenced series KPSS does not reject as level-stationary at 5%."""
     d = 0
     while d < max_d:
         w = np.diff(y, n=d)
-        if len(w) < MIN_POINTS or np.ptp(w) == 0:
-            break
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # p-values outside the table are clipped: fine here
-            pvalue = kpss(w, regression="c", nlags="auto")[1]
-        if pvalue >= KPSS_ALPHA:
+        if len(w) < MIN_POINTS or np.ptp(w) == 0 or kpss_level(w) <= KPSS_CRITICAL:
             break
         d += 1
     return d
+
+
+def kpss_level(y: np.ndarray) -> float:
+    """The KPSS statistic of level stationarity (docs/references.md#kpss-test: eq. 11 over eq. 10's
+    Bartlett long-run variance, its lags by Hobijn et al.'s rule, as statsmodels' `kpss(y, "c",
+    nlags="auto")`). Written here because importing statsmodels for it took 1.2-1.8 s, more than
+    the whole grid of fits."""
+    n = len(y)
+    e = y - y.mean()
+
+    def gamma(i: int) -> float:  # the lag-i autocovariance
+        return float(np.dot(e[i:], e[: n - i])) / n
+
+    first = range(1, int(n ** (2 / 9)) + 1)  # Hobijn et al. pick the lags from these
+    s0, s1 = gamma(0) + 2 * sum(gamma(i) for i in first), 2 * sum(i * gamma(i) for i in first)
+    lags = min(int(1.1447 * np.cbrt((s1 / s0) ** 2) * n ** (1 / 3)), n - 1)
+    long_run = gamma(0) + 2 * sum((1 - i / (lags + 1)) * gamma(i) for i in range(1, lags + 1))
+    return float(np.sum(np.cumsum(e) ** 2) / n**2 / long_run)
 
 
 def period(y: np.ndarray, atol: float) -> int:
@@ -119,56 +137,140 @@ def feasible(n: int, p: int, d: int, q: int) -> bool:
     return n - d >= 2 * (p + q + 1) + 8
 
 
-def fit_arma(w: np.ndarray, p: int, q: int, trend: bool, start: np.ndarray | None = None):
-    """Exact-ML ARMA(p, q) (+ constant) on w by Kalman filter; None when the fit fails."""
-    from statsmodels.tools.sm_exceptions import ConvergenceWarning  # type: ignore[import-untyped]
-    from statsmodels.tsa.statespace.sarimax import SARIMAX  # type: ignore[import-untyped]
+def pacf_to_coefficients(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Unconstrained reals -> the coefficients phi of a stationary 1 - phi_1 z - ... - phi_k z^k,
+    and d phi / d x (docs/references.md#arima-css: each x maps to a partial autocorrelation in (-1, 1),
+    and the Durbin-Levinson recursion builds the polynomial from them)."""
+    k = len(x)
+    s = 1 + x * x
+    r, dr = x / np.sqrt(s), s**-1.5
+    phi, jac = np.zeros(k), np.zeros((k, k))
+    for j in range(k):
+        if j:
+            rev, jrev = phi[j - 1 :: -1].copy(), jac[j - 1 :: -1].copy()
+            phi[:j] -= r[j] * rev
+            jac[:j] -= r[j] * jrev
+            jac[:j, j] -= rev * dr[j]
+        phi[j], jac[j, j] = r[j], dr[j]
+    return phi, jac
 
-    model = SARIMAX(w, order=(p, 0, q), trend="c" if trend else "n", concentrate_scale=True)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")  # record, so an outer "error" filter cannot raise mid-fit
-        try:
-            if model.k_params == 0:
-                res = model.filter(np.empty(0))
-            else:
-                res = model.fit(
-                    start_params=start, disp=False, maxiter=MAXITER, factr=FACTR, pgtol=PGTOL, cov_type="none"
-                )
-        except Exception:  # statsmodels fails in many ways (LinAlgError, ValueError, ...): all mean "skip"
+
+@dataclass(frozen=True)
+class ArmaFit:
+    """ARMA(p, q) around a mean, fitted to w by CSS: (w_t - mean) - sum ar_i (w_{t-i} - mean)
+    = e_t + sum ma_j e_{t-j}, the first p points conditioned on and e before them 0."""
+
+    w: np.ndarray
+    p: int
+    q: int
+    trend: bool  # the mean is fitted (else 0: a differenced series)
+    x: np.ndarray  # the unconstrained parameters: [mean], AR's, MA's (a warm start)
+
+    @property
+    def params(self) -> np.ndarray:
+        """[mean], AR coefficients, MA coefficients."""
+        mean, ar, ma, _, _ = _coefficients(self.x, self.p, self.trend)
+        return np.concatenate(([mean] if self.trend else [], ar, ma))
+
+    def forecast(self, steps: int) -> np.ndarray:
+        """The next `steps` values: the ARMA recursion run on from the last p values and q
+        residuals, with future innovations 0."""
+        from scipy.signal import lfilter, lfiltic  # type: ignore[import-untyped]
+
+        mean, ar, ma, _, _ = _coefficients(self.x, self.p, self.trend)
+        e = _residuals(self.w - mean, ar, ma)
+        b, a = np.concatenate(([1.0], ma)), np.concatenate(([1.0], -ar))
+        state = lfiltic(b, a, (self.w - mean)[::-1], np.concatenate((np.zeros(self.p), e))[::-1])
+        return mean + lfilter(b, a, np.zeros(steps), zi=state)[0]
+
+
+def _coefficients(x: np.ndarray, p: int, trend: bool):
+    """mean, AR and MA coefficients of unconstrained parameters, and the two polynomials' Jacobians."""
+    k = int(trend)
+    ar, jar = pacf_to_coefficients(x[k : k + p])
+    ma, jma = pacf_to_coefficients(x[k + p :])  # 1 + ma(z) = 1 - phi(z): invertible
+    return (float(x[0]) if trend else 0.0), ar, -ma, jar, -jma
+
+
+def _residuals(u: np.ndarray, ar: np.ndarray, ma: np.ndarray) -> np.ndarray:
+    """e_t for t >= p of the mean-removed series u."""
+    # scipy is imported where it is used: 1.3-2 s to load, and importing a trace reaches this
+    # package (its accuracy figure) without fitting anything.
+    from scipy.signal import lfilter
+    a = np.convolve(u, np.concatenate(([1.0], -ar)), "valid")  # u_t - sum ar_i u_{t-i}
+    return lfilter(_ONE, np.concatenate(([1.0], ma)), a)
+
+
+_ONE = np.ones(1)
+
+
+def fit_arma(w: np.ndarray, p: int, q: int, trend: bool, start: np.ndarray | None = None) -> ArmaFit | None:
+    """ARMA(p, q) (+ mean) on w by conditional sum of squares; None when the fit fails."""
+    from scipy.optimize import least_squares  # type: ignore[import-untyped]
+    from scipy.signal import lfilter
+
+    k = int(trend)
+    x0 = np.zeros(k + p + q) if start is None else np.array(start, dtype=float)
+    if trend and start is None:
+        x0[0] = w.mean()
+
+    def residuals(x: np.ndarray) -> np.ndarray:
+        mean, ar, ma, _, _ = _coefficients(x, p, trend)
+        return _residuals(w - mean, ar, ma)
+
+    def jacobian(x: np.ndarray) -> np.ndarray:
+        # e = (1 + ma(B))^-1 (1 - ar(B)) (w - mean): each column's derivative is one more filter
+        # through 1 / (1 + ma(B)), all columns in one call.
+        mean, ar, ma, jar, jma = _coefficients(x, p, trend)
+        u = w - mean
+        e = _residuals(u, ar, ma)
+        n, m = len(u), len(e)
+        lagged = np.zeros((m, k + p + q))
+        if trend:
+            lagged[:, 0] = 1.0 - ar.sum()
+        for i in range(1, p + 1):
+            lagged[:, k + i - 1] = u[p - i : n - i]
+        for j in range(1, q + 1):
+            lagged[j:, k + p + j - 1] = e[:-j]
+        jac = lfilter(_ONE, np.concatenate(([1.0], ma)), -lagged, axis=0)
+        jac[:, k : k + p] = jac[:, k : k + p] @ jar
+        jac[:, k + p :] = jac[:, k + p :] @ jma
+        return jac
+
+    if len(x0):
+        with np.errstate(all="ignore"):
+            res = least_squares(residuals, x0, jac=jacobian, method="lm", ftol=FTOL, max_nfev=MAX_NFEV)
+        if res.status <= 0 or not np.all(np.isfinite(res.x)):
             return None
-    if any(issubclass(c.category, ConvergenceWarning) for c in caught):
+        x = res.x
+    else:
+        x = x0
+    sse = float(np.sum(residuals(x) ** 2))
+    if not (np.isfinite(sse) and sse > 0):  # an exact fit: the likelihood has no maximum
         return None
-    if model.k_params and not res.mle_retvals.get("converged", False):
-        return None
-    if not (np.all(np.isfinite(res.params)) and np.isfinite(res.llf)):
-        return None
-    return res
+    return ArmaFit(w, p, q, trend, x)
 
 
 def _score(key: str, train: np.ndarray, test: np.ndarray, order: Order):
-    """Holdout RMSE (standardized units) and fitted params of one order, or None."""
+    """Holdout RMSE (standardized units) and fitted parameters of one order, or None."""
     p, d, q = order
     w, last = difference(train, d)
-    res = fit_arma(w, p, q, trend=d == 0)
-    if res is None:
+    fit = fit_arma(w, p, q, trend=d == 0)
+    if fit is None:
         return key, order, None, None
-    f = integrate(res.forecast(len(test)), last)
+    f = integrate(fit.forecast(len(test)), last)
     if not np.all(np.isfinite(f)):
         return key, order, None, None
-    return key, order, float(np.sqrt(np.mean((f - test) ** 2))), res.params
+    return key, order, float(np.sqrt(np.mean((f - test) ** 2))), fit.x
 
 
 def _final(key: str, y: np.ndarray, order: Order, start: np.ndarray, horizon: int):
-    """Refit the chosen order on the whole window and forecast; keep the holdout params if the
+    """Refit the chosen order on the whole window and forecast; keep the holdout parameters if the
     refit fails (they fitted 1 - holdout of the same data)."""
     p, d, q = order
     w, last = difference(y, d)
-    res = fit_arma(w, p, q, trend=d == 0, start=start)
-    if res is None:
-        from statsmodels.tsa.statespace.sarimax import SARIMAX
-
-        res = SARIMAX(w, order=(p, 0, q), trend="c" if d == 0 else "n", concentrate_scale=True).filter(start)
-    return key, integrate(res.forecast(horizon), last)
+    fit = fit_arma(w, p, q, trend=d == 0, start=start) or ArmaFit(w, p, q, d == 0, start)
+    return key, integrate(fit.forecast(horizon), last)
 
 
 def _executor(workers: int) -> Executor:
@@ -261,7 +363,8 @@ def forecast_many(
 
 def _search(plans: dict[str, _Plan], horizon: int, workers: int, progress: bool) -> None:
     total = sum(len(pl.orders) for pl in plans.values())
-    with threadpool_limits(1), _executor(min(workers, total)) as pool, _Progress(progress, total) as bar:
+    processes = min(workers, total) if total >= POOL_MIN_FITS else 1
+    with threadpool_limits(1), _executor(processes) as pool, _Progress(progress, total) as bar:
         futures: list[Future] = []
         for key, pl in plans.items():
             train, test = pl.y[: -pl.holdout], pl.y[-pl.holdout :]
