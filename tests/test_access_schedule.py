@@ -1,6 +1,7 @@
 """The controller's wait estimates, kept up to date as claims come and go, against the full
-rebuild (`admission.schedule` from the queue as it stands), over seeded random sequences of
-arrivals, grants, releases, cancels, departures and the passing of time, for every policy."""
+rebuild (`admission.schedule` from the queue as it stands), and its positions and grants against
+the policy's order over the whole queue, over seeded random sequences of arrivals, grants,
+releases, cancels, departures and the passing of time, for every policy."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import random
 import pytest
 
 from iez.access import protocol as P
-from iez.access.admission import Claim, Rule, make_policy, schedule, simulate
+from iez.access.admission import Claim, Rule, decide, make_policy, schedule, simulate
 from iez.access.lane import Lane
 from iez.access.queue import AccessQueue, Settings
 
@@ -39,7 +40,9 @@ def osts(rng: random.Random, name: str):
 @pytest.mark.parametrize("seed", range(4))
 def test_kept_estimates_equal_the_full_rebuild(name, k, seed):
     rng = random.Random(seed)
-    q = AccessQueue(make_policy(name, k=k), Settings(heartbeat=1e6, default_hold=7.0,
+    # Shares by user and by project: a user's claims differ in share, the first waiting sets it.
+    shares = (Rule("user", "u1", 2.0), Rule("project", "p1", 3.0))
+    q = AccessQueue(make_policy(name, k=k, shares=shares), Settings(heartbeat=1e6, default_hold=7.0,
                                                      priorities=(Rule("app", "p*", 5.0),)), now=1000.0)
     secrets: dict[str, str] = {}
     t = 1000.0
@@ -52,7 +55,7 @@ def test_kept_estimates_equal_the_full_rebuild(name, k, seed):
         waiting = [a for a in mine if not q.state.claims[a].holding]
         if r < 0.45 or not mine:  # an arrival: a new application, or one that left comes back
             app = f"{step}:{rng.choice('pqrs')}{rng.randrange(3)}"
-            secrets[app] = q.handle(P.format_request("REGISTER", app, user=f"u{rng.randrange(3)}",
+            secrets[app] = q.handle(P.format_request("REGISTER", app, user=f"u{rng.randrange(3)}", project=f"p{rng.randrange(2)}",
                                                      **osts(rng, name)), t).reply.split("\t")[1]
             expect = {"expect": rng.choice(["1.5", "2", "0.3"])} if rng.random() < 0.6 else {}
             q.handle(P.format_request("ACQUIRE", app, secrets[app], rng.choice(["io", "ckpt"]), **expect), t)
@@ -70,8 +73,13 @@ def test_kept_estimates_equal_the_full_rebuild(name, k, seed):
         assert kept.starts == full.starts
         if name == "fair-share":  # the same arithmetic as running decide at every expected end
             assert full.starts == simulate(q.policy, q.waiting(), q.holding(), q.state.usage, at, q.duration)
-        for c in q.waiting():
+        order = q.policy.order(q.waiting(), q.holding(), q.state.usage, t)
+        for i, c in enumerate(order):
             assert kept.start(c) == full.start(c) == full.starts.get(c.appid)
+            assert q.position(c.appid, t) == i + 1
+        if q._groups is not None:  # the order the grants are read in, merged from the groups
+            assert list(q._groups.ordered(q.holding(), q.state.usage, t)) == [c.appid for c in order]
+        assert not decide(q.policy, q.waiting(), q.holding(), q.state.usage, t)  # granted all it may
         # Where a claim not queued would stand, under each kind of OST set.
         for o in (None, frozenset({1}), frozenset({0, 2}), frozenset()):
             probe = Claim(appid=f"{step}:probe", phase="io", seq=q.state.next_seq, since=t, osts=o, user="u1",
@@ -79,7 +87,7 @@ def test_kept_estimates_equal_the_full_rebuild(name, k, seed):
             assert kept.probe(probe) == full.probe(probe)
         chained += q._lanes is not None and q._lanes.chained
         checked += len(q.waiting())
-    assert checked > 100  # the queue was not empty most of the time
+    assert checked > 50  # the queue was seldom empty
     if name == "ost-aware" or (k == 1 and name != "fair-share"):
         assert chained > 50  # mostly read from the kept lanes, not rebuilt
 

@@ -25,7 +25,7 @@ import bisect
 import fnmatch
 import heapq
 from dataclasses import dataclass, field, replace
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Iterator
 
 from iez.access.lane import NS, Lane, Source, Value, fixed, ns
 from iez.errors import ConfigError
@@ -266,28 +266,14 @@ def simulate(policy: Policy, waiting: list[Claim], holding: list[Claim], usage: 
              duration: Callable[[Claim], float]) -> dict[str, float]:
     """`estimate` by running `decide` at every expected end: any policy, O(n^2 log n). The
     schedules below give the same times in one pass where the policy allows it."""
-    usage = usage.copy()
-    held = list(holding)
-    ends = [(max(now, h.granted + duration(h)), h.seq, h) for h in holding]
-    heapq.heapify(ends)
     left = list(waiting)
-    t = now
-    starts: dict[str, float] = {}
-    while left:
-        for c in decide(policy, left, held, usage, t):
-            starts[c.appid] = t
+
+    def admit(t: float, held: list[Claim], usage: Usage) -> list[Claim]:
+        granted = decide(policy, left, held, usage, t)
+        for c in granted:
             left.remove(c)
-            g = replace(c, token=-1, granted=t)
-            held.append(g)
-            heapq.heappush(ends, (t + duration(c), c.seq, g))
-        if not left or not ends:
-            break
-        t = ends[0][0]
-        while ends and ends[0][0] <= t:
-            _, _, h = heapq.heappop(ends)
-            held.remove(h)
-            usage.charge(h, t - h.granted, t)
-    return starts
+        return granted
+    return _forward(len(waiting), holding, usage, now, duration, admit)
 
 
 def fair_share_run(policy: FairShare, waiting: list[Claim], holding: list[Claim], usage: Usage, now: float,
@@ -296,43 +282,56 @@ def fair_share_run(policy: FairShare, waiting: list[Claim], holding: list[Claim]
     for g groups: at each expected end the loads are computed once per group (as `FairShare.order`
     does) and the free slots go to the claims first in (load, seq) order, read from a heap of the
     groups' oldest claims instead of sorting the queue."""
+    listed: dict[str, list[Claim]] = {}  # per group, in the order given (the first left sets the share)
+    for c in waiting:
+        listed.setdefault(policy.group(c), []).append(c)
+    oldest = {g: sorted(cs, key=lambda c: c.seq) for g, cs in listed.items()}  # per group, by seq
+    nxt = dict.fromkeys(oldest, 0)
+    first = dict.fromkeys(oldest, 0)
+    granted: set[str] = set()
+
+    def admit(t: float, held: list[Claim], usage: Usage) -> list[Claim]:
+        free = min(policy.k - len(held), len(waiting) - len(granted))
+        if free <= 0:
+            return []
+        for g in oldest:
+            while listed[g][first[g]].appid in granted:
+                first[g] += 1
+        loads = policy.loads((listed[g][first[g]] for g in oldest), held, usage, t)
+        heads = [(loads[g], oldest[g][nxt[g]].seq, g) for g in oldest]
+        heapq.heapify(heads)
+        out = []
+        for _ in range(free):
+            load, _, g = heapq.heappop(heads)
+            out.append(oldest[g][nxt[g]])
+            nxt[g] += 1
+            if nxt[g] < len(oldest[g]):
+                heapq.heappush(heads, (load, oldest[g][nxt[g]].seq, g))
+            else:
+                del oldest[g]
+        granted.update(c.appid for c in out)
+        return out
+    return _forward(len(waiting), holding, usage, now, duration, admit)
+
+
+def _forward(n: int, holding: list[Claim], usage: Usage, now: float, duration: Callable[[Claim], float],
+             admit: Callable[[float, list[Claim], Usage], list[Claim]]) -> dict[str, float]:
+    """Run the holds forward from `now`: `admit(t, holders, usage)` grants at t (and at every
+    expected end after it, where the ended holds are charged) until all n claims are granted or
+    nothing holds any more. The grant times."""
     usage = usage.copy()
     held = list(holding)
     ends = [(max(now, h.granted + duration(h)), h.seq, h) for h in holding]
     heapq.heapify(ends)
-    oldest: dict[str, list[Claim]] = {}  # per group, its claims by seq
-    listed: dict[str, list[Claim]] = {}  # per group, in the order given (the first left sets the share)
-    for c in waiting:
-        listed.setdefault(policy.group(c), []).append(c)
-    for g, cs in listed.items():
-        oldest[g] = sorted(cs, key=lambda c: c.seq)
-    nxt = dict.fromkeys(oldest, 0)
-    first = dict.fromkeys(oldest, 0)
+    t = now
     starts: dict[str, float] = {}
-    left, t = len(waiting), now
-    while left:
-        free = min(policy.k - len(held), left)
-        if free > 0:
-            for g in oldest:
-                while listed[g][first[g]].appid in starts:
-                    first[g] += 1
-            loads = policy.loads((listed[g][first[g]] for g in oldest), held, usage, t)
-            heads = [(loads[g], oldest[g][nxt[g]].seq, g) for g in oldest]
-            heapq.heapify(heads)
-            for _ in range(free):
-                load, _, g = heapq.heappop(heads)
-                c = oldest[g][nxt[g]]
-                nxt[g] += 1
-                if nxt[g] < len(oldest[g]):
-                    heapq.heappush(heads, (load, oldest[g][nxt[g]].seq, g))
-                else:
-                    del oldest[g]
-                starts[c.appid] = t
-                left -= 1
-                h = replace(c, token=-1, granted=t)
-                held.append(h)
-                heapq.heappush(ends, (t + duration(c), c.seq, h))
-        if not left or not ends:
+    while len(starts) < n:
+        for c in admit(t, held, usage):
+            starts[c.appid] = t
+            g = replace(c, token=-1, granted=t)
+            held.append(g)
+            heapq.heappush(ends, (t + duration(c), c.seq, g))
+        if len(starts) == n or not ends:
             break
         t = ends[0][0]
         while ends and ends[0][0] <= t:
@@ -499,6 +498,49 @@ class Lanes:
         if isinstance(self.policy, OstAware):
             return not self.others
         return isinstance(self.policy, Slots) and self.policy.k == 1
+
+
+class ShareGroups:
+    """fair-share's waiting claims per group, in arrival order (a group's first sets its share, as in
+    `FairShare.order` over the queue in arrival order) and by seq: the policy's order is a merge of
+    the groups' lists (read as far as needed) and a claim's place g binary searches, for g groups,
+    instead of sorting the queue."""
+
+    def __init__(self, policy: FairShare):
+        self.policy = policy
+        self.arrived: dict[str, dict[str, Claim]] = {}
+        self.by_seq: dict[str, list[tuple[int, str]]] = {}
+
+    def add(self, c: Claim) -> None:
+        g = self.policy.group(c)
+        self.arrived.setdefault(g, {})[c.appid] = c
+        bisect.insort(self.by_seq.setdefault(g, []), (c.seq, c.appid))
+
+    def remove(self, c: Claim) -> None:
+        g = self.policy.group(c)
+        del self.arrived[g][c.appid]
+        lst = self.by_seq[g]
+        del lst[bisect.bisect_left(lst, (c.seq, c.appid))]
+        if not lst:
+            del self.arrived[g], self.by_seq[g]
+
+    def loads(self, holding: list[Claim], usage: Usage, now: float) -> dict[str, float]:
+        return self.policy.loads((next(iter(cs.values())) for cs in self.arrived.values()), holding, usage, now)
+
+    def ordered(self, holding: list[Claim], usage: Usage, now: float) -> Iterator[str]:
+        """The waiting appids in the policy's order."""
+        loads = self.loads(holding, usage, now)
+
+        def keyed(load: float, lst: list[tuple[int, str]]) -> Iterator[tuple[float, int, str]]:
+            return ((load, seq, appid) for seq, appid in lst)
+        return (appid for _, _, appid in heapq.merge(*(keyed(loads[g], lst) for g, lst in self.by_seq.items())))
+
+    def position(self, c: Claim, holding: list[Claim], usage: Usage, now: float) -> int:
+        """1-based place of the waiting claim `c` in the policy's order."""
+        loads = self.loads(holding, usage, now)
+        mine = loads[self.policy.group(c)]
+        return 1 + sum(len(lst) if loads[g] < mine else bisect.bisect_left(lst, (c.seq,)) if loads[g] == mine else 0
+                       for g, lst in self.by_seq.items())
 
 
 class ChainSchedule(Schedule):

@@ -18,11 +18,11 @@ import heapq
 import hmac
 import secrets
 from dataclasses import dataclass, field
-from typing import Callable, Iterator, Mapping
+from typing import Callable, Iterator, Mapping, cast
 
 from iez.access import protocol as P
-from iez.access.admission import (ChainSchedule, Claim, Lanes, Policy, Rule, Schedule, Slots, Usage,
-                                  admit_in_order, rule_value, schedule)
+from iez.access.admission import (ChainSchedule, Claim, FairShare, Lanes, Policy, Rule, Schedule, ShareGroups, Slots,
+                                  Usage, admit_in_order, rule_value, schedule)
 from iez.access.lane import Source, ns
 from iez.access.protocol import AccessError, Request
 
@@ -108,11 +108,11 @@ class AccessQueue:
         self._events: list[dict] = []
         self._deadlines: list[tuple[float, str]] = []
         self._version = 0
-        self._positions: tuple[int, dict[str, int]] = (-1, {})
         # The queue in the policy's order, kept sorted as claims come and go with the sums of their
-        # expected holds, and the holders: no request sorts or scans every claim (a static order;
-        # fair-share's moves with time).
+        # expected holds (a static order), or per group (fair-share's order moves with usage and
+        # time), and the holders: no request sorts or scans every claim.
         self._lanes = Lanes(policy, self._source) if policy.static else None
+        self._groups = None if policy.static else ShareGroups(cast(FairShare, policy))
         self._held: dict[str, Claim] = {}
         self._learnt_version = 0  # changes with the learnt hold durations
         self._schedule: tuple[int, float, Schedule | None] = (-1, 0.0, None)
@@ -385,7 +385,8 @@ class AccessQueue:
         if self._lanes is not None:  # read the kept order only as far as the policy looks
             ordered = (self.state.claims[appid] for _, appid in self._lanes.order)
         else:
-            ordered = iter(self.policy.order(self.waiting(), holding, self.state.usage, now))
+            assert self._groups is not None
+            ordered = (self.state.claims[a] for a in self._groups.ordered(holding, self.state.usage, now))
         for c in admit_in_order(self.policy, ordered, holding):
             self._unindex(c)
             c.token = self.state.next_token
@@ -433,12 +434,16 @@ class AccessQueue:
             self._held[c.appid] = c
         elif self._lanes is not None:
             self._lanes.add(c)
+        elif self._groups is not None:
+            self._groups.add(c)
 
     def _unindex(self, c: Claim) -> None:
         if c.holding:
             del self._held[c.appid]
         elif self._lanes is not None:
             self._lanes.remove(c)
+        elif self._groups is not None:
+            self._groups.remove(c)
 
     def _event(self, now: float, ev: str, appid: str, **fields: object) -> None:
         self._events.append({"t": round(now, 6), "ev": ev, "app": appid,
@@ -480,15 +485,13 @@ class AccessQueue:
 
     def position(self, appid: str, now: float) -> int:
         """1-based place among the waiting claims in the policy's order (0: holds or absent)."""
+        c = self.state.claims.get(appid)
+        if c is None or c.holding:
+            return 0
         if self._lanes is not None:
-            c = self.state.claims.get(appid)
-            if c is None or c.holding:
-                return 0
             return self._lanes.order.rank((self.policy.key(c), appid)) + 1
-        if self._positions[0] != self._version:
-            order = self.policy.order(self.waiting(), self.holding(), self.state.usage, now)
-            self._positions = (self._version, {c.appid: i + 1 for i, c in enumerate(order)})
-        return self._positions[1].get(appid, 0)
+        assert self._groups is not None
+        return self._groups.position(c, self.holding(), self.state.usage, now)
 
     def _schedule_now(self, now: float) -> Schedule:
         """The wait estimates: read from the kept lanes when claims run one after another per
