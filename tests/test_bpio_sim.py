@@ -164,3 +164,17 @@ def test_a_scenario_s_runs_reuse_placements_with_the_same_results(tmp_path):
     assert again == fresh
     bg = [f.path for f in wls[1].files]
     assert all(again[p] is first[p] for p in bg)  # the background's placement was not made again
+
+
+@pytest.mark.parametrize("keys, why", [
+    ({"others_per_create": -1}, "ior.others_per_create: expected other creates per create of the job, 0 to 1000"),
+    ({"others_per_create": True}, "ior.others_per_create: expected"),
+    ({"others_per_create": 1, "placement": "list", "osts": [0, 1]}, "others_per_create shares an allocator's stream"),
+    ({"others_stripe_count": [4, 0]}, "ior.others_stripe_count: expected an integer >= 1"),
+    ({"others_stripe_count": "4"}, "ior.others_stripe_count: expected a stripe count or a list"),
+])
+def test_others_per_create_bad_values_are_one_line_errors(tmp_path, keys, why):
+    doc = _scenario(tmp_path, 4, "rr")
+    doc["job"][0].update(keys)
+    with pytest.raises(ConfigError, match=why):
+        variants(doc, tmp_path)

@@ -97,7 +97,7 @@ OTHERS = "/.others/"  # where the other jobs' creates of an allocator stream are
 
 def _others(entry: JobEntry, wl: Workload, reqs: list[Request], seed: int, position: int) -> list[Request]:
     """The job's requests with other jobs' creates drawn in before each (entry.others_per_create
-    on average, Poisson): one allocator stream, as a busy MDS serves it."""
+    on average, Poisson): one allocator stream, as a busy MDS serves it (docs/references.md#l-alloc-shared-state)."""
     rng = np.random.default_rng([seed, position])
     counts = rng.poisson(entry.others_per_create, len(reqs))
     stripes = entry.others_stripe_count or (wl.files[0].stripe_count if wl.files else 1,)
