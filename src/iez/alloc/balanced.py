@@ -136,13 +136,14 @@ class Balanced:
             cap = cluster.topology.oss_router_bw([s.name for s in cluster.osses])
             osts = replace(osts, oss_bw=np.minimum(osts.oss_bw, cap))
         cuts = hierarchical_cuts(requests, table, cluster, options)
-        if any(cuts):
+        cut_any = options.layout == "hierarchical" and any(cuts)
+        if cut_any:
             table = with_cuts(table, cuts)
         if not len(requests):
             return Placements(requests, table, np.zeros(0, np.int64), np.zeros(1, np.int64), self.name)
         sol = solve(table, osts, rr_orders(cluster, table, osts), options)
         placements = Placements(requests, table, osts.index[sol.stripes], sol.offsets, self.name)
-        if any(cuts):
+        if cut_any:
             placements = hierarchical(placements, cuts, requests, cluster, osts, sol, options)
         return placements
 
@@ -469,7 +470,7 @@ class RRPlacement:
     job: np.ndarray  # bytes per OST position
     reads: np.ndarray  # bytes read back per OST position
     offsets: np.ndarray  # file i's stripes are stripes[offsets[i]:offsets[i+1]]
-    walks: tuple[tuple[np.ndarray, np.ndarray, np.ndarray], ...]  # per pool: (files, first RR slots, RR array)
+    walks: tuple[tuple[np.ndarray, int, np.ndarray], ...]  # per pool: (files, RR start, RR array)
 
     @property
     def time(self) -> float:
@@ -480,8 +481,9 @@ class RRPlacement:
         """OST positions, stripe by stripe, files in request order: built only when RR's own
         placement is wanted (the loads above come from the runs)."""
         out = np.empty(self.offsets[-1], dtype=np.int64)
-        for idx, first, order in self.walks:
+        for idx, start, order in self.walks:
             count = self.offsets[idx + 1] - self.offsets[idx]
+            first = rr_first_slots(count, len(order), np.array([start]))[0]
             for k in range(int(count.max())):
                 has = count > k
                 out[self.offsets[idx[has]] + k] = order[(first[has] + k) % len(order)]
@@ -510,10 +512,10 @@ def rr_reference(table: RequestTable, osts: OstTable, orders: Sequence[np.ndarra
         if len(healthy) >= count.max():
             order = healthy
         runs = _runs(table, idx)
-        first, (written, read) = _rr_best_start(count, (runs, _read_runs(table, idx, runs)), order, osts)
+        start, (written, read) = _rr_best_start(count, (runs, _read_runs(table, idx, runs)), order, osts)
         job[order] += written
         reads[order] += read
-        walks.append((idx, first, order))
+        walks.append((idx, start, order))
     return RRPlacement(job_time(job, osts), phase_time(reads, osts.read_bw, osts.oss_read_bw, osts.oss), job, reads,
                        np.concatenate([[0], np.cumsum(table.count)]), tuple(walks))
 
@@ -522,10 +524,12 @@ def _runs(table: RequestTable, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray,
     """A file's real bytes along its stripes as at most three runs (file, first stripe, length,
     bytes per stripe): its whole rounds on every stripe, the full stripes of its last round, and
     the one short stripe (the RAID-0 map of `policy.stripe_bytes`)."""
-    w, size, count = table.write_bytes[idx], table.size[idx], table.count[idx]
+    w, count = table.write_bytes[idx], table.count[idx]
     if (count == 1).all():  # one stripe carries each file whole: one run a file
         f = np.flatnonzero(w)
-        return f, np.zeros_like(f), np.ones_like(f), w[f].astype(float)
+        return (f, np.broadcast_to(np.int64(0), f.shape), np.broadcast_to(np.int64(1), f.shape),
+                (w if len(f) == len(w) else w[f]).astype(float))
+    size = table.size[idx]
     rounds = w // (size * count)
     rest = w - rounds * size * count
     full = rest // size
@@ -554,19 +558,18 @@ def _read_runs(table: RequestTable, idx: np.ndarray, runs):
 
 
 def _rr_best_start(count: np.ndarray, both, order: np.ndarray, osts: OstTable
-                   ) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]:
-    """The first RR slot of each file at the start with the shortest time, of the write runs
-    both[0] plus the read runs both[1], and at that start each slot's bytes written and read."""
+                   ) -> tuple[int, tuple[np.ndarray, np.ndarray]]:
+    """The RR start (`rr_first_slots`) with the shortest time, of the write runs both[0] plus the
+    read runs both[1], and at that start each slot's bytes written and read."""
     n = len(order)
     phases = list(zip(both, (osts.bw, osts.read_bw), (osts.oss_bw, osts.oss_read_bw)))
     if not _precesses(count, n).any():  # every start is a rotation of start 0
-        first = rr_first_slots(count, n, np.zeros(1, np.int64))
-        slots = [_run_loads(first, runs, n)[0] for runs, _, _ in phases]
+        slots = [_start_loads(count, runs, n) for runs, _, _ in phases]
         time = sum((_rotation_times(slot, order, osts, bw, oss_bw) for slot, (runs, bw, oss_bw) in zip(slots, phases)
                     if len(runs[0])), np.zeros(n))
         r = int(np.argmin(np.round(time, 9)))
         w, rd = (np.roll(slot, r) for slot in slots)  # rotation r: slot q holds slot[(q - r) % n]
-        return (first[0] + r) % n, (w, rd)
+        return r, (w, rd)
     if n * len(count) <= RR_WORK:
         starts = np.arange(n)
     else:  # a long job: every start spreads it almost alike, an even sample of them will do
@@ -581,7 +584,18 @@ def _rr_best_start(count: np.ndarray, both, order: np.ndarray, osts: OstTable
         if len(runs[0]):
             time += np.maximum((load / bw[order]).max(axis=1), (load @ member / oss_bw[servers]).max(axis=1))
     best = int(np.argmin(np.round(time, 9)))
-    return first[best], (loads[0][best], loads[1][best])
+    return int(starts[best]), (loads[0][best], loads[1][best])
+
+
+def _start_loads(count: np.ndarray, runs, n: int) -> np.ndarray:
+    """`_run_loads` at start 0. Single-stripe files whose runs come in file order (file j on slot
+    (j + 1) % n) are summed as columns of n files instead: the same additions in the same order."""
+    file_of, _, _, weight = runs
+    if (count == 1).all() and (file_of[1:] > file_of[:-1]).all():
+        col = np.zeros(-(-len(count) // n) * n)
+        col[file_of] = weight
+        return np.roll(col.reshape(-1, n).sum(axis=0), 1)
+    return _run_loads(rr_first_slots(count, n, np.zeros(1, np.int64)), runs, n)[0]
 
 
 def rr_first_slots(count: np.ndarray, n: int, starts: np.ndarray) -> np.ndarray:
@@ -600,7 +614,8 @@ def rr_first_slots(count: np.ndarray, n: int, starts: np.ndarray) -> np.ndarray:
 
 
 def _precesses(count: np.ndarray, n: int) -> np.ndarray:
-    return (count > 1) & (n % count != 1)
+    several = count > 1
+    return several & (n % count != 1) if several.any() else several
 
 
 def _run_loads(first: np.ndarray, runs, n: int) -> np.ndarray:
@@ -634,12 +649,28 @@ def _rotation_times(slot: np.ndarray, order: np.ndarray, osts: OstTable, bw_all:
     else:
         shifted = slot[(np.arange(n)[None, :] - np.arange(n)[:, None]) % n]  # [r, q]
         per_ost = (shifted / bw[None, :]).max(axis=1)
-    servers, local = np.unique(osts.oss[order], return_inverse=True)
-    member = np.zeros((len(servers), n))
-    member[local, np.arange(n)] = 1.0
+    servers, spectrum = _membership_spectrum(order, osts.oss)
     # load_s(r) = Σ_q member[s, q] slot[(q - r) % n]: a circular cross-correlation.
-    per_oss = np.fft.irfft(np.fft.rfft(member, axis=1) * np.conj(np.fft.rfft(slot))[None, :], n=n, axis=1)
+    per_oss = np.fft.irfft(spectrum * np.conj(np.fft.rfft(slot))[None, :], n=n, axis=1)
     return np.maximum(per_ost, (per_oss / oss_bw[servers][:, None]).max(axis=0))
+
+
+_SPECTRA: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
+
+
+def _membership_spectrum(order: np.ndarray, oss: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The OSSs of the RR array `order` and the FFT along it of each one's membership (1 where
+    slot q is one of its OSTs): the same for every job on a cluster, so kept for the last few."""
+    key = order.tobytes() + b"/" + oss.tobytes()
+    got = _SPECTRA.get(key)
+    if got is None:
+        servers, local = np.unique(oss[order], return_inverse=True)
+        member = np.zeros((len(servers), len(order)))
+        member[local, np.arange(len(order))] = 1.0
+        if len(_SPECTRA) >= RR_CACHE_CLUSTERS:
+            _SPECTRA.pop(next(iter(_SPECTRA)))
+        got = _SPECTRA[key] = (servers, np.fft.rfft(member, axis=1))
+    return got
 
 
 def _place_group(m: int, count: int, size: int, units: tuple[float, float], allowed: np.ndarray, order: np.ndarray,
@@ -665,10 +696,11 @@ def _place_group(m: int, count: int, size: int, units: tuple[float, float], allo
         servers, grp = np.unique(grp_of, return_inverse=True)
         if base.sum() < k or len(pos) < count:
             continue
+        caps = _Caps(pos, base, grp, servers, units, osts, loads)
         t = bound
-        if not _fits(k, t, pos, base, grp, servers, units, osts, loads):
-            t = _least_bound(k, t, pos, base, grp, servers, units, osts, loads)
-        box, box_s = _boxes(t, pos, base, grp, servers, units, osts, loads)
+        if not caps.fits(k, t):
+            t = caps.least_bound(k, t)
+        box, box_s = caps.boxes(t)
         # Unit costs: projected utilization of total usage, and, to break its ties, time (the
         # write's, plus the read's when the job reads its files back).
         # An OST of ~0 bandwidth costs inf or nan here: water_fill leaves it out.
@@ -720,78 +752,84 @@ def _stride(m: int) -> int:
     return p
 
 
-def _boxes(t: float | np.ndarray, pos: np.ndarray, base: np.ndarray, grp: np.ndarray, servers: np.ndarray,
-           units: tuple[float, float], osts: OstTable, loads: tuple[np.ndarray, np.ndarray]
-           ) -> tuple[np.ndarray, np.ndarray]:
-    """Per-OST and per-OSS stripe caps: room and distinctness (`base`) and the time bound t, for
-    the write (units[0] bytes a stripe onto loads[0]) and for the read back (units[1], loads[1]).
-    For an array of bounds, one row of caps per bound."""
-    if np.ndim(t) == 0 and math.isinf(t):
-        return base, np.bincount(grp, weights=base, minlength=len(servers)).astype(np.int64)
-    t = np.asarray(t, dtype=float)[..., None] if np.ndim(t) else t
-    ost_cap, oss_cap = base.astype(float), np.full(len(servers), np.inf)
-    for unit, load, bw, oss_bw in zip(units, loads, (osts.bw, osts.read_bw), (osts.oss_bw, osts.oss_read_bw)):
-        if unit <= 0:
-            continue
-        per_oss = np.bincount(osts.oss, weights=load, minlength=len(oss_bw))[servers]
-        ost_cap = np.minimum(ost_cap, np.floor((t * bw[pos] * (1 + EPS) - load[pos]) / unit + EPS))
-        oss_cap = np.minimum(oss_cap, np.floor((t * oss_bw[servers] * (1 + EPS) - per_oss) / unit + EPS))
-    box = np.clip(ost_cap, 0, base)
-    if box.ndim == 1:
-        inner = np.bincount(grp, weights=box, minlength=len(servers))
-    else:  # per row: a sum over each OSS's OSTs
-        cells = (np.arange(len(box))[:, None] * len(servers) + grp[None, :]).ravel()
-        inner = np.bincount(cells, box.ravel(), box.size // len(pos) * len(servers)).reshape(len(box), -1)
-    return box.astype(np.int64), np.clip(oss_cap, 0, inner).astype(np.int64)
+class _Caps:
+    """A group's per-OST and per-OSS stripe caps as the time bound t varies: room and
+    distinctness (`base`) and the stripes each OST and OSS takes within t, for the write
+    (units[0] bytes a stripe onto loads[0]) and for the read back (units[1], loads[1]). What does
+    not depend on t is taken once, for the many bounds `least_bound` tries."""
 
+    def __init__(self, pos: np.ndarray, base: np.ndarray, grp: np.ndarray, servers: np.ndarray,
+                 units: tuple[float, float], osts: OstTable, loads: tuple[np.ndarray, np.ndarray]):
+        self.base, self.grp, self.n_srv = base, grp, len(servers)
+        # Per phase: bytes a stripe, and per OST then per OSS the bandwidth and the load so far.
+        self.phases = [(unit, bw[pos], load[pos], oss_bw[servers],
+                        np.bincount(osts.oss, weights=load, minlength=len(oss_bw))[servers])
+                       for unit, load, bw, oss_bw in zip(units, loads, (osts.bw, osts.read_bw),
+                                                         (osts.oss_bw, osts.oss_read_bw)) if unit > 0]
 
-def _fits(k: int, t: float | np.ndarray, *args) -> bool | np.ndarray:
-    return _boxes(t, *args)[1].sum(axis=-1) >= k
+    def boxes(self, t: float) -> tuple[np.ndarray, np.ndarray]:
+        """Per OST and per OSS, the stripes it may take under bound t."""
+        if math.isinf(t):
+            return self.base, np.bincount(self.grp, weights=self.base, minlength=self.n_srv).astype(np.int64)
+        ost_cap, oss_cap = self.base.astype(float), np.full(self.n_srv, np.inf)
+        for unit, bw, load, oss_bw, per_oss in self.phases:
+            ost_cap = np.minimum(ost_cap, np.floor((t * bw * (1 + EPS) - load) / unit + EPS), out=ost_cap)
+            oss_cap = np.minimum(oss_cap, np.floor((t * oss_bw * (1 + EPS) - per_oss) / unit + EPS), out=oss_cap)
+        box = np.minimum(np.maximum(ost_cap, 0, out=ost_cap), self.base, out=ost_cap)  # as np.clip
+        inner = np.bincount(self.grp, weights=box, minlength=self.n_srv)
+        return box.astype(np.int64), np.minimum(np.maximum(oss_cap, 0, out=oss_cap), inner, out=oss_cap).astype(np.int64)
 
+    def fits(self, k: int, t: float) -> bool:
+        return bool(self.boxes(t)[1].sum() >= k)
 
-def _least_bound(k: int, t: float, *args) -> float:
-    """The smallest time bound ≥ t under which k stripes fit, within EPS (fitting is monotone in
-    the bound): from `_lower_bound`, bounds ever further above it tried at once until one fits,
-    then SEARCH_WAYS bounds at once, each round narrowing the range that much."""
-    lo = max(t, _lower_bound(k, *args))
-    hi = max(lo, 1e-12)
-    while not _fits(k, hi, *args):
-        tries = hi * (1 + 2.0 ** np.arange(-30, 33))  # 1 + 1e-9 .. 4e9 times
-        ok = np.asarray(_fits(k, tries, *args))
-        j = int(np.argmax(ok)) if ok.any() else len(tries) - 1
-        lo, hi = (tries[j - 1] if j else hi), tries[j]
-    while hi - lo > EPS * hi:
-        tries = lo + (hi - lo) * np.arange(1, SEARCH_WAYS) / SEARCH_WAYS
-        ok = np.asarray(_fits(k, tries, *args))
-        j = int(np.argmax(ok)) if ok.any() else len(tries)
-        lo, hi = (tries[j - 1] if j else lo), (tries[j] if j < len(tries) else hi)
-    return hi
+    def first_fit(self, k: int, tries: np.ndarray) -> int:
+        """The first of the rising bounds `tries` under which k stripes fit (len(tries) if none).
+        Fitting is monotone in the bound (every step of the caps is), so by bisection."""
+        lo, hi = 0, len(tries)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self.fits(k, float(tries[mid])):
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
 
+    def least_bound(self, k: int, t: float) -> float:
+        """The smallest time bound ≥ t under which k stripes fit, within EPS: from `lower_bound`,
+        the first of bounds ever further above it that fits, then the first of SEARCH_WAYS bounds
+        spread over the range left, each round narrowing it that much."""
+        lo = max(t, self.lower_bound(k))
+        hi = max(lo, 1e-12)
+        while not self.fits(k, hi):
+            tries = hi * (1 + 2.0 ** np.arange(-30, 33))  # 1 + 1e-9 .. 4e9 times
+            j = min(self.first_fit(k, tries), len(tries) - 1)
+            lo, hi = (tries[j - 1] if j else hi), tries[j]
+        while hi - lo > EPS * hi:
+            tries = lo + (hi - lo) * np.arange(1, SEARCH_WAYS) / SEARCH_WAYS
+            j = self.first_fit(k, tries)
+            lo, hi = (tries[j - 1] if j else lo), (tries[j] if j < len(tries) else hi)
+        return hi
 
-def _lower_bound(k: int, pos: np.ndarray, base: np.ndarray, grp: np.ndarray, servers: np.ndarray,
-                 units: tuple[float, float], osts: OstTable, loads: tuple[np.ndarray, np.ndarray]) -> float:
-    """A time bound below which k stripes do not fit (`_boxes`): per phase, the OSTs' caps are at
-    most Σ max(0, (t·b(1+EPS) − L)/u + EPS) and so are the OSSs', a piecewise-linear sum that
-    must reach k."""
-    out = 0.0
-    for unit, load, bw, oss_bw in zip(units, loads, (osts.bw, osts.read_bw), (osts.oss_bw, osts.oss_read_bw)):
-        if unit <= 0:
-            continue
-        per_oss = np.bincount(osts.oss, weights=load, minlength=len(oss_bw))[servers]
-        for level_load, level_bw in ((load[pos], bw[pos]), (per_oss, oss_bw[servers])):
-            b = level_bw * (1 + EPS)
-            free = level_load - EPS * unit
-            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-                tau = np.where(b > 0, free / b, np.inf)  # where a cap starts to rise
-            by = np.argsort(tau)
-            cb, cl = np.cumsum(b[by]), np.cumsum(free[by])
-            # The sum over the first i+1 risers, (t cb_i - cl_i) / u, just before the next one rises.
-            with np.errstate(invalid="ignore", over="ignore"):
-                reach = (np.append(tau[by][1:], np.inf) * cb - cl) / unit >= k
-            i = int(np.argmax(reach))
-            if reach[i] and cb[i] > 0:
-                out = max(out, (k * unit + cl[i]) / cb[i])
-    return out
+    def lower_bound(self, k: int) -> float:
+        """A time bound below which k stripes do not fit: per phase, the OSTs' caps are at most
+        Σ max(0, (t·b(1+EPS) − L)/u + EPS) and so are the OSSs', a piecewise-linear sum that must
+        reach k."""
+        out = 0.0
+        for unit, bw, load, oss_bw, per_oss in self.phases:
+            for level_load, level_bw in ((load, bw), (per_oss, oss_bw)):
+                b = level_bw * (1 + EPS)
+                free = level_load - EPS * unit
+                with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+                    tau = np.where(b > 0, free / b, np.inf)  # where a cap starts to rise
+                by = np.argsort(tau)
+                cb, cl = np.cumsum(b[by]), np.cumsum(free[by])
+                # The sum over the first i+1 risers, (t cb_i - cl_i) / u, just before the next one rises.
+                with np.errstate(invalid="ignore", over="ignore"):
+                    reach = (np.append(tau[by][1:], np.inf) * cb - cl) / unit >= k
+                i = int(np.argmax(reach))
+                if reach[i] and cb[i] > 0:
+                    out = max(out, (k * unit + cl[i]) / cb[i])
+        return out
 
 
 def water_fill(k: int, a: np.ndarray, beta: np.ndarray, box: np.ndarray, grp: np.ndarray,
