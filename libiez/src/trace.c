@@ -39,6 +39,13 @@ struct tab_slot {
 };
 static struct tab_slot *tab;
 static size_t tab_mask, tab_n;
+/* Records of created files not yet in the table, oldest first. A create needs no lookup (its
+ * record is new), and its insert, a random slot of a table that outgrows the caches, cost it
+ * a miss of its own each time (a microsecond, after the process did other work in between):
+ * in a batch, the next lookup or a full batch, the inserts run together while the table is warm. */
+#define PENDING 256
+static struct tab_slot pending[PENDING];
+static size_t n_pending;
 static size_t nrecords;
 
 static uint64_t plan_hits, plan_misses, plan_entries;
@@ -112,18 +119,41 @@ static int tab_grow(void)
     return 0;
 }
 
+/* Point (api, path) of r at r. */
+static void tab_put(struct iez_rec *r, uint64_t h)
+{
+    if ((tab_n + 1) * 2 > (tab ? tab_mask + 1 : 0) && tab_grow()) {
+        iez_log_once(IEZ_LOG_TRACE, "no memory for the trace's table: a file opened again gets a record of its own");
+        return;
+    }
+    struct tab_slot *slot = tab_find(r->api, rec_path(r), r->path_len, h);
+    if (!slot->rec)
+        tab_n++;
+    *slot = (struct tab_slot){r, h};
+}
+
+static void flush_pending(void)
+{
+    for (size_t i = 0; i < n_pending; i++)
+        tab_put(pending[i].rec, pending[i].hash);
+    n_pending = 0;
+}
+
 /* The record of (api, path): the current one, or a new one when this open created the file
  * (a new file under an old name). */
 static struct iez_rec *record_for(const struct iez_file_info *fi)
 {
     if (fi->path_len > UINT16_MAX || fi->lum_len > UINT16_MAX || ensure_shard() != 1)
         return NULL;
-    if ((tab_n + 1) * 2 > (tab ? tab_mask + 1 : 0) && tab_grow())
-        return NULL;
     uint64_t h = iez_hash(fi->path, fi->path_len, (uint64_t)fi->api);
-    struct tab_slot *slot = tab_find(fi->api, fi->path, fi->path_len, h);
-    if (slot->rec && !fi->created)
-        return slot->rec;
+    if (!fi->created) {
+        flush_pending();
+        if (tab) {
+            struct tab_slot *slot = tab_find(fi->api, fi->path, fi->path_len, h);
+            if (slot->rec)
+                return slot->rec;
+        }
+    }
     size_t size = (IEZ_REC_FIXED + fi->path_len + fi->lum_len + 7) & ~(size_t)7;
     struct iez_rec *r = iez_shard_alloc(&shard, size);
     if (!r) {
@@ -143,9 +173,13 @@ static struct iez_rec *record_for(const struct iez_file_info *fi)
     if (fi->lum_len)
         memcpy((char *)r + IEZ_REC_FIXED + fi->path_len, fi->lum, fi->lum_len);
     iez_shard_commit(r);
-    if (!slot->rec)
-        tab_n++;
-    *slot = (struct tab_slot){r, h};
+    if (fi->created) {
+        if (n_pending == PENDING)
+            flush_pending();
+        pending[n_pending++] = (struct tab_slot){r, h};
+    } else {
+        tab_put(r, h);
+    }
     nrecords++;
     return r;
 }
@@ -497,7 +531,7 @@ static void trace_fork_child(void)
     finished = 0;
     if (tab)
         memset(tab, 0, (tab_mask + 1) * sizeof *tab);
-    tab_n = nrecords = 0;
+    tab_n = nrecords = n_pending = 0;
     plan_hits = plan_misses = 0;
     n_open_files = 0;
 }
