@@ -98,7 +98,8 @@ class FileRequest(_Strict):
     @field_validator("path", "final_path")
     @classmethod
     def _name(cls, v: str, info: ValidationInfo) -> str:
-        if v or info.field_name == "path":  # final_path "": the file kept its name
+        # final_path "": the file kept its name; a printable absolute name passes check_name as it is
+        if (v or info.field_name == "path") and not (v.startswith("/") and v.isprintable()):
             _checked(check_name, v)
         return v
 
@@ -384,18 +385,27 @@ class ServedPlans:
     def __init__(self, app: ASGIApp, controller: Controller, tokens: Tokens) -> None:
         self.app, self.plans, self.tokens = app, controller.plans, tokens
 
+    def answer(self, path: str, headers: dict[bytes, bytes]) -> tuple[int, list[tuple[bytes, bytes]], bytes] | None:
+        """The reply to a GET of `path` (request headers by lower-case name) when it asks for a
+        held plan with a known token; None for anything else. The server's protocol calls it too
+        (iez.controller.server.plan_protocol)."""
+        m = self.PATH.fullmatch(path)
+        plan = m and self.plans.get(m[1], int(m[2]) if m[2] else None)
+        if not plan:
+            return None
+        scheme, _, token = headers.get(b"authorization", b"").decode("latin-1").partition(" ")
+        if scheme.lower() != "bearer" or self.tokens.role(token.strip()) is None:
+            return None
+        inm = headers.get(b"if-none-match")
+        return plan_parts(plan, None if inm is None else inm.decode("latin-1"))
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["method"] == "GET":
-            m = self.PATH.fullmatch(scope["path"])
-            plan = m and self.plans.get(m[1], int(m[2]) if m[2] else None)
-            if plan:
-                headers = dict(scope["headers"])
-                scheme, _, token = headers.get(b"authorization", b"").decode("latin-1").partition(" ")
-                if scheme.lower() == "bearer" and self.tokens.role(token.strip()) is not None:
-                    inm = headers.get(b"if-none-match")
-                    status, reply, body = plan_parts(plan, inm and inm.decode("latin-1"))
-                    await send({"type": "http.response.start", "status": status, "headers": reply})
-                    return await send({"type": "http.response.body", "body": body})
+            reply = self.answer(scope["path"], dict(scope["headers"]))
+            if reply is not None:
+                status, headers, body = reply
+                await send({"type": "http.response.start", "status": status, "headers": headers})
+                return await send({"type": "http.response.body", "body": body})
         await self.app(scope, receive, send)
 
 

@@ -1,8 +1,8 @@
 """The controller process: the statistics subscriber, the worker and the HTTP server together.
 
     collectors ──ZeroMQ PUB──► SUB (bound on --stats) ──► Controller.on_message ──► global view
-    clients ──HTTP──► uvicorn ──► ServedPlans ──► api routes ──► Controller (uploads, plans) ──► database
-                                   └─ a plan held in memory, answered at once
+    clients ──HTTP──► uvicorn (PlanProtocol) ──► ServedPlans ──► api routes ──► Controller ──► database
+                       └─ a GET of a plan held in memory, answered in the HTTP parser's callback
                                               worker thread ──► predict / allocate ──► database
 
 The SUB socket is a CURVE server with keys derived from the site token (iez.zmqauth): a
@@ -22,6 +22,7 @@ import logging
 import signal
 import threading
 import time
+from typing import TYPE_CHECKING
 
 import zmq
 
@@ -31,6 +32,11 @@ from iez.tokens import Tokens
 from iez.controller.service import Controller
 from iez.errors import IezError
 from iez.zmqauth import HANDSHAKE_MS, Zap
+
+if TYPE_CHECKING:
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+    from iez.controller.api import ServedPlans
 
 log = logging.getLogger("iez.controller")
 
@@ -82,6 +88,66 @@ def subscribe(controller: Controller, stats: StatsSocket, stop: threading.Event)
         stats.close()
 
 
+class _Answered:
+    """Stands in for uvicorn's request cycle after PlanProtocol answered a request: complete,
+    so a body that follows is dropped and the next request starts at once (uvicorn's own checks)."""
+
+    response_complete = True
+
+    class message_event:  # noqa: N801 - uvicorn's attribute; nothing waits on an answered request
+        @staticmethod
+        def set() -> None:
+            return None
+
+
+def plan_protocol(served: ServedPlans) -> type[HttpToolsProtocol]:
+    """uvicorn's httptools protocol, answering a GET of a held plan with a known token as soon as
+    its headers are parsed (`ServedPlans.answer`, the same check and reply as the ASGI path).
+
+    Why protocol code: on uvicorn's ASGI path every request is a task, an asyncio.Event, a scope,
+    a request cycle and two awaited sends; for a plan already in memory that was most of a fetch's
+    CPU (docs/controller.md, "Performance"). Everything else takes uvicorn's path unchanged: any
+    other method, path or token (Guard refuses those with its limits before a body is read),
+    HTTP upgrades, a percent-encoded path, a request pipelined behind one still being answered,
+    a connection whose writes are paused (a client not reading: its replies wait for the drain
+    there instead of piling up here), and uvicorn's concurrency limit. Headers, keep-alive and
+    `connection: close` are written as uvicorn writes them (its STATUS_LINE and default headers)."""
+    import httptools
+    from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
+
+    answered = _Answered()
+
+    class PlanProtocol(HttpToolsProtocol):
+        def on_headers_complete(self) -> None:
+            parser = self.parser
+            if (parser.get_method() != b"GET" or parser.should_upgrade() or self.pipeline or self.root_path
+                    or self.limit_concurrency is not None or self.flow.write_paused
+                    or not (self.cycle is None or self.cycle.response_complete)):
+                return super().on_headers_complete()
+            try:
+                path = httptools.parse_url(self.url).path.decode("ascii")
+            except (httptools.HttpParserError, UnicodeDecodeError):  # uvicorn's path says so
+                return super().on_headers_complete()
+            reply = None if "%" in path else served.answer(path, dict(self.headers))
+            if reply is None:
+                return super().on_headers_complete()
+            status, headers, body = reply
+            keep_alive = parser.get_http_version() != "1.0" and parser.should_keep_alive()
+            out = [STATUS_LINE[status]]
+            for name, value in (*self.server_state.default_headers, *headers):
+                out += (name, b": ", value, b"\r\n")
+            if not keep_alive:
+                out.append(b"connection: close\r\n")
+            out.append(b"\r\n")
+            self.transport.writelines((b"".join(out), body))  # one send (uvloop: writev), the body not copied
+            self.cycle = answered  # type: ignore[assignment]
+            if not keep_alive:
+                self.transport.close()
+            self.on_response_complete()
+
+    return PlanProtocol
+
+
 def serve(controller: Controller, tokens: Tokens, host: str, port: int, stats: str, *, uploads: str = "site",
           caps: BodyCaps = BodyCaps(), tls_cert: str | None = None, tls_key: str | None = None,
           metrics_listen: tuple[str, int] | None = None) -> None:
@@ -105,8 +171,9 @@ def serve(controller: Controller, tokens: Tokens, host: str, port: int, stats: s
     sub.start()
     controller.start()
     # httptools and uvloop (dependencies): uvicorn's fast parser and loop, not the pure-Python h11
-    # and asyncio ones it falls back to; no proxy headers are trusted, so none are parsed.
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False, http="httptools",
+    # and asyncio ones it falls back to (PlanProtocol is its httptools protocol); no proxy headers
+    # are trusted, so none are parsed.
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False, http=plan_protocol(app),
                             loop="uvloop", proxy_headers=False, backlog=4096,
                             ssl_certfile=tls_cert, ssl_keyfile=tls_key, timeout_graceful_shutdown=SHUTDOWN_GRACE)
     server = uvicorn.Server(config)
