@@ -103,7 +103,6 @@ from iez.alloc.registry import Registration
 from iez.cluster import Cluster, Snapshot
 from iez.errors import AllocationError
 from iez.layout.hierarchical import Cut, composite, cut, interleave, premise, validate
-from iez.layout.layout import LOV_MAX_STRIPE_COUNT
 from iez.layout.raid0 import bytes_per_ost
 from iez.layout.stripe import AP
 from iez.request import Placement, Request
@@ -291,19 +290,24 @@ def solve(table: RequestTable, osts: OstTable, orders: Sequence[np.ndarray], opt
     # Stripe sizes within ~9% of each other share a group: few groups even for a trace of
     # many distinct sizes, while equal stripes always share one.
     bucket = np.round(np.log2(table.size) * SIZE_CLASSES).astype(np.int64)  # < 2**10
-    in_order = ((table.pool * (LOV_MAX_STRIPE_COUNT + 1) + table.count) << 10 | bucket)[table.order]
-    by = np.argsort(in_order, kind="stable")  # one sort: by group, in create order within one
-    cuts = np.flatnonzero(np.diff(in_order[by])) + 1
-    groups = [_Group(int((key >> 10) // (LOV_MAX_STRIPE_COUNT + 1)), int((key >> 10) % (LOV_MAX_STRIPE_COUNT + 1)),
-                     np.empty(0, np.int64), 0.0) for key in in_order[by[np.concatenate([[0], cuts])]].tolist()]
-    for g, idx in zip(groups, np.split(table.order[by], cuts)):
-        g.members = idx
-        g.unit = max(float(table.write_bytes[idx].sum()) / (len(idx) * g.count), MIN_UNIT)
-        g.read_unit = float(table.read_bytes[idx].sum()) / (len(idx) * g.count)
+    in_order = _group_keys(table.pool, table.count, bucket)[table.order]
+    # one stable sort: by group (pool, count, bucket), in create order within one
+    by = np.argsort(in_order, kind="stable") if len(in_order) and in_order.max() else np.arange(len(in_order))
+    starts = np.concatenate([[0], np.flatnonzero(np.diff(in_order[by])) + 1])
+    members = table.order[by]
+    any_reads = table.read_bytes.any()
+    groups = []
+    for idx in np.split(members, starts[1:]):
+        g = _Group(int(table.pool[idx[0]]), int(table.count[idx[0]]), idx, 0.0)
+        g.written = table.write_bytes[idx]
+        g.unit = max(float(g.written.sum()) / (len(idx) * g.count), MIN_UNIT)
+        g.read_unit = float(table.read_bytes[idx].sum()) / (len(idx) * g.count) if any_reads else 0.0
+        groups.append(g)
     groups.sort(key=lambda g: (-g.unit, -g.count))  # heaviest stripes first (LPT)
 
     total, read = float(table.write_bytes.sum()), float(table.read_bytes.sum())
-    rr = rr_reference(table, osts, orders)
+    offsets = np.concatenate([[0], np.cumsum(table.count)])
+    rr = rr_reference(table, osts, orders, offsets)
     osts, shares = phased(osts, rr)
     # No placement writes (or reads) faster than the job's clients.
     clients = max(total / shares[0], read / shares[1] if read else 0.0) / options.client_bw
@@ -313,21 +317,21 @@ def solve(table: RequestTable, osts: OstTable, orders: Sequence[np.ndarray], opt
     scale = _Scale(t0=max(total, MIN_UNIT) / oss_rate.sum(),  # an even spread's time
                    level=max((osts.used[any_ok].sum() + total) / osts.capacity[any_ok].sum(), 1e-12))
     top = reference * options.max_slowdown
-    sol = fastest = _place_all(table, osts, orders, groups, clients, scale, 0.0)
+    sol = fastest = _place_all(table, offsets, osts, orders, groups, clients, scale, 0.0)
     weight = options.capacity_weight
     # The same share of the slack, in the stripe model (the bound) and in real bytes (the limit).
     fast = max(job_time(fastest.job, osts), clients)
     allowed = fastest.bound + weight * max(0.0, top - fastest.bound) if math.isfinite(top) else math.inf
     limit = fast + weight * max(0.0, top - fast) if math.isfinite(top) else math.inf
     if allowed > fastest.bound or limit > fast:  # else RR is as fast as it gets: nothing to trade
-        sol = _place_all(table, osts, orders, groups, max(allowed, fastest.bound), scale, limit, fastest.fills)
+        sol = _place_all(table, offsets, osts, orders, groups, max(allowed, fastest.bound), scale, limit, fastest)
     # The bound holds for stripes of their group's mean size; the real bytes (Method II's short
     # last stripes) can differ a little. Check them, tighten, and at worst take RR's placement.
     for _ in range(GUARD_TRIES):
         real = max(job_time(sol.job, osts, sol.reads), clients)
         if real <= top * (1 + EPS):
             return replace(sol, reference=reference, phased=osts)
-        sol = _place_all(table, osts, orders, groups, sol.bound * top / real, scale, top)
+        sol = _place_all(table, offsets, osts, orders, groups, sol.bound * top / real, scale, top)
     if (rr.job <= osts.room).all():
         return Solution(rr.stripes, sol.offsets, rr.job, reference, reference, rr.reads, osts)
     return replace(sol, reference=reference, phased=osts)  # RR would overfill an OST: no time to keep to
@@ -370,6 +374,7 @@ class _Group:
     read_unit: float = 0.0  # bytes read back per stripe, on average
     # The same in every pass, so worked out once (`facts`): room a stripe needs, the real bytes
     # of each file's stripes (files x count) and the bytes read back from them (None: no reads).
+    written: np.ndarray | None = None  # each file's write bytes
     room: int = 0
     real: np.ndarray | None = None
     back: np.ndarray | None = None
@@ -377,9 +382,9 @@ class _Group:
     def facts(self, table: RequestTable) -> tuple[int, np.ndarray, np.ndarray | None]:
         if self.real is None:
             idx = self.members
-            w = table.write_bytes[idx, None]
+            w = (table.write_bytes[idx] if self.written is None else self.written)[:, None]
             if self.count == 1:  # the one stripe holds the file
-                self.room, self.real = int(np.maximum(w, table.size[idx, None]).max()), w
+                self.room, self.real = max(int(w.max()), int(table.size[idx].max())), w
             else:
                 self.room = int(room_bytes(w[:, 0], table.size[idx], self.count).max())
                 self.real = stripe_bytes(w, table.size[idx, None], self.count, np.arange(self.count)[None, :])
@@ -393,23 +398,31 @@ class _Scale:
     level: float  # mean utilization of total usage once the job is written
 
 
-def _place_all(table: RequestTable, osts: OstTable, orders: Sequence[np.ndarray], groups: Sequence[_Group],
-               bound: float, scale: _Scale, limit: float, prior: Sequence[_Fill] = ()) -> Solution:
+def _place_all(table: RequestTable, offsets: np.ndarray, osts: OstTable, orders: Sequence[np.ndarray],
+               groups: Sequence[_Group], bound: float, scale: _Scale, limit: float,
+               prior: Solution | None = None) -> Solution:
     """Place the groups in turn under the time bound, raising it when a group cannot fit.
     Stripe orders within files are chosen by (real time over `limit`, fullest OST, real time).
-    `prior`: an earlier pass's fills, whose counts a group keeps while the loads it meets are that
-    pass's and the counts are still optimal (`_optimal`)."""
-    offsets = np.concatenate([[0], np.cumsum(table.count)])
-    stripes = np.empty(offsets[-1], dtype=np.int64)
+    `prior`: an earlier pass, whose counts a group keeps while the loads it meets are that pass's
+    and the counts are still optimal (`_optimal`); such a group whose stripes have one order
+    keeps that pass's stripes and loads too (the same operations on the same numbers)."""
+    fills_before = prior.fills if prior is not None else ()
+    stripes = prior.stripes.copy() if prior is not None else np.empty(offsets[-1], dtype=np.int64)
+    single = offsets[-1] == len(offsets) - 1  # every file one stripe: file i's is stripe i
     job, reads = np.zeros(osts.n), np.zeros(osts.n)
     fills = []
     for i, g in enumerate(groups):
         idx = g.members
         size, real, back = g.facts(table)
-        same = i < len(prior) and (not i or all(map(np.array_equal, prior[i - 1].after, (job, reads))))
+        same = i < len(fills_before) and (not i or all(map(np.array_equal, fills_before[i - 1].after, (job, reads))))
+        kept = fills_before[i] if same else None
         fill, bound = _place_group(len(idx), g.count, size, (g.unit, g.read_unit), table.allowed[g.pool],
                                    orders[g.pool], osts, (job, reads), bound, scale, table.pools[g.pool],
-                                   bool(real.any()), prior[i] if same else None)
+                                   bool(real.any()), kept)
+        if fill is kept and not (g.count > 1 and (real != real[:, :1]).any()):
+            job, reads = fill.after
+            fills.append(fill)
+            continue
         mat = fill.mat
         best = None
         for by in STRIPE_ORDERS if g.count > 1 and (real != real[:, :1]).any() else ():  # equal stripes: any order
@@ -425,7 +438,11 @@ def _place_all(table: RequestTable, osts: OstTable, orders: Sequence[np.ndarray]
             reads = reads if back is None else reads + np.bincount(mat.ravel(), back.ravel(), osts.n)
         else:
             _, mat, job, reads = best
-        stripes[offsets[idx][:, None] + np.arange(g.count)] = mat
+        at = idx if single else offsets[idx]
+        if g.count == 1:
+            stripes[at] = mat[:, 0]
+        else:
+            stripes[at[:, None] + np.arange(g.count)] = mat
         fills.append(replace(fill, after=(job, reads)))
     return Solution(stripes, offsets, job, math.nan, bound, reads, fills=tuple(fills))
 
@@ -490,7 +507,8 @@ class RRPlacement:
         return out
 
 
-def rr_reference(table: RequestTable, osts: OstTable, orders: Sequence[np.ndarray]) -> RRPlacement:
+def rr_reference(table: RequestTable, osts: OstTable, orders: Sequence[np.ndarray],
+                 offsets: np.ndarray | None = None) -> RRPlacement:
     """What Lustre's round-robin does with the same files, at its luckiest start.
 
     Each pool's files take, in create order, the slots of the pool's RR array as
@@ -516,8 +534,10 @@ def rr_reference(table: RequestTable, osts: OstTable, orders: Sequence[np.ndarra
         job[order] += written
         reads[order] += read
         walks.append((idx, start, order))
+    if offsets is None:
+        offsets = np.concatenate([[0], np.cumsum(table.count)])
     return RRPlacement(job_time(job, osts), phase_time(reads, osts.read_bw, osts.oss_read_bw, osts.oss), job, reads,
-                       np.concatenate([[0], np.cumsum(table.count)]), tuple(walks))
+                       offsets, tuple(walks))
 
 
 def _runs(table: RequestTable, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -733,6 +753,8 @@ def _place_group(m: int, count: int, size: int, units: tuple[float, float], allo
 def deal(seq: np.ndarray, m: int, count: int) -> np.ndarray:
     """The m x count stripe matrix from `seq` (each OST repeated at most m times), by the
     wrap-around rule: file rows are seq[r], seq[r+m], ... - distinct OSTs, counts kept."""
+    if count == 1:
+        return seq[np.arange(m) * _stride(m) % m][:, None]
     rows = seq.reshape(count, m).T
     if count > 1:
         # Rotate row r by r (any reordering of a row keeps counts and distinctness): a file's last
@@ -743,6 +765,19 @@ def deal(seq: np.ndarray, m: int, count: int) -> np.ndarray:
     # Deal the rows with a stride coprime to m, so files created one after another get different
     # OST sets (permuting rows, like rotating them, keeps counts and distinctness).
     return rows[np.arange(m) * _stride(m) % m]
+
+
+def _group_keys(pool: np.ndarray, count: np.ndarray, bucket: np.ndarray) -> np.ndarray:
+    """A file's group as one number, ordered as (pool, stripe count, size bucket): dense ranks of
+    the values present (a count of each, not a sort), small enough for numpy's radix sort."""
+    key = np.zeros(len(pool), np.int64)
+    for column in (pool, count, bucket):
+        present = np.bincount(column) > 0
+        width = int(present.sum())
+        if width > 1:
+            key *= width
+            key += (np.cumsum(present) - 1)[column]
+    return key.astype(np.uint16) if len(key) and key.max() < 1 << 16 else key
 
 
 def _stride(m: int) -> int:
