@@ -247,18 +247,22 @@ def dumps_arrays(meta: Mapping[str, str], paths: Sequence[str], stripe_size: np.
     ost = ost if plain.all() else ost[np.repeat(plain, count)]
     ends = np.cumsum(stripes[has])
     first = ends - stripes[has]
-    lead = np.empty(n, dtype=object)
-    if has.any():
-        lead[has] = _leads(stripe_size[has], stripes[has], pool[has], ost[first], pools)
+    if has.all():
+        lead = _leads(stripe_size, stripes, pool, ost[first], pools)
+    else:
+        lead = np.empty(n, dtype=object)
+        if has.any():
+            lead[has] = _leads(stripe_size[has], stripes[has], pool[has], ost[first], pools)
     for i, fl in other.items():
         lead[i] = f"\t{format_layout(fl)}\n"
     if len(ost) == len(first):  # no later stripes: path and lead, interleaved in a list
-        lines: list[str] = [""] * (2 * n)
-        lines[::2] = names
-        lines[1::2] = lead.tolist()
-        return head + "".join(lines)
-    at = np.concatenate([[0], np.cumsum(np.maximum(stripes, 1) + 1)])
+        lines: list[str] = [head] * (2 * n + 1)
+        lines[1::2] = names
+        lines[2::2] = lead.tolist()
+        return "".join(lines)
+    at = np.concatenate([[1], 1 + np.cumsum(np.maximum(stripes, 1) + 1)])
     pieces = np.empty(int(at[-1]), dtype=object)
+    pieces[0] = head
     pieces[at[:-1]] = names
     pieces[at[:-1] + 1] = lead
     # A later stripe's piece, mid-line or at its end.
@@ -266,10 +270,10 @@ def dumps_arrays(meta: Mapping[str, str], paths: Sequence[str], stripe_size: np.
     key[ends - 1] += 1
     later = np.ones(len(ost), bool)
     later[first] = False
-    slot = np.ones(len(pieces), bool)  # the later stripes' pieces: all but each file's first two
-    slot[at[:-1]] = slot[at[:-1] + 1] = False
+    slot = np.ones(len(pieces), bool)  # the later stripes' pieces: all but the head and each file's first two
+    slot[0] = slot[at[:-1]] = slot[at[:-1] + 1] = False
     pieces[slot] = _ost_texts(int(ost.max()) + 1, ":")[key[later]]
-    return head + "".join(pieces.tolist())
+    return "".join(pieces.tolist())
 
 
 def _leads(size: np.ndarray, count: np.ndarray, pool: np.ndarray, first: np.ndarray, pools: Sequence[str]
@@ -277,7 +281,7 @@ def _leads(size: np.ndarray, count: np.ndarray, pool: np.ndarray, first: np.ndar
     """Per file, its layout's start with its first OST ("\tS=..,c=..,p=..,o=" + OST, and "\n"
     when it has one stripe), each distinct string made once."""
     width = max(len(pools), 1)
-    heads, head_of = np.unique((size * (LOV_MAX_STRIPE_COUNT + 1) + count) * width + pool, return_inverse=True)
+    heads, head_of = _few_unique((size * (LOV_MAX_STRIPE_COUNT + 1) + count) * width + pool)
     top = int(first.max()) + 1
     kind = (head_of.reshape(-1) * top + first) * 2 + (count == 1)
     span = len(heads) * top * 2
@@ -292,6 +296,17 @@ def _leads(size: np.ndarray, count: np.ndarray, pool: np.ndarray, first: np.ndar
                        f"{',p=' + pools[k % width] if pools[k % width] else ''},o=" for k in heads.tolist()], dtype=object)
     lead = starts[used // (2 * top)] + _ost_texts(top, "")[used % (2 * top)]
     return lead[kind.reshape(-1)]
+
+
+def _few_unique(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`np.unique(x, return_inverse=True)` for values of which there are few (stripe sizes,
+    counts, pools): the distinct values of a sample, kept if every value is among them (then
+    they are all of them, sorted), found by bisection instead of a sort of x."""
+    some = np.unique(x[::max(1, len(x) // 4096)])
+    at = np.minimum(np.searchsorted(some, x), len(some) - 1)
+    if (some[at] == x).all():
+        return some, at
+    return np.unique(x, return_inverse=True)
 
 
 @functools.lru_cache(maxsize=4)
