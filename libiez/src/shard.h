@@ -79,12 +79,12 @@ struct iez_rec {                     /* IEZ_REC_FIXED bytes, then path, then lay
     uint8_t reserved[14];
 };
 
-struct iez_shard {
-    struct iez_own file;             /* written only through descriptors checked to be it */
+struct iez_shard {                   /* what each record reads first: its name last */
     struct iez_shard_header *hdr;
     char *chunk;                     /* the chunk records are being added to */
     size_t chunk_no, used;           /* its index, and bytes used in it */
     int broken;                      /* a chunk could not be added: no more records */
+    struct iez_own file;             /* written only through descriptors checked to be it */
 };
 
 struct iez_shard_ident {

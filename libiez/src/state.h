@@ -16,24 +16,26 @@
 
 enum iez_api { IEZ_API_POSIX = 0, IEZ_API_STDIO = 1, IEZ_API_MPIIO = 2, IEZ_API_HDF5 = 3 };
 
+/* What every open reads first, then the names: the create path touches as few of this
+ * struct's lines and pages as it can (each is cold after the process did other work). */
 struct iez_config {
     int trace, place;            /* IEZ_MODE */
-    char app[128], run[128], host[64];
-    char program[128];           /* this process's program name (app: IEZ_APP, else this) */
-    char job_id[64], array_task[32]; /* the batch system's, "" outside a job */
-    int app_given;               /* app came from IEZ_APP */
     int rank;
     /* an MPI process: libiez-mpi's MPI_Init sets it before MPI starts, the environment of a rank
      * an MPI launcher started (PMI_RANK, PMIX_RANK, OMPI_COMM_WORLD_RANK) at load (open.h) */
     int mpi_process;
+    int app_given;               /* app came from IEZ_APP */
+    size_t emu_fs_len, emu_fs_real_len; /* of emu_fs and emu_fs_real below */
     char trace_dir[PATH_MAX];    /* "" = no tracing */
+    /* IEZ_EMULATED: "<DIR>/fs/" as given (made absolute) and resolved, and the MDS socket */
+    char emu_fs[PATH_MAX], emu_fs_real[PATH_MAX], emu_run[PATH_MAX];
+    char app[128], run[128], host[64];
+    char program[128];           /* this process's program name (app: IEZ_APP, else this) */
+    char job_id[64], array_task[32]; /* the batch system's, "" outside a job */
     char plan[PATH_MAX];         /* "" = no plan */
     char log[PATH_MAX];          /* "" = silent; "-" = stderr */
     char iolog[PATH_MAX];        /* IEZ_IOLOG: the I/O event log directory; "" = none */
     char nid[64];                /* IEZ_NID: the client NID of I/O events; "" = this host's */
-    /* IEZ_EMULATED: "<DIR>/fs/" as given (made absolute) and resolved, and the MDS socket */
-    char emu_fs[PATH_MAX], emu_fs_real[PATH_MAX], emu_run[PATH_MAX];
-    size_t emu_fs_len, emu_fs_real_len;
 };
 
 extern struct iez_config iez_cfg;
