@@ -3,12 +3,16 @@ libiez in this run, with its budget beside it.
 
     python -m bench mpi
 
-- The data path, call by call (budget: ratio <= 1.01): the CPU time of one MPI-IO call
+- The data path, call by call (goal: ratio <= 1.01): the CPU time of one MPI-IO call
   (iez-bench-mpicalls, libiez/tools/mpi_calls.c: the calling thread's CPU over many calls of one
   rank), traced by libiez-mpi on the emulated cluster, against the same program without
   LD_PRELOAD: 1 MiB MPI_File_write_at (the shared file's writes), 16 KiB MPI_File_write (file
   per process, the individual pointer), and 8 B MPI_File_write_at, where nothing but the call's
-  own cost is left (no budget: the figure says what libiez adds per call, in ns).
+  own cost is left. Beside each, measured in the same rotation of runs, the floors
+  (libiez/tools/floor.c): empty pass-through wrappers of the MPI call and of ROMIO's pwrite
+  beneath it that tail-call the real function (what any preloaded library costs), and the same
+  returning through a frame of their own after the call (what any wrapper costs that counts
+  what the call did: that return, after a system call, mispredicts).
 - MPI-IO throughput: iez-bench -a MPIIO under mpiexec (2 ranks, one per core of the test
   machine) on an emulated cluster, traced and placed by libiez-mpi, against the same job without
   LD_PRELOAD, for the writes and for the whole phase, whose open also places the file. One shared
@@ -47,6 +51,8 @@ ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "build" / "bench_app" / "iez-bench"
 MPILIB = ROOT / "build" / "libiez" / "libiez-mpi.so"
 CALLS = ROOT / "build" / "libiez" / "iez-bench-mpicalls"
+FLOORS = (("pass-through wrappers, tail calls", ROOT / "build" / "libiez" / "libiez-floor.so"),
+          ("pass-through wrappers, returning after", ROOT / "build" / "libiez" / "libiez-floor-after.so"))
 REPEATS = 8
 PAIRS = 12  # per-call figures: interleaved pairs of runs
 RANKS = 2  # one per core here: oversubscribed ranks spin in MPI's collectives and drown the figure
@@ -54,7 +60,7 @@ console = Console(width=150, highlight=False)
 
 
 def check_build() -> str:
-    for f in (BENCH, MPILIB, CALLS):
+    for f in (BENCH, MPILIB, CALLS, *(lib for _, lib in FLOORS)):
         if not f.exists():
             raise RuntimeError(f"{f} is missing: install MPICH (apt-get install mpich libmpich-dev) and build "
                                "(cmake -S . -B build && cmake --build build)")
@@ -88,10 +94,27 @@ def calls_cpu(mpiexec: str, path: Path, call: str, size: int, count: int, env: d
     return float(r.stdout.split()[1])
 
 
+def goal(ratio: float, limit: float) -> str:
+    return f"goal <= {limit}: {'met' if ratio <= limit else 'NOT MET'}"
+
+
+def rotated(runs: int, envs: list[dict[str, str]], measure: Callable[[dict[str, str]], float]) -> list[list[float]]:
+    """measure(env) of every env, runs times, in an order that rotates (and reverses every
+    other time) so that each env goes first as often as the others: one list per env."""
+    out: list[list[float]] = [[] for _ in envs]
+    for i in range(runs):
+        order = list(range(len(envs)))
+        order = order[i % len(envs):] + order[:i % len(envs)]
+        for k in order[::-1] if i % 2 else order:
+            out[k].append(measure(envs[k]))
+    return out
+
+
 def per_call(mpiexec: str, label: str, path: Path, call: str, size: int, count: int, env_a: dict[str, str],
-             env_b: dict[str, str], base: str, budget: str) -> None:
+             env_b: dict[str, str], base: str, budget: str, limit: float | None = None) -> None:
     """Print the CPU of one call with env_a against env_b: PAIRS interleaved pairs of runs,
-    each going first half of the time, the median of the pairs' ratios."""
+    each going first half of the time, the median of the pairs' ratios (and whether it meets
+    limit, if one is given)."""
     a: list[float] = []
     b: list[float] = []
     for i in track(range(PAIRS), description=label, console=console, transient=True):
@@ -100,8 +123,28 @@ def per_call(mpiexec: str, label: str, path: Path, call: str, size: int, count: 
             runs.append(calls_cpu(mpiexec, path, call, size, count, env))
     ratio, low, high = paired_ratio(a, b)
     extra = statistics.median(a) - statistics.median(b)
+    verdict = f"{goal(ratio, limit)} " if limit is not None else ""
     figure(f"{label} ({extra:+.0f} ns)", f"{statistics.median(a) / 1e3:.2f} us", ratio, base,
-           f"{budget} (pairs {low:.3f}-{high:.3f})")
+           f"{verdict}{budget} (pairs {low:.3f}-{high:.3f})".strip())
+
+
+def per_call_floors(mpiexec: str, label: str, path: Path, call: str, size: int, count: int,
+                    env: dict[str, str]) -> None:
+    """One call's CPU under libiez-mpi and under each floor, against none, in one rotation of
+    PAIRS runs each: libiez-mpi against the goal, the floors beside it."""
+    envs = [plain_env(), env, *({**plain_env(), "LD_PRELOAD": str(lib)} for _, lib in FLOORS)]
+    runs = iter(track(range(PAIRS * len(envs)), description=label, console=console, transient=True))
+
+    def measure(e: dict[str, str]) -> float:
+        next(runs, None)
+        return calls_cpu(mpiexec, path, call, size, count, e)
+
+    base, *others = rotated(PAIRS, envs, measure)
+    for i, (name, cpu) in enumerate(zip([f"{label}, libiez-mpi", *(f"  floor: {n}" for n, _ in FLOORS)], others)):
+        ratio, low, high = paired_ratio(cpu, base)
+        extra = statistics.median(cpu) - statistics.median(base)
+        figure(f"{name} ({extra:+.0f} ns)", f"{statistics.median(cpu) / 1e3:.2f} us", ratio, "without LD_PRELOAD",
+               f"{goal(ratio, 1.01) + ' ' if i == 0 else ''}(pairs {low:.3f}-{high:.3f})")
 
 
 def compare(tag: str, label: str, mpiexec: str, ranks: int, args: list[str], out: Path,
@@ -140,12 +183,12 @@ def measure(mpiexec: str, scratch: Path, cluster: Path) -> None:
     env = {**plain_env(), "LD_PRELOAD": str(MPILIB), "IEZ_EMULATED": str(cluster), "IEZ_APP": "bench",
            "IEZ_TRACE_DIR": str(scratch / "traces"), "IEZ_RUN": "1"}
 
-    console.print(f"MPI-IO data path: CPU per call, one rank ({PAIRS} interleaved pairs, median of the pairs' ratios)")
+    console.print(f"MPI-IO data path: CPU per call, one rank ({PAIRS} rotations of the runs, median of the ratios "
+                  "to the run without LD_PRELOAD of the same rotation)")
     for label, call, size, count in (("1 MiB MPI_File_write_at", "write_at", 1 << 20, 2000),
                                      ("16 KiB MPI_File_write", "write", 16 << 10, 100000),
                                      ("8 B MPI_File_write_at", "write_at", 8, 200000)):
-        per_call(mpiexec, label, fs / "calls", call, size, count, env, plain_env(), "without libiez-mpi",
-                 "budget <= 1.01" if size > 8 else "")
+        per_call_floors(mpiexec, label, fs / "calls", call, size, count, env)
 
     console.print(f"MPI-IO throughput (iez-bench -a MPIIO, {RANKS} ranks, write phase incl. open and close; "
                   "wall time, page cache: noisy here)")
