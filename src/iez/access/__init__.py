@@ -6,6 +6,8 @@ after; a policy decides who holds tokens at once. Modules:
 - `protocol`: the wire format (text lines), shared by the controller, the Python client and C;
 - `admission`: the pure policies (exclusive, k-concurrent, fair-share, priority, ost-aware) and
   the wait estimate;
+- `lane`: waiting claims in order with exact sums of their expected holds (the estimate kept as
+  claims come and go);
 - `queue`: the pure queue and lease state machine behind the protocol (`AccessQueue`);
 - `statefile`: the controller's state in SQLite (tables and migrations on db/), so a restart
   keeps who holds and who waits;
