@@ -24,7 +24,7 @@ from iez.cluster import OSSStats, Snapshot, make_cluster
 from iez.errors import ConfigError
 from iez.layout.layout import Layout
 from iez.plan import Plan, check_keys, dumps, dumps_arrays
-from iez.request import Request, RequestColumns
+from iez.request import Request, RequestColumns, distinct
 
 MiB, GiB, TiB = 1 << 20, 1 << 30, 1 << 40
 META = {"app": "exact", "run": "7"}
@@ -163,3 +163,14 @@ def test_check_keys_finds_the_first_repeat_as_plan_add_does(names):
     else:
         with pytest.raises(ConfigError, match=re.escape(f"plan: {want} is planned twice")):
             check_keys(names)
+
+
+@given(st.integers(1, 20_000), st.integers(1, 40), st.integers(0, 2**32 - 1))
+def test_distinct_is_numpys_unique(n, values, seed):
+    """Columns of few distinct values (the sample holds them all) and of many (it does not)."""
+    rng = np.random.default_rng(seed)
+    column = rng.choice(rng.integers(-2**62, 2**62, values), n)
+    if seed % 3 == 0:
+        column[rng.integers(0, n)] = 7  # one value the sample may miss
+    got, want = distinct(column), np.unique(column, return_inverse=True)
+    assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])

@@ -26,6 +26,7 @@ from iez.errors import ConfigError, LayoutError
 from iez.fields import Matcher, escape, parse_path
 from iez.files import read_regular, replace_atomically
 from iez.layout.layout import LOV_MAX_STRIPE_COUNT, LUSTRE_EOF, Component, FileLayout, Layout
+from iez.request import distinct
 
 MAGIC = "#iez-plan"
 _INT = re.compile(r"-?[0-9]+")  # the grammar's int: no sign but '-', no spaces, no '_' (int() takes all three)
@@ -281,7 +282,7 @@ def _leads(size: np.ndarray, count: np.ndarray, pool: np.ndarray, first: np.ndar
     """Per file, its layout's start with its first OST ("\tS=..,c=..,p=..,o=" + OST, and "\n"
     when it has one stripe), each distinct string made once."""
     width = max(len(pools), 1)
-    heads, head_of = _few_unique((size * (LOV_MAX_STRIPE_COUNT + 1) + count) * width + pool)
+    heads, head_of = distinct((size * (LOV_MAX_STRIPE_COUNT + 1) + count) * width + pool)
     top = int(first.max()) + 1
     kind = (head_of.reshape(-1) * top + first) * 2 + (count == 1)
     span = len(heads) * top * 2
@@ -296,17 +297,6 @@ def _leads(size: np.ndarray, count: np.ndarray, pool: np.ndarray, first: np.ndar
                        f"{',p=' + pools[k % width] if pools[k % width] else ''},o=" for k in heads.tolist()], dtype=object)
     lead = starts[used // (2 * top)] + _ost_texts(top, "")[used % (2 * top)]
     return lead[kind.reshape(-1)]
-
-
-def _few_unique(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """`np.unique(x, return_inverse=True)` for values of which there are few (stripe sizes,
-    counts, pools): the distinct values of a sample, kept if every value is among them (then
-    they are all of them, sorted), found by bisection instead of a sort of x."""
-    some = np.unique(x[::max(1, len(x) // 4096)])
-    at = np.minimum(np.searchsorted(some, x), len(some) - 1)
-    if (some[at] == x).all():
-        return some, at
-    return np.unique(x, return_inverse=True)
 
 
 @functools.lru_cache(maxsize=4)

@@ -120,3 +120,15 @@ class RequestColumns(Rows[Request]):
                        run=self.run, create_time=float(self.create_time[i]), pool=self.pools[int(self.pool[i])],
                        read_bytes=0 if self.read_bytes is None else int(self.read_bytes[i]),
                        **{k: c[i] for k, c in self.more.items()})
+
+
+def distinct(column: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`np.unique(column, return_inverse=True)` for a column of few distinct values (stripe sizes,
+    counts, pools of 10^5-10^6 files): the distinct values of a sample, kept if every value is
+    among them (they are then all of them, sorted), each row's found by bisection, not by a sort
+    of the whole column."""
+    some = np.unique(column[::max(1, len(column) // 4096)])
+    at = np.minimum(np.searchsorted(some, column), len(some) - 1)
+    if (some[at] == column).all():
+        return some, at
+    return np.unique(column, return_inverse=True)

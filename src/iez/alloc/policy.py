@@ -32,7 +32,7 @@ from iez.layout.hierarchical import premise
 from iez.layout.layout import LOV_MAX_STRIPE_COUNT, LUSTRE_EOF, STRIPE_SIZE_LIMIT, Component, FileLayout, Layout
 from iez.layout.raid0 import bytes_per_ost
 from iez.layout.stripe import AP, UNIT, method1, method2_stripe_size
-from iez.request import Placement, Request, RequestColumns, Rows
+from iez.request import Placement, Request, RequestColumns, Rows, distinct
 from iez.units import format_size
 
 STRIPE_METHODS = ("method2", "method1", "fixed")
@@ -298,7 +298,7 @@ def request_table(requests: Sequence[Request], cluster: Cluster, osts: OstTable,
     size = np.empty(n, dtype=np.int64)
     if n:
         # One stripe-size computation per distinct (bytes, count): a job has few.
-        pairs, inverse = np.unique(w * (LOV_MAX_STRIPE_COUNT + 1) + count, return_inverse=True)
+        pairs, inverse = distinct(w * (LOV_MAX_STRIPE_COUNT + 1) + count)
         per_pair = [stripe_size(int(p // (LOV_MAX_STRIPE_COUNT + 1)), int(p % (LOV_MAX_STRIPE_COUNT + 1)),
                                 options.stripe_method, fixed) for p in pairs]
         size[:] = np.asarray(per_pair, dtype=np.int64)[inverse]
