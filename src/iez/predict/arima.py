@@ -15,8 +15,8 @@ For each numeric series, on its most recent `window` points:
    `arima(method = "CSS")`, Box and Jenkins' conditional least squares: docs/references.md#arima-css)
    on the d-times differenced series, not the paper's exact ML by Kalman filter: statsmodels'
    filter took 0.6 ms a likelihood and L-BFGS with finite differences about 500 of them per fit,
-   7 s for the grid of a 10k-request trace, while the CSS residuals are two C filters and their
-   Jacobian one more, so Levenberg-Marquardt fits the grid in a quarter of a second. The AR and MA
+   7 s for the grid of a 10k-request trace, while the CSS residuals are a convolution and a
+   banded triangular solve and their Jacobian one more solve, so Levenberg-Marquardt fits the grid in a quarter of a second. The AR and MA
    polynomials are kept stationary and invertible by fitting their partial autocorrelations
    (Monahan's transform, as statsmodels does for ML). A fit that does not converge within
    MAX_NFEV evaluations, fits exactly (a flat likelihood) or forecasts non-finite values is
@@ -175,13 +175,16 @@ class ArmaFit:
     def forecast(self, steps: int) -> np.ndarray:
         """The next `steps` values: the ARMA recursion run on from the last p values and q
         residuals, with future innovations 0."""
-        from scipy.signal import lfilter, lfiltic  # type: ignore[import-untyped]
-
         mean, ar, ma, _, _ = _coefficients(self.x, self.p, self.trend)
-        e = _residuals(self.w - mean, ar, ma)
-        b, a = np.concatenate(([1.0], ma)), np.concatenate(([1.0], -ar))
-        state = lfiltic(b, a, (self.w - mean)[::-1], np.concatenate((np.zeros(self.p), e))[::-1])
-        return mean + lfilter(b, a, np.zeros(steps), zi=state)[0]
+        u = self.w - mean
+        e = _residuals(u, ar, ma)
+        # (1 - ar(B)) f = what the known past adds to each early step
+        known = np.zeros(steps)
+        for coef, past in ((ar, u), (ma, e)):
+            for i, c in enumerate(coef, start=1):
+                h = min(i, steps)
+                known[:h] += c * past[len(past) - i : len(past) - i + h]
+        return mean + _lower_solve(-ar, known)
 
 
 def _coefficients(x: np.ndarray, p: int, trend: bool):
@@ -194,20 +197,26 @@ def _coefficients(x: np.ndarray, p: int, trend: bool):
 
 def _residuals(u: np.ndarray, ar: np.ndarray, ma: np.ndarray) -> np.ndarray:
     """e_t for t >= p of the mean-removed series u."""
-    # scipy is imported where it is used: 1.3-2 s to load, and importing a trace reaches this
-    # package (its accuracy figure) without fitting anything.
-    from scipy.signal import lfilter
-    a = np.convolve(u, np.concatenate(([1.0], -ar)), "valid")  # u_t - sum ar_i u_{t-i}
-    return lfilter(_ONE, np.concatenate(([1.0], ma)), a)
+    return _lower_solve(ma, np.convolve(u, np.concatenate(([1.0], -ar)), "valid"))  # u_t - sum ar_i u_{t-i}
 
 
-_ONE = np.ones(1)
+def _lower_solve(coef: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """(1 + coef_1 B + ... + coef_k B^k)^-1 x along the first axis, from zero initial values: the
+    all-pole filter, as the unit lower-triangular banded system LAPACK's dtbtrs solves (scipy.linalg
+    loads in a fifth of the time scipy.signal's lfilter needs: scipy is imported at the first fit,
+    as importing a trace reaches this package, for its accuracy figure, without fitting anything)."""
+    from scipy.linalg.lapack import dtbtrs  # type: ignore[import-untyped]
+
+    if not len(coef) or not len(x):
+        return x
+    band = np.empty((len(coef) + 1, len(x)))
+    band[0], band[1:] = 1.0, coef[:, None]
+    return dtbtrs(band, x.reshape(len(x), -1), uplo="L", diag="U")[0].reshape(x.shape)
 
 
 def fit_arma(w: np.ndarray, p: int, q: int, trend: bool, start: np.ndarray | None = None) -> ArmaFit | None:
     """ARMA(p, q) (+ mean) on w by conditional sum of squares; None when the fit fails."""
     from scipy.optimize import least_squares  # type: ignore[import-untyped]
-    from scipy.signal import lfilter
 
     k = int(trend)
     x0 = np.zeros(k + p + q) if start is None else np.array(start, dtype=float)
@@ -232,7 +241,7 @@ def fit_arma(w: np.ndarray, p: int, q: int, trend: bool, start: np.ndarray | Non
             lagged[:, k + i - 1] = u[p - i : n - i]
         for j in range(1, q + 1):
             lagged[j:, k + p + j - 1] = e[:-j]
-        jac = lfilter(_ONE, np.concatenate(([1.0], ma)), -lagged, axis=0)
+        jac = _lower_solve(ma, -lagged)
         jac[:, k : k + p] = jac[:, k : k + p] @ jar
         jac[:, k + p :] = jac[:, k + p :] @ jma
         return jac
