@@ -17,6 +17,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from iez.alloc.balanced import snapshot_table
 from iez.alloc.policy import AllocOptions, Placements
 from iez.alloc.registry import get_policy
 from iez.alloc.scenarios import uneven_fill
@@ -174,3 +175,17 @@ def test_distinct_is_numpys_unique(n, values, seed):
         column[rng.integers(0, n)] = 7  # one value the sample may miss
     got, want = distinct(column), np.unique(column, return_inverse=True)
     assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+
+
+def test_a_snapshots_ost_table_is_built_once_and_follows_the_options():
+    snap = Snapshot.from_cluster(TESTBED)
+    first = snapshot_table(TESTBED, snap, AllocOptions())
+    assert snapshot_table(TESTBED, snap, AllocOptions(layout="auto")) is first
+    assert not first.bw.flags.writeable  # shared by the jobs placed on this snapshot
+    excluded = snapshot_table(TESTBED, snap, AllocOptions(exclude=frozenset({3})))
+    assert excluded is not first and not excluded.ok[first.position[3]] and first.ok[first.position[3]]
+    later = snap.debit({0: 1 << 30})
+    assert snapshot_table(TESTBED, later, AllocOptions()).used[0] > first.used[0]
+    reqs = [Request(f"/t/f.{i}", 1 << 30, 2) for i in range(8)]
+    placed = get_policy("balanced").place(reqs, TESTBED, snap, AllocOptions(exclude=frozenset({3})))
+    assert all(3 not in p.layout.osts() for p in placed)

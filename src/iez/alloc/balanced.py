@@ -94,10 +94,11 @@ from iez.alloc.policy import (
     OstTable,
     RequestTable,
     Placements,
+    ost_table,
+    request_table,
     room_bytes,
     stripe_bytes,
     stripe_size,
-    tables,
 )
 from iez.alloc.registry import Registration
 from iez.cluster import Cluster, Snapshot
@@ -130,7 +131,8 @@ class Balanced:
 
     def place(self, requests: Sequence[Request], cluster: Cluster, snapshot: Snapshot,
               options: AllocOptions = AllocOptions()) -> Placements:
-        osts, table = tables(requests, cluster, snapshot, options)
+        osts = snapshot_table(cluster, snapshot, options)
+        table = request_table(requests, cluster, osts, options)
         if options.routers and cluster.topology:
             cap = cluster.topology.oss_router_bw([s.name for s in cluster.osses])
             osts = replace(osts, oss_bw=np.minimum(osts.oss_bw, cap))
@@ -264,6 +266,28 @@ def rr_orders(cluster: Cluster, table: RequestTable, osts: OstTable) -> list[np.
 # is frozen, so a controller placing job after job on one builds them once.
 _RR_CACHE: dict[int, tuple[Cluster, dict[str, np.ndarray]]] = {}
 RR_CACHE_CLUSTERS = 4
+
+
+# The OST tables of the snapshots placed on lately: a snapshot is frozen (statistics are replaced,
+# by `with_ost` and `debit`, not changed), so the jobs placed on one share its table; its arrays
+# are made read-only, so nothing can change them under the next job.
+_OST_CACHE: dict[tuple, tuple[Cluster, Snapshot, OstTable]] = {}
+
+
+def snapshot_table(cluster: Cluster, snapshot: Snapshot, options: AllocOptions) -> OstTable:
+    """`policy.ost_table`, built once per (cluster, snapshot, the options it reads)."""
+    key = (id(cluster), id(snapshot), options.exclude, tuple(sorted(options.reserved.items())), options.cpu_weight,
+           options.mem_weight)
+    held = _OST_CACHE.get(key)
+    if held is None or held[0] is not cluster or held[1] is not snapshot:  # ids are reused once objects go
+        if len(_OST_CACHE) >= RR_CACHE_CLUSTERS:
+            _OST_CACHE.pop(next(iter(_OST_CACHE)))
+        table = ost_table(cluster, snapshot, options)
+        for value in vars(table).values():
+            if isinstance(value, np.ndarray):
+                value.flags.writeable = False
+        held = _OST_CACHE[key] = (cluster, snapshot, table)
+    return held[2]
 
 
 def rr_arrays(cluster: Cluster, pools: Sequence[str]) -> list[np.ndarray]:
