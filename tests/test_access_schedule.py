@@ -5,12 +5,13 @@ releases, cancels, departures and the passing of time, for every policy."""
 
 from __future__ import annotations
 
+import itertools
 import random
 
 import pytest
 
 from iez.access import protocol as P
-from iez.access.admission import Claim, Rule, decide, make_policy, schedule, simulate
+from iez.access.admission import Claim, Rule, decide, disjoint, make_policy, schedule, simulate
 from iez.access.lane import Lane
 from iez.access.queue import AccessQueue, Settings
 
@@ -80,6 +81,8 @@ def test_kept_estimates_equal_the_full_rebuild(name, k, seed):
         if q._groups is not None:  # the order the grants are read in, merged from the groups
             assert list(q._groups.ordered(q.holding(), q.state.usage, t)) == [c.appid for c in order]
         assert not decide(q.policy, q.waiting(), q.holding(), q.state.usage, t)  # granted all it may
+        if name == "ost-aware":  # and nothing it may not
+            assert all(disjoint(a.osts, b.osts) for a, b in itertools.combinations(q.holding(), 2))
         # Where a claim not queued would stand, under each kind of OST set.
         for o in (None, frozenset({1}), frozenset({0, 2}), frozenset()):
             probe = Claim(appid=f"{step}:probe", phase="io", seq=q.state.next_seq, since=t, osts=o, user="u1",

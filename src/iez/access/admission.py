@@ -27,7 +27,7 @@ import heapq
 from dataclasses import dataclass, field, replace
 from typing import Callable, Iterable, Iterator
 
-from iez.access.lane import NS, Lane, Source, Value, fixed, ns
+from iez.access.lane import NS, Item, Lane, Source, Value, fixed, ns
 from iez.errors import ConfigError
 
 POLICIES = ("exclusive", "k-concurrent", "fair-share", "priority", "ost-aware")
@@ -491,6 +491,14 @@ class Lanes:
                     del self.by_ost[o]
             else:
                 self.others -= 1
+
+    def candidates(self) -> Iterator[Item]:
+        """The waiting claims' items in the policy's order, less those that cannot be admitted
+        whoever holds: under ost-aware with every claim on one OST, all but each OST's first
+        (each of the others shares its OST with a claim ahead)."""
+        if isinstance(self.policy, OstAware) and self.chained:
+            return iter(sorted(lane.first() for lane in self.by_ost.values()))
+        return iter(self.order)
 
     @property
     def chained(self) -> bool:

@@ -85,6 +85,9 @@ class Lane:
             for blocks in (self._items, self._srcs, self._lasts, self._fixed, self._learnt, self._sums):
                 del blocks[b]
 
+    def first(self) -> Item:
+        return self._items[0][0]
+
     def rank(self, item: Item) -> int:
         """How many items sort before `item` (present or not)."""
         b = bisect_left(self._lasts, item)

@@ -383,7 +383,7 @@ class AccessQueue:
             return  # every slot is taken: nobody is admitted, whatever the order (not worth computing)
         ordered: Iterator[Claim]
         if self._lanes is not None:  # read the kept order only as far as the policy looks
-            ordered = (self.state.claims[appid] for _, appid in self._lanes.order)
+            ordered = (self.state.claims[appid] for _, appid in self._lanes.candidates())
         else:
             assert self._groups is not None
             ordered = (self.state.claims[a] for a in self._groups.ordered(holding, self.state.usage, now))
