@@ -189,3 +189,8 @@ def test_a_snapshots_ost_table_is_built_once_and_follows_the_options():
     reqs = [Request(f"/t/f.{i}", 1 << 30, 2) for i in range(8)]
     placed = get_policy("balanced").place(reqs, TESTBED, snap, AllocOptions(exclude=frozenset({3})))
     assert all(3 not in p.layout.osts() for p in placed)
+
+
+def test_a_plan_of_no_files_is_its_header():
+    none = np.zeros(0, np.int64)
+    assert dumps_arrays(META, [], none, np.zeros(1, np.int64), none, [""], none) == dumps(Plan(meta=dict(META)))

@@ -240,15 +240,17 @@ def dumps_arrays(meta: Mapping[str, str], paths: Sequence[str], stripe_size: np.
     # pieces) and one piece per later stripe (":" + OST, "\n" after the last); a file in
     # `other`: its path and its whole layout.
     count = np.diff(offsets)
+    ost = osts[offsets[0]:offsets[-1]]
+    if n and not other and len(ost) == n and (count == 1).all():  # every file one plain stripe
+        return _interleaved(head, names, _leads(stripe_size, count, pool, ost, pools))
     plain = np.ones(n, bool)
     plain[list(other)] = False
     stripes = np.where(plain, count, 0)
     has = stripes > 0
-    ost = osts[offsets[0]:offsets[-1]]
     ost = ost if plain.all() else ost[np.repeat(plain, count)]
     ends = np.cumsum(stripes[has])
     first = ends - stripes[has]
-    if has.all():
+    if n and has.all():  # no file: no lead to make (a run that places none, collread)
         lead = _leads(stripe_size, stripes, pool, ost[first], pools)
     else:
         lead = np.empty(n, dtype=object)
@@ -256,11 +258,8 @@ def dumps_arrays(meta: Mapping[str, str], paths: Sequence[str], stripe_size: np.
             lead[has] = _leads(stripe_size[has], stripes[has], pool[has], ost[first], pools)
     for i, fl in other.items():
         lead[i] = f"\t{format_layout(fl)}\n"
-    if len(ost) == len(first):  # no later stripes: path and lead, interleaved in a list
-        lines: list[str] = [head] * (2 * n + 1)
-        lines[1::2] = names
-        lines[2::2] = lead.tolist()
-        return "".join(lines)
+    if len(ost) == len(first):  # no later stripes
+        return _interleaved(head, names, lead)
     at = np.concatenate([[1], 1 + np.cumsum(np.maximum(stripes, 1) + 1)])
     pieces = np.empty(int(at[-1]), dtype=object)
     pieces[0] = head
@@ -275,6 +274,14 @@ def dumps_arrays(meta: Mapping[str, str], paths: Sequence[str], stripe_size: np.
     slot[0] = slot[at[:-1]] = slot[at[:-1] + 1] = False
     pieces[slot] = _ost_texts(int(ost.max()) + 1, ":")[key[later]]
     return "".join(pieces.tolist())
+
+
+def _interleaved(head: str, names: list[str], lead: np.ndarray) -> str:
+    """The plan text of files of one piece each after their path: head, then path and lead by turns."""
+    lines: list[str] = [head] * (2 * len(names) + 1)
+    lines[1::2] = names
+    lines[2::2] = lead.tolist()
+    return "".join(lines)
 
 
 def _leads(size: np.ndarray, count: np.ndarray, pool: np.ndarray, first: np.ndarray, pools: Sequence[str]
