@@ -336,19 +336,24 @@ def check_keys(names: list[str]) -> bool:
                   or (buf[width - 1::width] != ord("\n")).any()):
         width = 0
     if width:
-        starts = np.arange(n, dtype=np.int64) * width
-        ends = starts + (width - 1)
+        bad = width < 2 or bool((buf[::width] != ord("/")).any())
     else:
         ends = np.append(np.flatnonzero(buf == ord("\n")), len(raw))
         starts = np.concatenate([[0], ends[:-1] + 1])
-    if (len(ends) != n or (ends == starts).any() or (buf[starts] != ord("/")).any()
-            or b"\t" in raw or b"\r" in raw or b"\0" in raw):
+        bad = len(ends) != n or bool((ends == starts).any()) or bool((buf[starts] != ord("/")).any())
+    if bad or b"\t" in raw or b"\r" in raw or b"\0" in raw:
         for p in names:
             check_name(p)
     v2 = b"{" in raw or b"}" in raw
     for p in names if v2 else ():
         parse_path(p)
-    h = _key_hashes(raw, starts, ends, width)
+    if width >= 9:
+        h = _row_hashes(raw, n, width)
+    else:
+        if width:  # keys of one length, shorter than a word
+            starts = np.arange(n) * width
+            ends = starts + (width - 1)
+        h = _key_hashes(raw, starts, ends)
     ranked = np.sort(h)
     equal = ranked[1:] == ranked[:-1]
     if equal.any():
@@ -360,21 +365,26 @@ def check_keys(names: list[str]) -> bool:
     return v2
 
 
-def _key_hashes(raw: bytes, starts: np.ndarray, ends: np.ndarray, width: int = 0) -> np.ndarray:
+def _row_hashes(raw: bytes, n: int, width: int) -> np.ndarray:
+    """`_key_hashes` of n keys that each take `width` >= 9 bytes with their separator: each word
+    read as a column of rows, not gathered."""
+    h = np.full(n, width - 1, np.uint64)
+    n_words = min(-(-(width - 1) // 8), HASH_WORDS)
+    for k in range(n_words):
+        h ^= np.ndarray((n,), "<u8", raw, width - 9 if k == n_words - 1 else 8 * k, (width,))
+        h *= _MIX
+    return h
+
+
+def _key_hashes(raw: bytes, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     """A 64-bit hash of each key raw[starts[i]:ends[i]] (none empty): its length and its 8-byte
     words from the start (the last one ending at its end, the first HASH_WORDS - 1 of a longer
-    key). Equal keys hash equal wherever they are in `raw`. `width`: every key takes that many
-    bytes with its separator (its words are then read as columns, not gathered)."""
+    key). Equal keys hash equal wherever they are in `raw`."""
     if len(raw) < 8:
         raw += bytes(8 - len(raw))
     length = ends - starts
     h = length.astype(np.uint64)
     n_words = min(-(-int(length.max()) // 8), HASH_WORDS)
-    if width >= 9:
-        for k in range(n_words):
-            h ^= np.ndarray((len(h),), "<u8", raw, width - 9 if k == n_words - 1 else 8 * k, (width,))
-            h *= _MIX
-        return h
     words = np.ndarray((len(raw) - 7,), "<u8", raw, 0, (1,))  # the word at every byte
     last = np.maximum(ends - 8, 0)
     short = np.flatnonzero(length < 8)
