@@ -318,6 +318,7 @@ UNDO = {
         "CREATE INDEX ix_traced_run ON traced_requests (run_id)", "CREATE INDEX ix_read_run ON traced_reads (run_id)",
         "CREATE INDEX ix_predicted_prediction ON predicted_requests (prediction_id)",
         "CREATE INDEX ix_placements_run_policy ON placements (run_id, policy)"],
+    10: ["DROP TABLE placed_bytes"],
 }
 
 
@@ -345,7 +346,7 @@ def test_a_version_1_database_is_brought_to_the_current_version(db):
     t0 = time.time()
     with db.begin() as tx:
         assert migrate(tx.conn, INTERACTION) == 1
-        assert current_version(tx.conn) == SCHEMA_VERSION == 9
+        assert current_version(tx.conn) == SCHEMA_VERSION == 10
         # every step together gives the tables a new database gets
         have = inspect(tx.conn)
         assert {t: {c["name"] for c in have.get_columns(t)} for t in INTERACTION.metadata.tables} == {
@@ -365,7 +366,7 @@ def test_a_version_3_database_gains_the_writers_facts(db):
         as_version(tx, 3)
         assert current_version(tx.conn) == 3
     with db.begin() as tx:
-        assert migrate(tx.conn, INTERACTION) == 3 and current_version(tx.conn) == SCHEMA_VERSION == 9
+        assert migrate(tx.conn, INTERACTION) == 3 and current_version(tx.conn) == SCHEMA_VERSION == 10
         ((_, old),) = tx.traced_runs("a")
         assert {(q.writers, q.transfer_size, q.write_align) for q in old} == {(0, 0, 0)}
         facts = dict(writers=1024, transfer_size=1 << 20, write_align=1 << 16)
@@ -387,7 +388,7 @@ def test_a_version_4_database_gains_the_placements_notes(db):
         tx.set_placements("a", 2, "balanced", placed, sid, {})
         as_version(tx, 4)
     with db.begin() as tx:
-        assert migrate(tx.conn, INTERACTION) == 4 and current_version(tx.conn) == SCHEMA_VERSION == 9
+        assert migrate(tx.conn, INTERACTION) == 4 and current_version(tx.conn) == SCHEMA_VERSION == 10
         [old] = tx.placement_sets("a", 2)
         assert [p.note for p in old.placements] == ["", ""]
         noted = [replace(placed[0], note="auto: 15 x 64 MiB instead of 8 x 96 MiB: fastest"), placed[1]]
@@ -413,7 +414,7 @@ def test_a_version_5_database_gains_the_read_facts_and_the_reads(db):
         as_version(tx, 5)
         assert "traced_reads" not in inspect(tx.conn).get_table_names()
     with db.begin() as tx:
-        assert migrate(tx.conn, INTERACTION) == 5 and current_version(tx.conn) == SCHEMA_VERSION == 9
+        assert migrate(tx.conn, INTERACTION) == 5 and current_version(tx.conn) == SCHEMA_VERSION == 10
         ((_, old),) = tx.traced_runs("a")
         for q in old + tx.prediction("a", 2).requests:
             assert (q.writer_segments, q.read_bytes, q.read_size, q.host, q.final_path) == (0, 0, 0, "", "")
@@ -441,7 +442,7 @@ def test_a_version_6_database_gains_the_generated_name_part(db):
         tx.add_prediction("a", 2, hacc(2), {}, [1])
         as_version(tx, 6)
     with db.begin() as tx:
-        assert migrate(tx.conn, INTERACTION) == 6 and current_version(tx.conn) == SCHEMA_VERSION == 9
+        assert migrate(tx.conn, INTERACTION) == 6 and current_version(tx.conn) == SCHEMA_VERSION == 10
         ((_, old),) = tx.traced_runs("a")
         assert {q.name_random for q in old + tx.prediction("a", 2).requests} == {0}
         made = [replace(q, path=q.path + ".aB3xY9", name_random=6) for q in hacc(2)]
@@ -513,6 +514,29 @@ def test_a_version_8_database_loses_the_indexes_its_unique_constraints_cover(db)
         stored = tx.placement_sets("a", 2)[0].placements
         assert [(p.path, p.layout) for p in stored] == [(p.path, p.layout) for p in placed]
         assert len(tx.traced_runs("a")[0][1]) == 2
+
+
+def test_a_version_9_database_sums_the_bytes_its_plans_hold(db):
+    """Step 10 sums the stored placements of every run and policy per OST: other applications'
+    plans then reserve what they reserved before the step, read from the sums."""
+    from iez.alloc.policy import job_bytes
+
+    placed = table2_placements()
+    with db.begin() as tx:
+        tx.add_trace("a", hacc(2))
+        sid = tx.add_snapshot(make_cluster(), Snapshot.from_cluster(make_cluster()), "default")
+        tx.set_placements("a", 2, "balanced", placed, sid, {})
+        tx.set_placements("a", 2, "rr", placed[:1], sid, {})
+        tx.mark_planned("a", 2, "balanced")
+        before = tx.pending_bytes("b")
+        assert before == (2, job_bytes(placed))
+        as_version(tx, 9)
+        assert "placed_bytes" not in inspect(tx.conn).get_table_names()
+    with db.begin() as tx:
+        assert migrate(tx.conn, INTERACTION) == 9 and current_version(tx.conn) == SCHEMA_VERSION
+        assert tx.pending_bytes("b") == before
+        rr = tx.conn.execute(text("SELECT ost, bytes FROM placed_bytes WHERE policy = 'rr'")).all()
+        assert dict(rr) == job_bytes(placed[:1])
 
 
 def test_a_read_only_run_is_stored_and_teaches_prediction_nothing(db):

@@ -31,6 +31,7 @@ from iez.db.migrations import migrate
 from iez.db.schema import (
     applications,
     cluster_snapshots,
+    placed_bytes,
     placements,
     plans,
     predicted_requests,
@@ -391,7 +392,10 @@ class Txn:
         """Replace `policy`'s placements for run `number` of `app` (rows of docs/references.md#s000-table2)."""
         aid = self.app_id(app)
         rid = self._run_id(aid, number, create=True)
-        self.conn.execute(delete(placements).where(placements.c.run_id == rid, placements.c.policy == policy))
+        from iez.db.held import held_bytes
+
+        for table in (placements, placed_bytes):
+            self.conn.execute(delete(table).where(table.c.run_id == rid, table.c.policy == policy))
         self.conn.execute(delete(plans).where(plans.c.run_id == rid))  # rendered from what is replaced
         columns = placement_columns(placed)
         n, rank = len(columns[0]), ranks.get
@@ -399,6 +403,9 @@ class Txn:
                                        "stripe_count", "ost_list", "layout", "write_bytes", "note"),
                           list(zip(repeat(rid, n), repeat(policy, n), repeat(snapshot_id, n), repeat(time.time(), n),
                                    [rank(p, 0) for p in columns[0]], *columns)))
+        held = held_bytes(columns[5], columns[1], columns[3], columns[4])
+        self._insert_many(placed_bytes, ("run_id", "policy", "ost", "bytes"),
+                          [(rid, policy, i, b) for i, b in sorted(held.items())])
 
     def placement_sets(self, app: str, number: int | None = None) -> list[PlacementSet]:
         """Every policy's placements for run `number` (default: the newest run that has any)."""
@@ -480,42 +487,27 @@ class Txn:
 
     def pending_bytes(self, exclude_app: str, ttl: float = 0.0) -> tuple[int, dict[int, int]]:
         """How many `pending_placements` there are and the bytes they hold on each OST (the RAID-0
-        map of each layout, `iez.alloc.policy.job_bytes`), in bulk from the stored rows."""
-        from iez.alloc.policy import job_bytes, stripe_bytes
-
-        c = placements.c
-        plain = (c.layout.not_like("%/%")) & (c.stripe_size > 0)
-        # A layout with components (or no stripe size) is mapped one by one.
-        other = self.conn.execute(self._pending(exclude_app, ttl, c.layout, c.write_bytes).where(~plain)).all()
-        out = job_bytes([Placement("", parse_layout(layout), w) for layout, w in other])
-        rows = self.conn.execute(self._pending(exclude_app, ttl, c.write_bytes, c.stripe_size, c.ost_list)
-                                 .where(plain)).all()
-        if rows:
-            w, size, lists = zip(*rows)
-            count = np.array([s.count(" ") + 1 for s in lists], dtype=np.int64)
-            ost = np.array(" ".join(lists).split(), dtype=np.int64)
-            k = np.arange(len(ost)) - np.repeat(np.cumsum(count) - count, count)  # stripe of each OST
-            held = stripe_bytes(np.repeat(np.array(w, dtype=np.int64), count),
-                                np.repeat(np.array(size, dtype=np.int64), count), np.repeat(count, count), k)
-            used, at = np.unique(ost[held > 0], return_inverse=True)
-            total = np.zeros(len(used), dtype=np.int64)
-            np.add.at(total, at.reshape(-1), held[held > 0])
-            for i, b in zip(used.tolist(), total.tolist()):
-                out[i] = out.get(i, 0) + b
-        return len(rows) + len(other), out
+        map of each layout, `iez.alloc.policy.job_bytes`), from the sums stored with them
+        (`placed_bytes`): a row per OST, not per file."""
+        count = self.conn.execute(self._pending(exclude_app, ttl, func.count())).scalar() or 0
+        c = placed_bytes.c
+        rows = self.conn.execute(self._pending(exclude_app, ttl, c.ost, func.sum(c.bytes), table=placed_bytes)
+                                 .group_by(c.ost)).all()
+        return count, {int(i): int(b) for i, b in rows}  # PostgreSQL's SUM of BIGINT is a NUMERIC
 
     @staticmethod
-    def _pending(exclude_app: str, ttl: float, *columns: Any) -> Select:
-        """The rows of `pending_placements` (placements joined with their runs), as `columns`."""
+    def _pending(exclude_app: str, ttl: float, *columns: Any, table: Table = placements) -> Select:
+        """The rows of `pending_placements` (placements, or their `placed_bytes`, joined with their
+        runs), as `columns`."""
         newest = (select(runs.c.app_id, func.max(runs.c.number).label("number"))
                   .where(runs.c.planned_policy.is_not(None)).group_by(runs.c.app_id).subquery())
         q = (select(*columns)
-             .select_from(placements)
-             .join(runs, placements.c.run_id == runs.c.id)
+             .select_from(table)
+             .join(runs, table.c.run_id == runs.c.id)
              .join(newest, (newest.c.app_id == runs.c.app_id) & (newest.c.number == runs.c.number))
              .join(applications, runs.c.app_id == applications.c.id)
              .where(applications.c.name != exclude_app, runs.c.traced_at.is_(None),
-                    runs.c.released_at.is_(None), runs.c.planned_policy == placements.c.policy))
+                    runs.c.released_at.is_(None), runs.c.planned_policy == table.c.policy))
         return q.where(runs.c.planned_at >= time.time() - ttl) if ttl > 0 else q
 
 

@@ -147,6 +147,27 @@ def _covered_indexes(conn: Connection) -> None:
         conn.execute(text(f"DROP INDEX IF EXISTS {name}"))
 
 
+def _placed_bytes(conn: Connection) -> None:
+    # placed_bytes as version 10 defines it, filled from the placements stored before the step
+    from iez.db.held import held_bytes
+
+    frozen = MetaData()
+    Table("runs", frozen, Column("id", Integer, primary_key=True))
+    table = Table("placed_bytes", frozen,
+                  Column("run_id", Integer, ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True),
+                  Column("policy", String(32), primary_key=True),
+                  Column("ost", Integer, primary_key=True),
+                  Column("bytes", BigInteger, nullable=False))
+    table.create(conn)
+    sets: dict[tuple[int, str], list] = {}
+    for row in conn.execute(text("SELECT run_id, policy, write_bytes, stripe_size, ost_list, layout FROM placements")):
+        sets.setdefault((row[0], row[1]), []).append(row[2:])
+    for (run, policy), rows in sets.items():
+        held = held_bytes(*map(list, zip(*rows)))
+        if held:
+            conn.execute(table.insert(), [{"run_id": run, "policy": policy, "ost": i, "bytes": b} for i, b in held.items()])
+
+
 # Version 1 is the baseline: no step leads to it. Steps for versions 2, 3, ... go here, in order.
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(2, "runs.released_at: a planned run an admin released reserves no space", _released_at),
@@ -161,6 +182,8 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(8, "plans: a planned run's plan file, rendered once and served as stored", _plans),
     Migration(9, "no index a unique constraint covers: runs (app), placements (run, policy), predicted requests "
                  "(prediction), traced requests and reads (run)", _covered_indexes),
+    Migration(10, "placed_bytes: the bytes each run's placements put on each OST, summed once (reservations read "
+                  "a row per OST)", _placed_bytes),
 )
 
 INTERACTION = Schema("the interaction database", metadata, schema_version, SCHEMA_VERSION, MIGRATIONS)

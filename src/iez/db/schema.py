@@ -4,6 +4,7 @@ applications ─< runs ─< traced_requests            what a run really created
                     ─< traced_reads               what it read and did not create
                     ─< predictions ─< predicted_requests   AIPA's forecast of a run
                     ─< placements >─ cluster_snapshots     where a policy put each file (Table II)
+                    ─< placed_bytes               the bytes those placements put on each OST
                     ─  plans                      the plan file of a planned run, as served
 
 A run is one execution of an application, numbered 1, 2, ... per application. The same run
@@ -31,7 +32,7 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 metadata = MetaData()
 
@@ -164,6 +165,16 @@ placements = Table(
     Column("write_bytes", BigInteger, nullable=False, default=0),
     Column("note", Text, nullable=False, default=""),  # why iez changed the asked layout ("" = it did not)
     UniqueConstraint("run_id", "policy", "path", name="uq_placement"),
+)
+
+# The bytes a policy's placements of a run put on each OST (the RAID-0 map of every file, summed when
+# they are stored: iez.db.held): what a planned, unrun run reserves, read as a row per OST.
+placed_bytes = Table(
+    "placed_bytes", metadata,
+    Column("run_id", Integer, ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True),
+    Column("policy", String(32), primary_key=True),
+    Column("ost", Integer, primary_key=True),
+    Column("bytes", BigInteger, nullable=False),
 )
 
 # The plan file (docs/plan-format.md) of a planned run, rendered once when it is placed: served as
