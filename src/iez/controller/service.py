@@ -27,7 +27,7 @@ from iez.collect.host import check
 from iez.alloc.registry import DEFAULT_POLICY, get_policy
 from iez.cluster import Cluster
 from iez.collect.message import MessageError, StatsMessage, decode
-from iez.controller.work import pending_work, plan_body, render_plan, run_info
+from iez.controller.work import Work, pending_work, plan_body, render_plan, run_info
 from iez.controller.exposition import Counts, Exposition, Histogram, families
 from iez.controller.view import MAX_CLOCK_SKEW, GlobalView
 from iez.db.database import RESERVATION_TTL
@@ -106,11 +106,14 @@ class Plans:
     """Ready plans by (app, run or None for the coming run), as served: each is read from the
     database once and then answered from memory. Every write the controller makes that can change
     which plan is served (an upload, a placement, a release) clears it; a reader that read the
-    database before such a write does not put what it read back (`generation`)."""
+    database before such a write does not put what it read back (`generation`). Uploaded runs
+    still to place are held the same way (`waiting`): a client polling for its plan costs no
+    transaction until the placement (or its failure) clears them."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.ready: dict[tuple[str, int | None], PlanResult] = {}
+        self.waiting: dict[tuple[str, int | None], tuple[int, tuple]] = {}  # the run to come, its work's key
         self.generation = 0
 
     def get(self, app: str, run: int | None) -> PlanResult | None:
@@ -121,10 +124,15 @@ class Plans:
             if generation == self.generation:
                 self.ready[(app, run)] = plan
 
+    def wait(self, app: str, run: int | None, number: int, work: tuple, generation: int) -> None:
+        with self.lock:
+            if generation == self.generation:
+                self.waiting[(app, run)] = (number, work)
+
     def clear(self) -> None:
         with self.lock:
             self.generation += 1
-            self.ready = {}
+            self.ready, self.waiting = {}, {}
 
 
 class Controller:
@@ -267,6 +275,7 @@ class Controller:
             raise Invalid("no requests: a run to plan needs at least one file")
         if isinstance(requests, RequestColumns):
             requests = in_stored_order(requests)
+        generation = self.plans.generation
         with self.db.begin() as tx:
             tx.app_id(app, create=True)
             number = tx.next_traced_run(app) if run is None else run
@@ -277,12 +286,18 @@ class Controller:
                 raise Conflict(f"run {number} of {app} is already planned; re-plan it with "
                                f"POST /apps/{app}/runs/{number}/allocate (admin)")
             pid = tx.add_prediction(app, number, requests, {"source": "uploaded"}, [])
+            work = Work("allocate", app, number, pid)
+            # the coming run's plan is this one's only if it is the app's only work and no plan is to follow
+            alone = [w for w in pending_work(tx) if w.app == app] == [work] and tx.planned_run(app, body=False) is None
         if isinstance(requests, RequestColumns):
             with self.lock:  # kept until placed; only the newest few (a shut gate holds them back)
                 self.uploaded[pid] = requests
                 while len(self.uploaded) > KEPT_UPLOADS:
                     del self.uploaded[next(iter(self.uploaded))]
         self.plans.clear()
+        # answered from memory while it waits, unless the worker cleared the plans since this write
+        for key in (number, None) if alone else (number,):
+            self.plans.wait(app, key, number, work.key, generation + 1)
         self.wake.set()
         return {"app": app, "run": number, "files": len(requests), "status": "pending"}
 
@@ -294,6 +309,9 @@ class Controller:
         cached = self.plans.get(app, run)
         if cached is not None:
             return cached
+        waiting = self.plans.waiting.get((app, run))
+        if waiting is not None and waiting[1] not in self.failed:
+            return PlanResult("pending", app, waiting[0], reason=self.held.get(waiting[1], "queued"))
         generation = self.plans.generation
         with self.db.begin() as tx:
             planned = tx.planned_run(app, run)
