@@ -3,7 +3,8 @@
 A real controller process (SQLite, no gate) on an emulated seed-000 testbed (3 OSSs x 5 OSTs)
 with its four collectors publishing every second. For jobs of N file-per-process files
 (stripe count 4), each figure against the direct `policy.place` time measured in the same run:
-- inside the controller: placing the run and storing its plan (iez_allocation_seconds);
+- inside the controller: placing the run and storing its plan (iez_allocation_seconds), and the
+  worker's CPU time for it (the controller's log) against placing's CPU time here;
 - end to end: POST the requests, then GET until the plan is served (HTTP, database, worker), in
   wall time and in the controller's CPU time against placing's CPU time (less noisy on a shared machine);
 - a run of BIG files: its upload, and upload to plan served;
@@ -58,6 +59,12 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def placing_cpu(cp: LocalControlPlane, app: str) -> float:
+    """The worker's CPU time placing and storing `app`'s run, from the controller's log."""
+    m = re.search(rf"placed {app} run \d+ with balanced: \d+ files in \S+ s \((\S+) s of CPU\)", cp.log("controller"))
+    return float(m.group(1)) if m else float("nan")
+
+
 def goal(ratio: float) -> str:
     return f"goal <= {GOAL_RATIO:.0f} x: {'met' if ratio <= GOAL_RATIO else 'NOT met'}"
 
@@ -101,7 +108,7 @@ def main() -> None:
                   f"median of {REPEAT}; wall times, and the controller's CPU against placing's CPU here "
                   f"(its idle {idle * 100:.1f} % of a core taken out):")
             for n in SIZES:
-                direct, direct_cpu, inside, e2e, e2e_cpu = [], [], [], [], []
+                direct, direct_cpu, inside, inside_cpu, e2e, e2e_cpu = [], [], [], [], [], []
                 for k in range(REPEAT):
                     app = f"b{n}x{k}"
                     reqs = job(cd.root, app, n)
@@ -109,11 +116,12 @@ def main() -> None:
                     before = allocation_seconds(cp.url, cp.site)
                     _, e, ec = upload_served(client, app, reqs, pid, idle)
                     for got, x in ((direct, d), (direct_cpu, dc), (inside, allocation_seconds(cp.url, cp.site) - before),
-                                   (e2e, e), (e2e_cpu, ec)):
+                                   (inside_cpu, placing_cpu(cp, app)), (e2e, e), (e2e_cpu, ec)):
                         got.append(x)
-                d, dc, i, e, ec = (statistics.median(x) for x in (direct, direct_cpu, inside, e2e, e2e_cpu))
+                d, dc, i, ic, e, ec = (statistics.median(x) for x in (direct, direct_cpu, inside, inside_cpu, e2e, e2e_cpu))
                 print(f"  {n:5d} files: direct place {d * 1000:7.1f} ms | in the controller (place + store) "
-                      f"{i * 1000:7.1f} ms = {i / d:5.2f} x direct, {goal(i / d)} | upload to plan served "
+                      f"{i * 1000:7.1f} ms = {i / d:5.2f} x direct, {goal(i / d)}; its CPU {ic * 1000:6.1f} ms = "
+                      f"{ic / dc:5.2f} x placing's, {goal(ic / dc)} | upload to plan served "
                       f"{e * 1000:7.1f} ms = {e / d:5.2f} x direct, {goal(e / d)}; controller CPU {ec * 1000:7.1f} ms "
                       f"= {ec / dc:5.2f} x placing's {dc * 1000:.1f} ms, {goal(ec / dc)}")
             print(f"  goal: store and serve add at most 1x the placement (each <= {GOAL_RATIO:.0f} x placing)")

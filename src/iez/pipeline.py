@@ -391,6 +391,7 @@ class Allocation:
     excluded: frozenset[int]  # OSTs the snapshot left out (no fresh statistics): no stripe went there
     pending: int  # other applications' placements holding space
     seconds: float  # placing, checking and storing
+    cpu: float = 0.0  # the CPU time of the same, in the calling thread (wall time is the machine's load too)
 
 
 def allocate(db: Database, app: str, run: int | None, policies: Sequence[str], state: Callable[[], ClusterState],
@@ -423,7 +424,7 @@ def allocate(db: Database, app: str, run: int | None, policies: Sequence[str], s
     reserved = {i: b for i, b in held.items() if i in snap.osts}
     options = replace(options, reserved=reserved, exclude=options.exclude | excluded,
                       layout=cluster.layout if site_layout and cluster.layout else options.layout)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.thread_time()
     results: dict[str, Sequence[Placement]] = {}
     for name, policy in chosen.items():
         if progress:
@@ -440,7 +441,7 @@ def allocate(db: Database, app: str, run: int | None, policies: Sequence[str], s
         done = Allocation(app, number, requests, results, cluster, seen, reserved, excluded, pending, 0.0)
         if commit:
             commit(tx, done)
-    return replace(done, seconds=time.perf_counter() - t0)
+    return replace(done, seconds=time.perf_counter() - t0, cpu=time.thread_time() - c0)
 
 
 # -- plan --------------------------------------------------------------------------------------

@@ -519,7 +519,8 @@ class Controller:
         with self.lock:
             self.latency.setdefault(name, Histogram()).observe(done.seconds)
             self.uploaded = {k: v for k, v in self.uploaded.items() if v.app != app}  # placed: read back if asked again
-        log.info("placed %s run %d with %s: %d files in %.3f s", app, run, name, len(done.requests), done.seconds)
+        log.info("placed %s run %d with %s: %d files in %.3f s (%.3f s of CPU)", app, run, name, len(done.requests),
+                 done.seconds, done.cpu)
         changed = pipeline.noted(done.placements[name])
         return {"app": app, "run": run, "policy": name, "files": len(done.requests), "seconds": done.seconds,
                 "excluded_osts": sorted(done.excluded), "reserved_osts": sorted(done.reserved),
