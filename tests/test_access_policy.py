@@ -393,3 +393,21 @@ def test_tbf_rule_dump_parsing():
             f"{tbf.rule_name('13')} jobid={{13}} 7, ref 0\nhigh_priority_requests:\nCPT 0:\n")
     assert tbf.parse_rules(text) == {name: tbf.Rule(name, "12", 20),
                                      tbf.rule_name("13"): tbf.Rule(tbf.rule_name("13"), "13", 7)}
+
+
+def test_a_fair_share_probe_runs_the_queue_forward_once_per_schedule(monkeypatch):
+    from iez.access import admission
+    pol = make_policy("fair-share", k=1)
+    waiting = [claim(f"a{i}", i, user=f"u{i % 3}", expect=1.0 + i) for i in range(6)]
+    dur = lambda c: c.expect or 3.0  # noqa: E731
+    sched = schedule(pol, waiting, [], Usage(), 2.0, dur)
+    runs = []
+    real = admission.run_forward
+    monkeypatch.setattr(admission, "run_forward", lambda *a: runs.append(1) or real(*a))
+    probe = claim("p", 6, user="u1", expect=2.0)
+    first = sched.probe(probe)
+    assert sched.probe(probe) == first and len(runs) == 1  # asked again: answered, not run again
+    other = claim("q", 6, user="u2", expect=2.0)
+    assert sched.probe(other) == schedule(pol, waiting, [], Usage(), 2.0, dur).probe(other)
+    assert len(runs) == 4  # a different claim is its own run; the fresh schedule runs to be built and probed
+    assert first[0] == pol.order(waiting + [probe], [], Usage(), 2.0).index(probe) + 1
