@@ -15,13 +15,14 @@ baseline measured in the same run.
   allocator stream (`others_per_create`), and BPIO's and balanced's improvement over QoS and RR
   (seed 002's formula); with `--full` at 16, 128, 512 and 2,048 nodes, and at 2,048 over
   others_per_create 0, 0.5, 1, 2 and 4; with `--out DIR` Figs. 2 and 3 and the sweep as PNG files
-  there (`--sim-only`: without the placement times; `--jobs N`: N processes, one point each).
+  there (`--sim-only`: without the placement times; `--jobs N`: N processes, one point each; `--draws N`: rr's and qos's first N seeds).
 """
 
 from __future__ import annotations
 
 import multiprocessing
 import random
+import resource
 import statistics
 import sys
 import tempfile
@@ -51,12 +52,13 @@ SIM_NODES = 2048
 FULL_NODES = (16, 128, 512, 2048)  # --full: the range of Figs. 2 and 3 (docs/references.md#s002-improvement)
 POLICIES = ("qos", "rr", "balanced", "bpio")
 DRAWN = ("qos", "rr")  # random: QoS's weights, RR's start, and the other creates drawn into their stream
-SEEDS = (1, 2, 3)  # their draws for the IOR job; the background's is seed 0
+SEEDS = (1, 2, 3)  # their draws for the IOR job (`--draws N`: the first N); the background's is seed 0
 # Other jobs' creates per IOR create in the MDS's one allocator stream (docs/references.md#l-alloc-shared-state):
 # swept at SIM_NODES; with --full, Figs. 2 and 3 at FIG_OTHERS. The paper gives no such rate.
 OTHERS = (0.0, 0.5, 1.0, 2.0, 4.0)
 FIG_OTHERS = (0.0, 2.0)
 PAIRS = (("bpio", "qos"), ("bpio", "rr"), ("balanced", "qos"), ("balanced", "rr"))
+STYLE = {"bpio": "o-", "balanced": "x--"}  # balanced's dashed over BPIO's line where they are equal
 PAPER_GAIN = 20  # % over the default at large scale (docs/references.md#s002-improvement)
 PAPER_BW_2048 = 135.6  # GB/s, POSIX with BPIO at 2,048 nodes (the same)
 KEEP = AllocOptions(layout="keep")
@@ -66,7 +68,7 @@ console = Console(width=150, highlight=False)
 
 def cpu_seconds(name: str, reqs, cluster, snap) -> float:
     policy = get_policy(name.split("+")[0])
-    t0 = time.process_time()
+    t0 = cpu_time()
     policy.place(reqs, cluster, snap, TIMED[name])
     return time.process_time() - t0
 
@@ -94,13 +96,15 @@ def placement_times() -> None:
                                   if name != "balanced"))
 
 
-def simulated(points: list[tuple[int, float]], out: Path | None, workers: int = 1) -> dict[tuple[int, float, str], float]:
+def simulated(points: list[tuple[int, float]], out: Path | None, workers: int = 1,
+              draws: int = len(SEEDS)) -> dict[tuple[int, float, str], float]:
     """IOR's write bandwidth per (nodes, others_per_create, policy) on scenarios/seed002-ior.toml,
     the points run by `workers` processes (each places the background itself)."""
     bw: dict[tuple[int, float, str], float] = {}
+    # The costliest first (LOD places every create in Python), so the processes end together.
+    todo = [(n, r, draws) for n, r in sorted(points, key=lambda p: -p[0] * (1 + p[1]))]
     with multiprocessing.get_context("fork").Pool(workers) as pool:
-        # The costliest first (LOD places every create in Python), so the processes end together.
-        for got, line in pool.imap_unordered(point, sorted(points, key=lambda p: -p[0] * (1 + p[1]))):
+        for got, line in pool.imap_unordered(point, todo):
             bw.update(got)
             console.print(line)
     if out:
@@ -111,14 +115,14 @@ def simulated(points: list[tuple[int, float]], out: Path | None, workers: int = 
 _CACHE: Cache = {}  # a process's placements: the background's, placed once
 
 
-def point(at: tuple[int, float]) -> tuple[dict[tuple[int, float, str], float], str]:
+def point(at: tuple[int, float, int]) -> tuple[dict[tuple[int, float, str], float], str]:
     """One (nodes, others_per_create) point. The background jobs' files were made before the IOR
     job (the busy system it runs in): placed by QoS with the generator's seed 0. The IOR job's
     files: rr and qos draw (the start index, QoS's weights, the other jobs' creates drawn into the
     stream) with seeds SEEDS, the median run being the figure; balanced and BPIO are
     deterministic, balanced seeing the background's OST rates (the live view). Then the rest of
     `iez sim`'s path (description, engine). Also: the most stripes of the IOR job on one OST."""
-    n, others = at
+    n, others, ndraws = at
     doc, base = load_scenario(SCENARIO)
     doc = {**doc, "sweep": {}, "compare": [], "figure": {}}
     bw: dict[tuple[int, float, str], float] = {}
@@ -134,7 +138,7 @@ def point(at: tuple[int, float]) -> tuple[dict[tuple[int, float, str], float], s
             background = place(scn.cluster, jobs[1:], cache=_CACHE)
             view = live_view(scn, wls, Path(tmp) / "view")
             draws = []
-            for seed in SEEDS if policy in DRAWN else SEEDS[:1]:
+            for seed in SEEDS[:ndraws] if policy in DRAWN else SEEDS[:1]:
                 layouts = place(scn.cluster, jobs, seed, placed=background, cache=_CACHE, view=view)
                 desc = description.build(scn, wls, layouts)
                 most = max(Counter(o for f in wls[0].files for o in layouts[f.path].plain.osts).values())
@@ -168,7 +172,7 @@ def figures(bw: dict[tuple[int, float, str], float], points: list[tuple[int, flo
         for ax, r in zip(axes[0], rates):
             nodes = sorted(n for n, q in points if q == r)
             for t, b in PAIRS:
-                ax.plot(nodes, [gain(bw, n, r, t, b) for n in nodes], "o-", label=f"{t} vs {b}")
+                ax.plot(nodes, [gain(bw, n, r, t, b) for n in nodes], STYLE[t], label=f"{t} vs {b}")
             ax.axhline(PAPER_GAIN, color="grey", ls="--", label=f"paper: BPIO > {PAPER_GAIN} % over default at large scale")
             ax.axhline(0, color="black", lw=0.5)
             ax.set(xscale="log", xticks=nodes, xticklabels=[str(n) for n in nodes], xlabel="nodes (IOR, one rank a node)",
@@ -193,7 +197,7 @@ def figures(bw: dict[tuple[int, float, str], float], points: list[tuple[int, flo
     swept = sorted(r for n, r in points if n == SIM_NODES)
     fig, ax = plt.subplots(figsize=(7, 4))
     for t, b in PAIRS:
-        ax.plot(swept, [gain(bw, SIM_NODES, r, t, b) for r in swept], "o-", label=f"{t} vs {b}")
+        ax.plot(swept, [gain(bw, SIM_NODES, r, t, b) for r in swept], STYLE[t], label=f"{t} vs {b}")
     ax.axhline(PAPER_GAIN, color="grey", ls="--", label=f"paper: BPIO > {PAPER_GAIN} % over default (its R not given)")
     ax.axhline(0, color="black", lw=0.5)
     ax.set(xlabel="other jobs' creates per IOR create (others_per_create, R)", ylabel="improvement, %",
@@ -207,14 +211,23 @@ def figures(bw: dict[tuple[int, float, str], float], points: list[tuple[int, flo
 def main() -> None:
     args = sys.argv[1:]
     out = Path(args[args.index("--out") + 1]) if "--out" in args else None
-    t0 = time.process_time()
+    t0 = cpu_time()
     if "--sim-only" not in args:
         placement_times()
     points = [(SIM_NODES, r) for r in FIG_OTHERS]
     if "--full" in args:
         points = [(n, r) for r in FIG_OTHERS for n in FULL_NODES] + [(SIM_NODES, r) for r in OTHERS if r not in FIG_OTHERS]
-    simulated(points, out, int(args[args.index("--jobs") + 1]) if "--jobs" in args else 1)
-    console.print(f"bench CPU time {time.process_time() - t0:.0f} s (the engine's, in subprocesses, apart)")
+    def option(name: str, default: int) -> int:
+        return int(args[args.index(name) + 1]) if name in args else default
+
+    simulated(points, out, option("--jobs", 1), option("--draws", len(SEEDS)))
+    console.print(f"bench CPU time {cpu_time() - t0:.0f} s (the workers' and the engine's included)")
+
+
+def cpu_time() -> float:
+    """This process's CPU seconds and its ended children's (the workers, the engine)."""
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 
 if __name__ == "__main__":
