@@ -135,9 +135,9 @@ def test_interleaved_creates_unbalance_rr_and_not_bpio(tmp_path):
 
 
 def test_balanced_sees_the_background_load_as_the_controller_does(tmp_path):
-    # The background job writes to OSTs 0-15 only, below their bandwidth: the collectors' rates
-    # show those OSTs loaded, and balanced places the IOR job's 32 stripes elsewhere. Placed
-    # without that view (an idle cluster), it uses them.
+    # The background job writes to OSTs 0-15 only (below their bandwidth: one router carries it):
+    # the collectors' rates show those OSTs loaded, and balanced places the IOR job's 32 stripes
+    # elsewhere. Placed without that view (an idle cluster), it uses them.
     doc = _scenario(tmp_path, 32, "balanced", background=8)
     doc["job"][1].update(placement="list", osts=list(range(16)), stripe_count=2)
     (v,) = variants(doc, tmp_path)
