@@ -39,9 +39,10 @@ def cmd_sim(args: argparse.Namespace) -> int:
                   console=console, transient=True) as prog:
         task = prog.add_task("simulating", total=len(vs))
         runs = []
+        cache: dict = {}  # the runs share placements (iez.sim.placement.place)
         for v in vs:
             prog.update(task, description=f"simulating {v.label}")
-            runs.extend(run_all([v], out))
+            runs.extend(run_all([v], out, cache=cache))
             prog.advance(task)
     summary = summarise(vs[0].scenario, runs, out)
     table = Table(title=summary["title"] or str(args.scenario))

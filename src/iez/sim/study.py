@@ -76,9 +76,11 @@ def slug(label: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.=,-]+", "_", label) or "run"
 
 
-def run_all(variants: list[Variant], out: Path, progress: Callable[[str], None] = lambda s: None) -> list[Run]:
+def run_all(variants: list[Variant], out: Path, progress: Callable[[str], None] = lambda s: None,
+            cache: Cache | None = None) -> list[Run]:
+    """Every variant's run; placements are shared through `cache` (one for the calls of one scenario)."""
     runs = []
-    cache: Cache = {}
+    cache = {} if cache is None else cache
     for v in variants:
         progress(v.label)
         wd = out / slug(v.label)
