@@ -126,6 +126,11 @@ class Policy:
     def admit(self, c: Claim, holding: list[Claim], passed: list[Claim]) -> bool:
         raise NotImplementedError
 
+    def full(self, holding: list[Claim]) -> bool:
+        """True when no claim can be admitted beside `holding`, whatever the claim (the queue's
+        order is then not worth computing)."""
+        return False
+
     def describe(self) -> str:
         return self.name
 
@@ -140,6 +145,9 @@ class Slots(Policy):
 
     def admit(self, c: Claim, holding: list[Claim], passed: list[Claim]) -> bool:
         return not passed and len(holding) < self.k
+
+    def full(self, holding: list[Claim]) -> bool:
+        return len(holding) >= self.k
 
     def describe(self) -> str:
         return f"{self.name} (k={self.k})"
@@ -240,6 +248,8 @@ def decide(policy: Policy, waiting: list[Claim], holding: list[Claim], usage: Us
 def admit_in_order(policy: Policy, ordered: Iterable[Claim], holding: list[Claim]) -> list[Claim]:
     """The claims of `ordered` (the waiting claims in the policy's order; an iterator is read only
     as far as the policy looks) to grant now."""
+    if policy.full(holding):
+        return []
     held = list(holding)
     passed: list[Claim] = []
     out = []

@@ -105,9 +105,6 @@ class Lane:
             total += sum(map(_resolver(value), self._srcs[b][:i]))
         return total
 
-    def total(self, value: Value, version: object) -> int:
-        return sum(self._block_sums(value, version))
-
     def starts(self, value: Value) -> Iterator[tuple[str, int]]:
         """(appid, the sum ahead of it) for every item, in order."""
         durations = map(_resolver(value), chain.from_iterable(self._srcs))

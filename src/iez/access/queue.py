@@ -21,8 +21,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterator, Mapping, cast
 
 from iez.access import protocol as P
-from iez.access.admission import (ChainSchedule, Claim, FairShare, Lanes, Policy, Rule, Schedule, ShareGroups, Slots,
-                                  Usage, admit_in_order, rule_value, schedule)
+from iez.access.admission import (ChainSchedule, Claim, FairShare, Lanes, Policy, Rule, Schedule, ShareGroups, Usage, admit_in_order, rule_value, schedule)
 from iez.access.lane import Source, ns
 from iez.access.protocol import AccessError, Request
 
@@ -379,8 +378,8 @@ class AccessQueue:
     # -- queue changes --------------------------------------------------------------------------
     def _decide(self, now: float) -> None:
         holding = self.holding()
-        if isinstance(self.policy, Slots) and len(holding) >= self.policy.k:
-            return  # every slot is taken: nobody is admitted, whatever the order (not worth computing)
+        if self.policy.full(holding):
+            return
         ordered: Iterator[Claim]
         if self._lanes is not None:  # read the kept order only as far as the policy looks
             ordered = (self.state.claims[appid] for _, appid in self._lanes.candidates())

@@ -443,13 +443,14 @@ def _place_all(table: RequestTable, offsets: np.ndarray, osts: OstTable, orders:
         fill, bound = _place_group(len(idx), g.count, size, (g.unit, g.read_unit), table.allowed[g.pool],
                                    orders[g.pool], osts, (job, reads), bound, scale, table.pools[g.pool],
                                    bool(real.any()), kept)
-        if fill is kept and not (g.count > 1 and (real != real[:, :1]).any()):
+        uneven = g.count > 1 and bool((real != real[:, :1]).any())  # equal stripes: any order
+        if fill is kept and not uneven:
             job, reads = fill.after
             fills.append(fill)
             continue
         mat = fill.mat
         best = None
-        for by in STRIPE_ORDERS if g.count > 1 and (real != real[:, :1]).any() else ():  # equal stripes: any order
+        for by in STRIPE_ORDERS if uneven else ():
             cand = order_stripes(mat, real, g.unit, job, osts, by)
             after = job + np.bincount(cand.ravel(), real.ravel(), osts.n)
             after_reads = reads if back is None else reads + np.bincount(cand.ravel(), back.ravel(), osts.n)
@@ -780,12 +781,11 @@ def deal(seq: np.ndarray, m: int, count: int) -> np.ndarray:
     if count == 1:
         return seq[np.arange(m) * _stride(m) % m][:, None]
     rows = seq.reshape(count, m).T
-    if count > 1:
-        # Rotate row r by r (any reordering of a row keeps counts and distinctness): a file's last
-        # stripe, Method II's short one, then falls on each OST's run in turn, so an OST with n
-        # stripes holds about n/count of them (within two).
-        r = np.arange(m)[:, None]
-        rows = rows[r, (np.arange(count)[None, :] + r) % count]
+    # Rotate row r by r (any reordering of a row keeps counts and distinctness): a file's last
+    # stripe, Method II's short one, then falls on each OST's run in turn, so an OST with n
+    # stripes holds about n/count of them (within two).
+    r = np.arange(m)[:, None]
+    rows = rows[r, (np.arange(count)[None, :] + r) % count]
     # Deal the rows with a stride coprime to m, so files created one after another get different
     # OST sets (permuting rows, like rotating them, keeps counts and distinctness).
     return rows[np.arange(m) * _stride(m) % m]
