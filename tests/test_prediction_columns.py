@@ -77,6 +77,18 @@ def test_columns_put_in_stored_order_are_the_read_back_ones(db):
     assert in_stored_order(fpp) is fpp  # the order is known without looking at the paths
 
 
+def test_paths_that_break_ties_are_read_back_by_code_point(db):
+    """Equal times and ranks: the path orders them, by code point on every database (a locale's
+    collation would put "a" before "B"), as in_stored_order does."""
+    names = ["/x/b", "/x/B", "/x/_c", "/x/a", "/x/A1", "/x/é", "/x/Z"]
+    cols = uploaded([Request(p, 1) for p in names], "a")
+    with db.begin() as tx:
+        tx.app_id("a", create=True)
+        tx.add_prediction("a", 1, cols, {}, [])
+        _, read = tx.prediction_columns("a", 1)
+    assert read.path == sorted(names) == in_stored_order(cols).path
+
+
 def test_a_known_prediction_is_placed_as_the_stored_one(db):
     cluster = make_cluster()
     cols = in_stored_order(uploaded(mixed(200), "a"))

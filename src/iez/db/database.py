@@ -333,8 +333,11 @@ class Txn:
     def _predicted_rows(self, prediction_id: int) -> Sequence[Any]:
         """A prediction's requests as rows of _PREDICTED_ORDER, in the order they are placed in."""
         c = predicted_requests.c
+        # paths by code point, as in_stored_order sorts them (SQLite's BINARY; PostgreSQL's
+        # database collation would depend on the site's locale)
+        path = c.path.collate("C") if self.conn.dialect.name == "postgresql" else c.path
         return self.conn.execute(select(*(c[k] for k in _PREDICTED_ORDER)).where(c.prediction_id == prediction_id)
-                                 .order_by(c.create_time, c.rank, c.path)).all()
+                                 .order_by(c.create_time, c.rank, path)).all()
 
     def prediction_columns(self, app: str, number: int | None = None,
                            known: Mapping[int, RequestColumns] | None = None) -> tuple[int, RequestColumns]:
