@@ -41,7 +41,7 @@ from iez.sim import description, engine
 from iez.sim.placement import Cache, place
 from iez.sim.results import parse
 from iez.sim.scenario import load_scenario, variants
-from iez.sim.study import live_view, workloads
+from iez.sim.study import Views, live_view, workloads
 
 ROOT = Path(__file__).resolve().parent.parent
 SPIDER = ROOT / "scenarios" / "spider2.toml"
@@ -113,6 +113,7 @@ def simulated(points: list[tuple[int, float]], out: Path | None, workers: int = 
 
 
 _CACHE: Cache = {}  # a process's placements: the background's, placed once
+_VIEWS: Views = {}  # and its live view, simulated once for balanced and BPIO
 
 
 def point(at: tuple[int, float, int]) -> tuple[dict[tuple[int, float, str], float], str]:
@@ -136,7 +137,7 @@ def point(at: tuple[int, float, int]) -> tuple[dict[tuple[int, float, str], floa
             wls = workloads(scn)
             jobs = list(zip(scn.jobs, wls))
             background = place(scn.cluster, jobs[1:], cache=_CACHE)
-            view = live_view(scn, wls, Path(tmp) / "view")
+            view = live_view(scn, wls, Path(tmp) / "view", _VIEWS)
             draws = []
             for seed in SEEDS[:ndraws] if policy in DRAWN else SEEDS[:1]:
                 layouts = place(scn.cluster, jobs, seed, placed=background, cache=_CACHE, view=view)

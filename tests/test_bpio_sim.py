@@ -166,6 +166,25 @@ def test_a_scenario_s_runs_reuse_placements_with_the_same_results(tmp_path):
     assert all(again[p] is first[p] for p in bg)  # the background's placement was not made again
 
 
+def test_a_scenario_s_runs_simulate_the_same_live_view_once(tmp_path):
+    # balanced and bpio are both given the background's rates: the second run takes the first's
+    # view (no engine run in its live-view directory) and gets what a fresh view gives.
+    doc = _scenario(tmp_path, 16, "balanced", background=8)
+    doc["job"][1].update(placement="list", osts=list(range(16)), stripe_count=2)
+    (a,) = variants(doc, tmp_path)
+    doc["job"][0]["placement"] = "bpio"
+    (b,) = variants(doc, tmp_path)
+    views: dict = {}
+    simulate(a, tmp_path / "a", views=views)
+    assert (tmp_path / "a" / "live-view").is_dir() and len(views) == 1
+    shared = simulate(b, tmp_path / "b", views=views)
+    assert not (tmp_path / "b" / "live-view").exists() and len(views) == 1
+    fresh = simulate(b, tmp_path / "fresh")
+    assert (tmp_path / "fresh" / "live-view").is_dir()
+    assert shared.results.job("ior").write_bw == fresh.results.job("ior").write_bw
+    assert _job_stripes(shared, "ior") == _job_stripes(fresh, "ior")
+
+
 @pytest.mark.parametrize("keys, why", [
     ({"others_per_create": -1}, "ior.others_per_create: expected other creates per create of the job, 0 to 1000"),
     ({"others_per_create": True}, "ior.others_per_create: expected"),

@@ -39,10 +39,12 @@ def cmd_sim(args: argparse.Namespace) -> int:
                   console=console, transient=True) as prog:
         task = prog.add_task("simulating", total=len(vs))
         runs = []
-        cache: dict = {}  # the runs share placements (iez.sim.placement.place)
+        # the runs share placements and live views (iez.sim.placement.place, iez.sim.study.live_view)
+        cache: dict = {}
+        views: dict = {}
         for v in vs:
             prog.update(task, description=f"simulating {v.label}")
-            runs.extend(run_all([v], out, cache=cache))
+            runs.extend(run_all([v], out, cache=cache, views=views))
             prog.advance(task)
     summary = summarise(vs[0].scenario, runs, out)
     table = Table(title=summary["title"] or str(args.scenario))

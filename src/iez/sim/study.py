@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
-from iez.cluster import Snapshot
+from iez.cluster import Cluster, Snapshot
 from iez.layout.layout import FileLayout
 from iez.sim import description, engine, plot
 from iez.sim.bounds import lower_bound
@@ -37,35 +37,51 @@ def workloads(scn: Scenario) -> list[Workload]:
     return [build(entry.pattern, entry.source_path) for entry in scn.jobs]
 
 
-def live_view(scn: Scenario, wls: list[Workload], workdir: Path) -> View:
+# Live views already simulated, by the engine description they ran, with their cluster (`live_view`'s `seen`).
+Views = dict[str, tuple[Cluster, Snapshot]]
+
+
+def live_view(scn: Scenario, wls: list[Workload], workdir: Path, seen: Views | None = None) -> View:
     """What iez's controller would read while the files placed so far are written: their jobs run
     alone on the engine (the others' nodes kept, so every stream takes its route), and each OST's
     write and read rates are its bytes over the time it was busy, as a collector's rate over the
-    background's run (docs/simulator.md, "Scenario files": the live view)."""
+    background's run (docs/simulator.md, "Scenario files": the live view). `seen`: views kept across
+    calls (a scenario's runs): every policy but Lustre's is given the same background, simulated once."""
     def view(layouts: dict[str, FileLayout]) -> Snapshot:
         busy = [wl if wl.files and all(f.path in layouts for f in wl.files) else replace(wl, phases=())
                 for wl in wls]
         desc = description.build(scn, busy, layouts)
         desc["jobs"] = [j for j in desc["jobs"] if j["phases"]]
+        key = json.dumps(desc, sort_keys=True)
+        if seen is not None and key in seen and seen[key][0] == scn.cluster:
+            return seen[key][1]
         snap = Snapshot.from_cluster(scn.cluster)
-        if not desc["jobs"]:
-            return snap
-        for o in parse(engine.run(desc, workdir)).osts:
-            if o.busy > 0:
-                i = int(o.name)
-                snap = snap.with_ost(replace(snap.osts[i], write_bps=o.bytes_written / o.busy,
-                                             read_bps=o.bytes_read / o.busy))
+        if desc["jobs"]:
+            snap = _rates(snap, desc, workdir)
+        if seen is not None:
+            seen[key] = (scn.cluster, snap)
         return snap
 
     return view
 
 
-def simulate(v: Variant, workdir: Path, cache: Cache | None = None) -> Run:
-    """One run; `cache` keeps placements for the scenario's other runs (`place`)."""
+def _rates(snap: Snapshot, desc: dict[str, Any], workdir: Path) -> Snapshot:
+    """`snap` with each OST's write and read rates over the time the engine run of `desc` kept it busy."""
+    for o in parse(engine.run(desc, workdir)).osts:
+        if o.busy > 0:
+            i = int(o.name)
+            snap = snap.with_ost(replace(snap.osts[i], write_bps=o.bytes_written / o.busy,
+                                         read_bps=o.bytes_read / o.busy))
+    return snap
+
+
+def simulate(v: Variant, workdir: Path, cache: Cache | None = None, views: Views | None = None) -> Run:
+    """One run; `cache` and `views` keep placements and live views for the scenario's other runs
+    (`place`, `live_view`)."""
     scn = v.scenario
     wls = workloads(scn)
     layouts = place(scn.cluster, list(zip(scn.jobs, wls)), cache=cache,
-                    view=live_view(scn, wls, workdir / "live-view"))
+                    view=live_view(scn, wls, workdir / "live-view", views))
     desc = description.build(scn, wls, layouts)
     res = parse(engine.run(desc, workdir))
     b = lower_bound(desc)
@@ -77,14 +93,16 @@ def slug(label: str) -> str:
 
 
 def run_all(variants: list[Variant], out: Path, progress: Callable[[str], None] = lambda s: None,
-            cache: Cache | None = None) -> list[Run]:
-    """Every variant's run; placements are shared through `cache` (one for the calls of one scenario)."""
+            cache: Cache | None = None, views: Views | None = None) -> list[Run]:
+    """Every variant's run; placements and live views are shared through `cache` and `views` (one
+    each for the calls of one scenario)."""
     runs = []
     cache = {} if cache is None else cache
+    views = {} if views is None else views
     for v in variants:
         progress(v.label)
         wd = out / slug(v.label)
-        r = simulate(v, wd, cache)
+        r = simulate(v, wd, cache, views)
         plot.run_plots(r.results, wd)
         runs.append(r)
     return runs
