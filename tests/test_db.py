@@ -273,19 +273,28 @@ def test_a_plan_older_than_the_ttl_reserves_nothing(db):
 
 
 
+def mixed_placements(n: int = 60):
+    """balanced's Placements (arrays) of n files of odd sizes: plain, hierarchical and PFL layouts."""
+    from iez.alloc.policy import AllocOptions
+    from iez.alloc.registry import get_policy
+
+    cluster = make_cluster()
+    reqs = [Request(f"/lustre/b/out.{i}", (i % 7 + 1) * 9_000_000 + i, i % 5 or -1, rank=i, app="b", run="2",
+                    comm_size=8 if i % 3 == 0 else 1, writers=8 if i % 3 == 0 else 0, writer_segments=1,
+                    api="mpiio" if i % 3 == 0 else "posix", grows=i % 11 == 0) for i in range(n)]
+    return get_policy("balanced").place(reqs, cluster, Snapshot.from_cluster(cluster), AllocOptions(layout="hierarchical"))
+
+
 def test_placements_stored_from_arrays_read_back_as_placed_and_reserve_what_objects_would(db):
     """A policy's Placements are stored from their arrays (plain, hierarchical and PFL layouts,
     partial last rounds): read back they are the placements they stand for, and the bytes other
     applications' plans hold (pending_bytes, in bulk) are job_bytes of pending_placements."""
-    from iez.alloc.policy import AllocOptions, job_bytes
-    from iez.alloc.registry import get_policy
+    from iez.alloc.policy import job_bytes
 
     cluster = make_cluster()
     snap = Snapshot.from_cluster(cluster)
-    reqs = [Request(f"/lustre/b/out.{i}", (i % 7 + 1) * 9_000_000 + i, i % 5 or -1, rank=i, app="b", run="2",
-                    comm_size=8 if i % 3 == 0 else 1, writers=8 if i % 3 == 0 else 0, writer_segments=1,
-                    api="mpiio" if i % 3 == 0 else "posix", grows=i % 11 == 0) for i in range(60)]
-    placed = get_policy("balanced").place(reqs, cluster, snap, AllocOptions(layout="hierarchical"))
+    placed = mixed_placements()
+    reqs = placed.requests
     kinds = {"plain" if p.layout.plain is not None else "components" for p in placed}
     assert kinds == {"plain", "components"} and placed.replaced and any(placed.table.components)
     with db.begin() as tx:
@@ -517,11 +526,13 @@ def test_a_version_8_database_loses_the_indexes_its_unique_constraints_cover(db)
 
 
 def test_a_version_9_database_sums_the_bytes_its_plans_hold(db):
-    """Step 10 sums the stored placements of every run and policy per OST: other applications'
+    """Step 10 sums the stored placements of every run and policy per OST (its own RAID-0 map of
+    the stored layouts: plain, PFL and hierarchical, partial last rounds): other applications'
     plans then reserve what they reserved before the step, read from the sums."""
     from iez.alloc.policy import job_bytes
 
-    placed = table2_placements()
+    placed = [*table2_placements(), *mixed_placements()]
+    assert {p.layout.plain is None for p in placed} == {True, False}
     with db.begin() as tx:
         tx.add_trace("a", hacc(2))
         sid = tx.add_snapshot(make_cluster(), Snapshot.from_cluster(make_cluster()), "default")
@@ -529,7 +540,7 @@ def test_a_version_9_database_sums_the_bytes_its_plans_hold(db):
         tx.set_placements("a", 2, "rr", placed[:1], sid, {})
         tx.mark_planned("a", 2, "balanced")
         before = tx.pending_bytes("b")
-        assert before == (2, job_bytes(placed))
+        assert before == (len(placed), job_bytes(placed))
         as_version(tx, 9)
         assert "placed_bytes" not in inspect(tx.conn).get_table_names()
     with db.begin() as tx:

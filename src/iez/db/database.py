@@ -406,7 +406,7 @@ class Txn:
                                        "stripe_count", "ost_list", "layout", "write_bytes", "note"),
                           list(zip(repeat(rid, n), repeat(policy, n), repeat(snapshot_id, n), repeat(time.time(), n),
                                    [rank(p, 0) for p in columns[0]], *columns)))
-        held = held_bytes(columns[5], columns[1], columns[3], columns[4])
+        held = held_bytes(placed)
         self._insert_many(placed_bytes, ("run_id", "policy", "ost", "bytes"),
                           [(rid, policy, i, b) for i, b in sorted(held.items())])
 

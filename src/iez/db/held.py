@@ -1,7 +1,7 @@
-"""The bytes a run's stored placements put on each OST: the RAID-0 map of every file
-(`iez.alloc.policy.job_bytes`), from the placements table's columns. Summed once, when the
-placements are stored (table `placed_bytes`), so that reserving other plans' space before a
-placement reads a row per OST, not a row per file."""
+"""The bytes a run's placements put on each OST: the RAID-0 map of every file
+(`iez.alloc.policy.job_bytes`). Summed once, when the placements are stored (table
+`placed_bytes`), so that reserving other plans' space before a placement reads a row per OST, not
+a row per file."""
 
 from __future__ import annotations
 
@@ -9,29 +9,25 @@ from typing import Sequence
 
 import numpy as np
 
-from iez.alloc.policy import job_bytes, stripe_bytes
-from iez.plan import parse_layout
+from iez.alloc.policy import Placements, job_bytes, stripe_bytes
 from iez.request import Placement
 
 
-def held_bytes(written: Sequence[int], sizes: Sequence[int], ost_lists: Sequence[str],
-               layouts: Sequence[str]) -> dict[int, int]:
-    """Bytes per OST of files with these stored columns (write bytes, stripe size of the first
-    component, its OST list, the whole layout in the plan grammar). Plain layouts are mapped in
-    bulk; a layout with components (or no stripe size) one by one."""
-    plain = np.fromiter(((s > 0 and "/" not in lay) for s, lay in zip(sizes, layouts)), bool, len(layouts))
-    some = np.flatnonzero(~plain).tolist()
-    out = job_bytes([Placement("", parse_layout(layouts[i]), written[i]) for i in some])
-    if not plain.any():
-        return out
-    at = np.flatnonzero(plain).tolist()
-    lists = [ost_lists[i] for i in at]
-    count = np.array([s.count(" ") + 1 for s in lists], dtype=np.int64)
-    ost = np.fromstring(" ".join(lists), dtype=np.int64, sep=" ")  # C's parser: 6x np.array of split()
-    k = np.arange(len(ost)) - np.repeat(np.cumsum(count) - count, count)  # stripe of each OST
-    held = stripe_bytes(np.repeat(np.array(written, dtype=np.int64)[at], count),
-                        np.repeat(np.array(sizes, dtype=np.int64)[at], count), np.repeat(count, count), k)
-    used, where = np.unique(ost[held > 0], return_inverse=True)
+def held_bytes(placed: Sequence[Placement]) -> dict[int, int]:
+    """Bytes per OST of `placed`. A policy's `Placements` are mapped from their arrays in bulk
+    (`stripe_bytes` of every stripe of the plain layouts); other layouts (PFL, hierarchical) and
+    lists of `Placement`s file by file."""
+    if not isinstance(placed, Placements):
+        return job_bytes(placed)
+    plain = placed.size > 0  # an unresolved size goes to the RAID-0 map, which refuses it
+    plain[list(placed.non_plain())] = False
+    out = job_bytes([placed[i] for i in np.flatnonzero(~plain).tolist()])
+    count = np.diff(placed.offsets)
+    f = np.repeat(np.arange(len(count)), count)  # the file of each stripe
+    k = np.arange(len(placed.osts)) - placed.offsets[f]  # its stripe number
+    held = stripe_bytes(placed.table.write_bytes[f], placed.size[f], count[f], k)
+    held[~plain[f]] = 0
+    used, where = np.unique(placed.osts[held > 0], return_inverse=True)
     total = np.zeros(len(used), dtype=np.int64)
     np.add.at(total, where.reshape(-1), held[held > 0])
     for i, b in zip(used.tolist(), total.tolist()):

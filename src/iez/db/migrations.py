@@ -147,10 +147,34 @@ def _covered_indexes(conn: Connection) -> None:
         conn.execute(text(f"DROP INDEX IF EXISTS {name}"))
 
 
+def _v10_held(written: int, layout: str) -> dict[int, int]:
+    """The bytes a stored placement puts on each OST, as version 10 summed them: the RAID-0 map
+    of `iez.layout.raid0` (stripe of an absolute offset) of each component of its layout (the plan
+    grammar: `START-END/plain;...`, or one plain `S=..,c=..,o=a:b:..`) over [0, written). Written
+    out here so that this step does not change with the live code."""
+    out: dict[int, int] = {}
+    for part in layout.split(";"):
+        extent, _, plain = part.rpartition("/")
+        start, _, end = extent.partition("-") if extent else ("0", "", "EOF")
+        fields = dict(f.split("=", 1) for f in plain.split(","))
+        size, osts = int(fields.get("S", "0")), [int(i) for i in fields.get("o", "").split(":") if i]
+        if size <= 0 or not osts:
+            continue  # not a resolved layout: iez never stored one
+        lo, hi = int(start), written if end == "EOF" else min(written, int(end))
+        width = size * len(osts)
+
+        def below(x: int, k: int) -> int:  # bytes of stripe k in [0, x)
+            return x // width * size + min(max(x % width - k * size, 0), size)
+
+        for k, ost in enumerate(osts):
+            b = below(hi, k) - below(lo, k) if hi > lo else 0
+            if b:
+                out[ost] = out.get(ost, 0) + b
+    return out
+
+
 def _placed_bytes(conn: Connection) -> None:
     # placed_bytes as version 10 defines it, filled from the placements stored before the step
-    from iez.db.held import held_bytes
-
     frozen = MetaData()
     Table("runs", frozen, Column("id", Integer, primary_key=True))
     table = Table("placed_bytes", frozen,
@@ -159,13 +183,15 @@ def _placed_bytes(conn: Connection) -> None:
                   Column("ost", Integer, primary_key=True),
                   Column("bytes", BigInteger, nullable=False))
     table.create(conn)
-    sets: dict[tuple[int, str], list] = {}
-    for row in conn.execute(text("SELECT run_id, policy, write_bytes, stripe_size, ost_list, layout FROM placements")):
-        sets.setdefault((row[0], row[1]), []).append(row[2:])
-    for (run, policy), rows in sets.items():
-        held = held_bytes(*map(list, zip(*rows)))
-        if held:
-            conn.execute(table.insert(), [{"run_id": run, "policy": policy, "ost": i, "bytes": b} for i, b in held.items()])
+    sets: dict[tuple[int, str], dict[int, int]] = {}
+    for run, policy, written, layout in conn.execute(text("SELECT run_id, policy, write_bytes, layout FROM placements")):
+        held = sets.setdefault((run, policy), {})
+        for ost, b in _v10_held(written, layout).items():
+            held[ost] = held.get(ost, 0) + b
+    rows = [{"run_id": run, "policy": policy, "ost": i, "bytes": b}
+            for (run, policy), held in sets.items() for i, b in sorted(held.items())]
+    if rows:
+        conn.execute(table.insert(), rows)
 
 
 # Version 1 is the baseline: no step leads to it. Steps for versions 2, 3, ... go here, in order.
