@@ -17,8 +17,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from iez.alloc.balanced import snapshot_table
-from iez.alloc.policy import AllocOptions, Placements
+from iez.alloc.policy import AllocOptions, Placements, snapshot_table, tables
 from iez.alloc.registry import get_policy
 from iez.alloc.scenarios import uneven_fill
 from iez.cluster import OSSStats, Snapshot, make_cluster
@@ -182,6 +181,10 @@ def test_a_snapshots_ost_table_is_built_once_and_follows_the_options():
     first = snapshot_table(TESTBED, snap, AllocOptions())
     assert snapshot_table(TESTBED, snap, AllocOptions(layout="auto")) is first
     assert not first.bw.flags.writeable  # shared by the jobs placed on this snapshot
+    with pytest.raises(TypeError):
+        first.position[3] = 0  # type: ignore[index]
+    # every policy starts from the same table (`tables`)
+    assert tables([Request("/t/a", 1 << 20)], TESTBED, snap, AllocOptions())[0] is first
     excluded = snapshot_table(TESTBED, snap, AllocOptions(exclude=frozenset({3})))
     assert excluded is not first and not excluded.ok[first.position[3]] and first.ok[first.position[3]]
     later = snap.debit({0: 1 << 30})

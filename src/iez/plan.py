@@ -292,14 +292,7 @@ def _leads(size: np.ndarray, count: np.ndarray, pool: np.ndarray, first: np.ndar
     heads, head_of = distinct((size * (LOV_MAX_STRIPE_COUNT + 1) + count) * width + pool)
     top = int(first.max()) + 1
     kind = (head_of.reshape(-1) * top + first) * 2 + (count == 1)
-    span = len(heads) * top * 2
-    if span <= max(len(kind), 1 << 16):  # the kinds present by a count, not a sort
-        used = np.flatnonzero(np.bincount(kind, minlength=span))
-        dense = np.zeros(span, np.int64)
-        dense[used] = np.arange(len(used))
-        kind = dense[kind]
-    else:
-        used, kind = np.unique(kind, return_inverse=True)
+    used, kind = distinct(kind)
     starts = np.array([f"\tS={k // width // (LOV_MAX_STRIPE_COUNT + 1)},c={k // width % (LOV_MAX_STRIPE_COUNT + 1)}"
                        f"{',p=' + pools[k % width] if pools[k % width] else ''},o=" for k in heads.tolist()], dtype=object)
     lead = starts[used // (2 * top)] + _ost_texts(top, "")[used % (2 * top)]

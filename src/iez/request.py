@@ -124,12 +124,21 @@ class RequestColumns(Rows[Request]):
 
 def distinct(column: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """`np.unique(column, return_inverse=True)` for a column of few distinct values (stripe sizes,
-    counts, pools of 10^5-10^6 files): the distinct values of a sample, kept if every value is
-    among them (they are then all of them, sorted), each row's found by bisection, not by a sort
-    of the whole column."""
+    counts, pools, layout kinds of 10^5-10^6 files), without a sort of the whole column: small
+    whole numbers by a count of each value; others by the distinct values of a sample, kept if
+    every value is among them (they are then all of them, sorted), each row's found by bisection."""
+    n = len(column)
+    if n and column.dtype.kind in "iu":
+        lo, hi = int(column.min()), int(column.max())
+        if lo >= 0 and hi < max(n, 1 << 16):
+            present = np.bincount(column, minlength=hi + 1) > 0
+            values = np.flatnonzero(present)
+            if len(values) == 1:
+                return values, np.zeros(n, np.intp)
+            return values, (np.cumsum(present) - 1)[column]
     # The first rows and a stride over all: a column repeating with a period that divides the
     # stride (sizes in turn) shows all its values in the first.
-    some = np.unique(np.concatenate([column[:1024], column[::max(1, len(column) // 4096)]]))
+    some = np.unique(np.concatenate([column[:1024], column[::max(1, n // 4096)]]))
     at = np.minimum(np.searchsorted(some, column), len(some) - 1)
     if (some[at] == column).all():
         return some, at

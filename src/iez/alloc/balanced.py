@@ -94,9 +94,10 @@ from iez.alloc.policy import (
     OstTable,
     RequestTable,
     Placements,
-    ost_table,
+    keep_recent,
     request_table,
     room_bytes,
+    snapshot_table,
     stripe_bytes,
     stripe_size,
 )
@@ -106,7 +107,7 @@ from iez.errors import AllocationError
 from iez.layout.hierarchical import Cut, composite, cut, interleave, premise, validate
 from iez.layout.raid0 import bytes_per_ost
 from iez.layout.stripe import AP
-from iez.request import Placement, Request
+from iez.request import Placement, Request, distinct
 
 # A stripe weighs at least one alignment unit in the costs: empty files still take an object on
 # each OST, and spreading those is what makes inode use even too.
@@ -265,38 +266,13 @@ def rr_orders(cluster: Cluster, table: RequestTable, osts: OstTable) -> list[np.
 # The RR arrays of the clusters placed on lately: they depend on the cluster alone, and a cluster
 # is frozen, so a controller placing job after job on one builds them once.
 _RR_CACHE: dict[int, tuple[Cluster, dict[str, np.ndarray]]] = {}
-RR_CACHE_CLUSTERS = 4
-
-
-# The OST tables of the snapshots placed on lately: a snapshot is frozen (statistics are replaced,
-# by `with_ost` and `debit`, not changed), so the jobs placed on one share its table; its arrays
-# are made read-only, so nothing can change them under the next job.
-_OST_CACHE: dict[tuple, tuple[Cluster, Snapshot, OstTable]] = {}
-
-
-def snapshot_table(cluster: Cluster, snapshot: Snapshot, options: AllocOptions) -> OstTable:
-    """`policy.ost_table`, built once per (cluster, snapshot, the options it reads)."""
-    key = (id(cluster), id(snapshot), options.exclude, tuple(sorted(options.reserved.items())), options.cpu_weight,
-           options.mem_weight)
-    held = _OST_CACHE.get(key)
-    if held is None or held[0] is not cluster or held[1] is not snapshot:  # ids are reused once objects go
-        if len(_OST_CACHE) >= RR_CACHE_CLUSTERS:
-            _OST_CACHE.pop(next(iter(_OST_CACHE)))
-        table = ost_table(cluster, snapshot, options)
-        for value in vars(table).values():
-            if isinstance(value, np.ndarray):
-                value.flags.writeable = False
-        held = _OST_CACHE[key] = (cluster, snapshot, table)
-    return held[2]
 
 
 def rr_arrays(cluster: Cluster, pools: Sequence[str]) -> list[np.ndarray]:
     """Per pool name: OST positions (cluster order) in LOD's RR array order (`calc_rr`)."""
     held = _RR_CACHE.get(id(cluster))
     if held is None or held[0] is not cluster:  # an id is only reused once its object is gone
-        if len(_RR_CACHE) >= RR_CACHE_CLUSTERS:
-            _RR_CACHE.pop(next(iter(_RR_CACHE)))
-        held = _RR_CACHE[id(cluster)] = (cluster, {})
+        held = keep_recent(_RR_CACHE, id(cluster), (cluster, {}))
     arrays = held[1]
     missing = [name for name in pools if name not in arrays]
     if missing:
@@ -712,9 +688,7 @@ def _membership_spectrum(order: np.ndarray, oss: np.ndarray) -> tuple[np.ndarray
         servers, local = np.unique(oss[order], return_inverse=True)
         member = np.zeros((len(servers), len(order)))
         member[local, np.arange(len(order))] = 1.0
-        if len(_SPECTRA) >= RR_CACHE_CLUSTERS:
-            _SPECTRA.pop(next(iter(_SPECTRA)))
-        got = _SPECTRA[key] = (servers, np.fft.rfft(member, axis=1))
+        got = keep_recent(_SPECTRA, key, (servers, np.fft.rfft(member, axis=1)))
     return got
 
 
@@ -793,14 +767,13 @@ def deal(seq: np.ndarray, m: int, count: int) -> np.ndarray:
 
 def _group_keys(pool: np.ndarray, count: np.ndarray, bucket: np.ndarray) -> np.ndarray:
     """A file's group as one number, ordered as (pool, stripe count, size bucket): dense ranks of
-    the values present (a count of each, not a sort), small enough for numpy's radix sort."""
+    the values present (`distinct`), small enough for numpy's radix sort."""
     key = np.zeros(len(pool), np.int64)
     for column in (pool, count, bucket):
-        present = np.bincount(column) > 0
-        width = int(present.sum())
-        if width > 1:
-            key *= width
-            key += (np.cumsum(present) - 1)[column]
+        values, rank = distinct(column)
+        if len(values) > 1:
+            key *= len(values)
+            key += rank
     return key.astype(np.uint16) if len(key) and key.max() < 1 << 16 else key
 
 

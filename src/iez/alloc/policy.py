@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import astuple, dataclass, field
-from typing import Mapping, Protocol, Sequence
+from types import MappingProxyType
+from typing import Hashable, Mapping, Protocol, Sequence, TypeVar
 
 import numpy as np
 
@@ -176,7 +177,7 @@ class OstTable:
     bw: np.ndarray  # write bandwidth left for this job (bytes/s)
     oss_bw: np.ndarray  # per OSS: NIC bandwidth left for this job (bytes/s)
     oss_load: np.ndarray  # per OSS: Algorithm 2's ossLoad, cpu_weight*cpu + mem_weight*mem
-    position: dict[int, int]  # OST index -> position
+    position: Mapping[int, int]  # OST index -> position (read-only)
     read_bw: np.ndarray  # read bandwidth left for this job (bytes/s)
     oss_read_bw: np.ndarray  # per OSS: NIC bandwidth left for this job's reads (bytes/s)
 
@@ -222,7 +223,41 @@ def ost_table(cluster: Cluster, snap: Snapshot, options: AllocOptions) -> OstTab
     oss_bw, oss_read_bw = (np.maximum(nic - np.bincount(oss, weights=x, minlength=len(nic)), MIN_SHARE * nic) * busy
                            for x in (live, live_read))
     return OstTable(np.array([o.index for o in cluster.osts], dtype=np.int64), oss, capacity, used, room,
-                    ok, degraded, bw, oss_bw, load, pos, read_bw, oss_read_bw)
+                    ok, degraded, bw, oss_bw, load, MappingProxyType(pos), read_bw, oss_read_bw)
+
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+RECENT = 4  # entries a cache of the clusters or snapshots placed on lately keeps
+
+
+def keep_recent(cache: dict[K, V], key: K, value: V, limit: int = RECENT) -> V:
+    """`cache[key] = value`, first dropping the oldest entry if the cache holds `limit`."""
+    if key not in cache and len(cache) >= limit:
+        cache.pop(next(iter(cache)))
+    cache[key] = value
+    return value
+
+
+# The OST tables of the snapshots placed on lately: a snapshot is frozen (statistics are replaced,
+# by `with_ost` and `debit`, not changed), so the jobs placed on one share its table; its arrays
+# are made read-only and its position map is a read-only view, so nothing can change them under
+# the next job.
+_OST_CACHE: dict[tuple, tuple[Cluster, Snapshot, OstTable]] = {}
+
+
+def snapshot_table(cluster: Cluster, snapshot: Snapshot, options: AllocOptions) -> OstTable:
+    """`ost_table`, built once per (cluster, snapshot, the options it reads)."""
+    key = (id(cluster), id(snapshot), options.exclude, tuple(sorted(options.reserved.items())), options.cpu_weight,
+           options.mem_weight)
+    held = _OST_CACHE.get(key)
+    if held is None or held[0] is not cluster or held[1] is not snapshot:  # ids are reused once objects go
+        table = ost_table(cluster, snapshot, options)
+        for value in vars(table).values():
+            if isinstance(value, np.ndarray):
+                value.flags.writeable = False
+        held = keep_recent(_OST_CACHE, key, (cluster, snapshot, table))
+    return held[2]
 
 
 def _oss_load(snap: Snapshot, name: str, options: AllocOptions) -> float:
@@ -454,8 +489,9 @@ def _on_stripes(comps: tuple[tuple[int, int], ...], sizes: Sequence[int]) -> Pfl
 
 def tables(requests: Sequence[Request], cluster: Cluster, snapshot: Snapshot,
            options: AllocOptions) -> tuple[OstTable, RequestTable]:
-    """The OST and request views every policy starts from (validating both)."""
-    osts = ost_table(cluster, snapshot, options)
+    """The OST and request views every policy starts from (validating both); the OST view is
+    the snapshot's shared, read-only one (`snapshot_table`)."""
+    osts = snapshot_table(cluster, snapshot, options)
     return osts, request_table(requests, cluster, osts, options)
 
 
@@ -568,7 +604,7 @@ def makespan(cluster: Cluster, snapshot: Snapshot, on: Mapping[int, int],
     """The job's analytic I/O time (s): its largest bytes/bandwidth over every OST and every OSS,
     with the bandwidth other jobs' live load leaves it, and over its clients (`client_bw`).
     A lower bound on the write time."""
-    t = ost_table(cluster, snapshot, options)
+    t = snapshot_table(cluster, snapshot, options)
     x = np.zeros(t.n)
     for ost, b in on.items():
         x[t.position[ost]] = b
