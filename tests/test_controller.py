@@ -363,6 +363,40 @@ def test_work_held_for_stale_osts_does_not_block_other_applications(tmp_path):
         ctl.close()
 
 
+def test_a_pending_plan_is_read_once_then_answered_from_memory_with_the_workers_state(tmp_path):
+    """An upload runs no pending-work query; the first fetch of its plan reads the database, later
+    ones are answered from memory, saying why the work waits (or that it failed) as the worker
+    says now, until the worker's next write: then the plan itself, read once too."""
+    from sqlalchemy import event
+
+    from iez.collect.message import encode
+    from iez.controller.service import Controller, Settings
+
+    ctl = Controller(Settings(make_cluster(n_oss=2, osts_per_oss=2, ost_size=GiB), f"sqlite:///{tmp_path / 'db'}",
+                              gate=None, site_key=SITE))
+    began: list[int] = []
+    event.listen(ctl.db.engine, "begin", lambda _: began.append(1))
+    try:
+        now = time.time()
+        for oss, osts in (("oss0", {0: 1 << 19, 1: 1 << 19}), ("oss1", {2: 1 << 19, 3: 1 << 19})):
+            ctl.on_message(encode(oss_msg(oss, osts, now), SITE), now)
+        ctl.upload_requests("a", [Request("/fs/a0", MiB, 1)])
+        assert len(began) == 1  # the upload's one transaction
+        assert (ctl.plan("a").status, ctl.plan("a", 1).status, len(began)) == ("pending", "pending", 3)
+        [key] = {w.key for w in (ctl.plans.waits_for("a", None), ctl.plans.waits_for("a", 1))}
+        ctl.held[key] = "held back: the test"
+        assert [(r.status, r.run, r.reason) for r in (ctl.plan("a"), ctl.plan("a", 1))] == \
+            [("pending", 1, "held back: the test")] * 2 and len(began) == 3
+        ctl.failed[key] = "it broke"
+        assert (ctl.plan("a").status, ctl.plan("a").reason) == ("failed", "it broke")  # read again, not held
+        del ctl.failed[key]
+        assert ctl.step() and ctl.plan("a").status == "ready"
+        before = len(began)
+        assert ctl.plan("a").status == ctl.plan("a", 1).status == "ready" and len(began) == before
+    finally:
+        ctl.close()
+
+
 def test_a_plan_reserves_its_space_until_the_reservation_ttl(tmp_path):
     from sqlalchemy import text
 

@@ -207,7 +207,7 @@ def test_a_client_that_does_not_read_gets_its_replies_when_it_reads(server):
 def test_a_plan_cleared_is_asked_of_the_application(server):
     """Plans cleared (a write that may change them) are no longer answered before ASGI."""
     server.served.seen.clear()
-    held = dict(server.plans.ready)
+    held = dict(server.plans.known)
     server.plans.clear()
     try:
         (status, _, _), _ = exchange(server.port, [request("/apps/job/plan")], 1)

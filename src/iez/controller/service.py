@@ -103,36 +103,37 @@ class PlanResult:
 
 
 class Plans:
-    """Ready plans by (app, run or None for the coming run), as served: each is read from the
-    database once and then answered from memory. Every write the controller makes that can change
-    which plan is served (an upload, a placement, a release) clears it; a reader that read the
-    database before such a write does not put what it read back (`generation`). Uploaded runs
-    still to place are held the same way (`waiting`): a client polling for its plan costs no
-    transaction until the placement (or its failure) clears them."""
+    """What a plan fetch gets, by (app, run or None for the coming run), read from the database
+    once and then answered from memory: a ready plan as served, or the work a pending one waits
+    for (its answer, pending or failed, is made at each fetch from the worker's state). Every
+    write the controller makes that can change the answer (an upload, a prediction, a placement,
+    a release) clears it; a reader that read the database before such a write does not put what
+    it read back (`generation`)."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.ready: dict[tuple[str, int | None], PlanResult] = {}
-        self.waiting: dict[tuple[str, int | None], tuple[int, tuple]] = {}  # the run to come, its work's key
+        self.known: dict[tuple[str, int | None], PlanResult | Work] = {}
         self.generation = 0
 
     def get(self, app: str, run: int | None) -> PlanResult | None:
-        return self.ready.get((app, run))  # one dict read: atomic under the GIL, no lock needed
+        """The ready plan held (the server's fast path asks for nothing else)."""
+        got = self.known.get((app, run))  # one dict read: atomic under the GIL, no lock needed
+        return got if type(got) is PlanResult else None
 
-    def put(self, app: str, run: int | None, plan: PlanResult, generation: int) -> None:
+    def waits_for(self, app: str, run: int | None) -> Work | None:
+        """The work a pending plan was last read to wait for."""
+        got = self.known.get((app, run))
+        return got if type(got) is Work else None
+
+    def put(self, app: str, run: int | None, answer: PlanResult | Work, generation: int) -> None:
         with self.lock:
             if generation == self.generation:
-                self.ready[(app, run)] = plan
-
-    def wait(self, app: str, run: int | None, number: int, work: tuple, generation: int) -> None:
-        with self.lock:
-            if generation == self.generation:
-                self.waiting[(app, run)] = (number, work)
+                self.known[(app, run)] = answer
 
     def clear(self) -> None:
         with self.lock:
             self.generation += 1
-            self.ready, self.waiting = {}, {}
+            self.known = {}
 
 
 class Controller:
@@ -275,7 +276,6 @@ class Controller:
             raise Invalid("no requests: a run to plan needs at least one file")
         if isinstance(requests, RequestColumns):
             requests = in_stored_order(requests)
-        generation = self.plans.generation
         with self.db.begin() as tx:
             tx.app_id(app, create=True)
             number = tx.next_traced_run(app) if run is None else run
@@ -286,18 +286,12 @@ class Controller:
                 raise Conflict(f"run {number} of {app} is already planned; re-plan it with "
                                f"POST /apps/{app}/runs/{number}/allocate (admin)")
             pid = tx.add_prediction(app, number, requests, {"source": "uploaded"}, [])
-            work = Work("allocate", app, number, pid)
-            # the coming run's plan is this one's only if it is the app's only work and no plan is to follow
-            alone = [w for w in pending_work(tx) if w.app == app] == [work] and tx.planned_run(app, body=False) is None
         if isinstance(requests, RequestColumns):
             with self.lock:  # kept until placed; only the newest few (a shut gate holds them back)
                 self.uploaded[pid] = requests
                 while len(self.uploaded) > KEPT_UPLOADS:
                     del self.uploaded[next(iter(self.uploaded))]
         self.plans.clear()
-        # answered from memory while it waits, unless the worker cleared the plans since this write
-        for key in (number, None) if alone else (number,):
-            self.plans.wait(app, key, number, work.key, generation + 1)
         self.wake.set()
         return {"app": app, "run": number, "files": len(requests), "status": "pending"}
 
@@ -305,13 +299,14 @@ class Controller:
 
     def plan(self, app: str, run: int | None = None) -> PlanResult:
         """The plan of run `run` of `app` (None: the run a job starting now follows), else why
-        there is none. A ready plan is answered from memory after its first read."""
+        there is none. A ready plan, and the work a pending one waits for, are answered from memory
+        after their first read."""
         cached = self.plans.get(app, run)
         if cached is not None:
             return cached
-        waiting = self.plans.waiting.get((app, run))
-        if waiting is not None and waiting[1] not in self.failed:
-            return PlanResult("pending", app, waiting[0], reason=self.held.get(waiting[1], "queued"))
+        work = self.plans.waits_for(app, run)
+        if work is not None and work.key not in self.failed:  # a failure is told as the database says it
+            return PlanResult("pending", app, work.target, reason=self.held.get(work.key, "queued"))
         generation = self.plans.generation
         with self.db.begin() as tx:
             planned = tx.planned_run(app, run)
@@ -321,15 +316,17 @@ class Controller:
                                    render_plan(tx, app, number, policy))
                 self.plans.put(app, run, ready, generation)
                 return ready
-            work = pending_work(tx)
-            known = app in tx.apps()
-        mine = [w for w in work if w.app == app and (run is None or w.target == run)]
+            todo = pending_work(tx)
+            exists = app in tx.apps()
+        mine = [w for w in todo if w.app == app and (run is None or w.target == run)]
         failed = [w for w in mine if w.key in self.failed]
         if failed:
             return PlanResult("failed", app, failed[0].target, reason=self.failed[failed[0].key])
         if mine:
+            if len(mine) == 1:  # polled again from memory until the worker's next write
+                self.plans.put(app, run, mine[0], generation)
             return PlanResult("pending", app, mine[0].target, reason=self.held.get(mine[0].key, "queued"))
-        if not known:
+        if not exists:
             raise NotFound(f"no application {app!r}: trace a run first (or upload its requests)")
         if run is None:
             raise NotFound(f"{app} has no plan for a coming run: its next run should be traced")
@@ -446,7 +443,10 @@ class Controller:
 
     def _predict(self, app: str) -> None:
         # workers=1: the ARIMA grid would otherwise fork this multi-threaded process.
-        got = pipeline.predict(self.db, app, workers=1)
+        try:
+            got = pipeline.predict(self.db, app, workers=1)
+        finally:
+            self.plans.clear()  # the work a pending plan waits for is now its placement
         log.info("predicted %s run %d: %d files", app, got.run, len(got.prediction.requests))
 
     def release(self, app: str) -> dict[str, Any]:
