@@ -446,6 +446,27 @@ def http(tmp_path_factory):
         ctl.close()
 
 
+def test_deeply_nested_json_is_a_clear_400_and_its_depth_is_counted_outside_strings(http):
+    """JSON nested past what the parser takes gets 400 saying so, found by counting the body's
+    depth (json_depth), not from the parser's words; inside an upload's structure too, and a body
+    that is only deep inside its strings is judged by its fields (422)."""
+    from iez.controller.api import MAX_JSON_DEPTH, json_depth
+
+    site = {"Authorization": f"Bearer {SITE}", "Content-Type": "application/json"}
+    deep = b"[" * 5000 + b"]" * 5000
+    nested = b'{"requests": [{"path": "/fs/x", "write_bytes": ' + deep + b"}]}"
+    for body in (deep, nested, b'{"requests": ' + b"[" * 300):  # the last one is cut short, too
+        r = http.post("/apps/f/requests", content=body, headers=site)
+        assert r.status_code == 400 and r.json() == {"detail": f"body: JSON nested more than {MAX_JSON_DEPTH} deep"}
+    in_strings = json.dumps({"requests": [{"path": "/fs/[{" * 50, "write_bytes": "[[\\\"" * 300}]}).encode()
+    assert json_depth(in_strings) == 3 and json_depth(deep) == 5000
+    assert json_depth(b'{"a": "\\\\", "b": [["\\"]]]}') == 3  # an escaped backslash ends no string
+    r = http.post("/apps/f/requests", content=in_strings, headers=site)
+    assert r.status_code == 422 and r.json()["detail"].startswith("requests.0.write_bytes:"), r.text
+    r = http.post("/apps/f/requests", content=b'{"requests": [1, }', headers=site)  # not deep: the parser's error
+    assert r.status_code == 422 and "JSON" in r.json()["detail"], r.text
+
+
 file_requests = st.fixed_dictionaries({"path": st.one_of(st.just("/fs/x"), st.text(max_size=30)),
                                        "write_bytes": st.one_of(st.integers(), st.text(max_size=8))},
                                       optional={"stripe_count": json_values, "rank": json_values, "pool": json_values,

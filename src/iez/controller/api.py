@@ -22,6 +22,7 @@ from fastapi import Depends, FastAPI, HTTPException, Path as PathParam, Request 
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+import numpy as np
 from prometheus_client import CONTENT_TYPE_LATEST
 from pydantic import (
     BaseModel,
@@ -98,8 +99,7 @@ class FileRequest(_Strict):
     @field_validator("path", "final_path")
     @classmethod
     def _name(cls, v: str, info: ValidationInfo) -> str:
-        # final_path "": the file kept its name; a printable absolute name passes check_name as it is
-        if (v or info.field_name == "path") and not (v.startswith("/") and v.isprintable()):
+        if v or info.field_name == "path":  # final_path "": the file kept its name
             _checked(check_name, v)
         return v
 
@@ -221,15 +221,34 @@ class AllocateRequest(_Strict):
 U = TypeVar("U", bound=BaseModel)
 
 
+# An upload is 3 levels deep (the body, its lists, a file); JSON the parser refuses and nested
+# deeper than this is told so (400) instead of with the parser's error (422).
+MAX_JSON_DEPTH = 32
+_BRACKETS = np.zeros(256, np.int8)
+_BRACKETS[[ord("["), ord("{")]], _BRACKETS[[ord("]"), ord("}")]] = 1, -1
+
+
+def json_depth(raw: bytes) -> int:
+    """How deeply the arrays and objects of a JSON text nest (brackets inside strings left out),
+    counted in bulk: no parser, so no recursion however deep it is."""
+    raw = raw.replace(b"\\\\", b"  ").replace(b'\\"', b"  ")  # escaped backslashes, then escaped quotes
+    a = np.frombuffer(raw, np.uint8)
+    quotes, step = np.flatnonzero(a == ord('"')), _BRACKETS[a]
+    at = np.flatnonzero(step)
+    outside = np.searchsorted(quotes, at) % 2 == 0  # an even number of quotes before it
+    return int(np.cumsum(step[at][outside]).max(initial=0))
+
+
 def _parsed(model: type[U], raw: bytes) -> U:
     """An upload's body parsed and validated in one pass (pydantic's JSON parser: no Python
-    objects but the model's), its errors as FastAPI's; JSON nested past the parser's depth is 400."""
+    objects but the model's), its errors as FastAPI's. A body the parser refuses is measured
+    then (not on the way in: 20 ms a 2.6 MB upload): nested past MAX_JSON_DEPTH, it is 400."""
     try:
         return model.model_validate_json(raw)
     except ValidationError as e:
         errs = e.errors(include_url=False, include_context=False, include_input=False)
-        if errs and errs[0]["type"] == "json_invalid" and "recursion limit" in errs[0]["msg"]:
-            raise HTTPException(400, "body: JSON nested too deeply") from None
+        if errs and errs[0]["type"] == "json_invalid" and json_depth(raw) > MAX_JSON_DEPTH:
+            raise HTTPException(400, f"body: JSON nested more than {MAX_JSON_DEPTH} deep") from None
         raise RequestValidationError([{**err, "loc": ("body", *err["loc"])} for err in errs]) from None
 
 
