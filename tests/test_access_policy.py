@@ -12,7 +12,9 @@ from hypothesis import given, settings, strategies as st
 from iez.access import protocol as P
 from iez.access import tbf
 from iez.access.queue import AccessQueue, Settings
-from iez.access.admission import Claim, Usage, decide, estimate, make_policy, parse_rule, schedule, simulate
+from iez.access.admission import (Claim, Lanes, SlotSchedule, Usage, decide, estimate, make_policy, parse_rule, schedule,
+                                  simulate)
+from iez.access.lane import ns
 from iez.access.protocol import AccessError
 from iez.access.statefile import StateFile
 from iez.errors import ConfigError
@@ -193,9 +195,17 @@ def test_schedule_adds_a_claim_at_the_back_without_rescheduling():
     pol = make_policy("k-concurrent", k=2)
     holders = [claim("h", 0, token=1, granted=0.0)]
     w = [claim(x, i + 1, expect=float(i + 1)) for i, x in enumerate("abcd")]
-    s = schedule(pol, w[:3], holders, Usage(), 1.0, lambda c: c.expect or 10.0)
-    assert s.add(w[3]) and not s.add(claim("early", 0))
-    assert s.starts == estimate(pol, w, holders, Usage(), 1.0, lambda c: c.expect or 10.0)
+    dur = lambda c: c.expect or 10.0  # noqa: E731
+    lanes = Lanes(pol, lambda c: ns(dur(c)))  # the queue's lanes: it adds a claim, then tells the schedule
+    for c in w[:3]:
+        lanes.add(c)
+    s = SlotSchedule(pol, lanes.order, holders, 1.0, dur)
+    lanes.add(w[3])
+    assert s.add(w[3])
+    assert s.starts == estimate(pol, w, holders, Usage(), 1.0, dur) == simulate(pol, w, holders, Usage(), 1.0, dur)
+    early = claim("early", 0)
+    lanes.add(early)
+    assert not s.add(early)
 
 
 # -- the controller, with explicit times ------------------------------------------------------
@@ -402,8 +412,8 @@ def test_a_fair_share_probe_runs_the_queue_forward_once_per_schedule(monkeypatch
     dur = lambda c: c.expect or 3.0  # noqa: E731
     sched = schedule(pol, waiting, [], Usage(), 2.0, dur)
     runs = []
-    real = admission.run_forward
-    monkeypatch.setattr(admission, "run_forward", lambda *a: runs.append(1) or real(*a))
+    real = admission.fair_share_run
+    monkeypatch.setattr(admission, "fair_share_run", lambda *a: runs.append(1) or real(*a))
     probe = claim("p", 6, user="u1", expect=2.0)
     first = sched.probe(probe)
     assert sched.probe(probe) == first and len(runs) == 1  # asked again: answered, not run again

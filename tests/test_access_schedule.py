@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import itertools
 import random
+from dataclasses import replace
 
 import pytest
 
 from iez.access import protocol as P
-from iez.access.admission import Claim, Rule, decide, disjoint, make_policy, schedule, simulate
+from iez.access.admission import Claim, Rule, Usage, decide, disjoint, make_policy, schedule, simulate
 from iez.access.lane import Lane
 from iez.access.queue import AccessQueue, Settings
 
@@ -79,7 +80,7 @@ def test_kept_estimates_equal_the_full_rebuild(name, k, seed):
             assert kept.start(c) == full.start(c) == full.starts.get(c.appid)
             assert q.position(c.appid, t) == i + 1
         if q._groups is not None:  # the order the grants are read in, merged from the groups
-            assert list(q._groups.ordered(q.holding(), q.state.usage, t)) == [c.appid for c in order]
+            assert list(q._groups.ordered(q.holding(), q.state.usage, t)) == order
         assert not decide(q.policy, q.waiting(), q.holding(), q.state.usage, t)  # granted all it may
         if name == "ost-aware":  # and nothing it may not
             assert all(disjoint(a.osts, b.osts) for a, b in itertools.combinations(q.holding(), 2))
@@ -120,3 +121,21 @@ def test_lane_sums_and_ranks_against_a_sorted_list():
         assert list(lane) == [it for it, _ in plain] and len(lane) == len(plain)
     with pytest.raises(KeyError):
         lane.remove(((99, 0), "absent"))
+
+
+@pytest.mark.parametrize("k", [2, 3, 4])
+@pytest.mark.parametrize("seed", range(3))
+def test_slot_schedule_equals_running_the_policy_forward_on_long_queues(k, seed):
+    """k slots scheduled in one pass over the lane against `decide` run at every expected end, on
+    queues long enough for many slots to free at once, holds of length 0, more holders than k and
+    holders past their expected ends (durations and times in quarters: exact in both arithmetics)."""
+    rng = random.Random(seed)
+    pol = make_policy("priority", k=k)
+    claims = [Claim(appid=f"a{i}", phase="io", seq=i, since=0.0, priority=rng.randrange(3),
+                    expect=rng.choice([0.0, 0.25, 1.0, 2.5, 7.0])) for i in range(150)]
+    holding = [replace(c, token=i + 1, granted=rng.randrange(40) / 4) for i, c in enumerate(claims[:k + rng.randrange(3)])]
+    waiting = claims[len(holding):]
+    dur = lambda c: c.expect or 3.0  # noqa: E731
+    full = schedule(pol, waiting, holding, Usage(), 5.0, dur)
+    assert full.starts == simulate(pol, waiting, holding, Usage(), 5.0, dur)
+    assert [full.start(c) for c in waiting] == [full.starts[c.appid] for c in waiting]

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from itertools import accumulate, chain
-from typing import Callable, Hashable, Iterator, Union
+from operator import itemgetter
+from typing import Callable, Hashable, Iterator, Union, cast
 
 NS = 1_000_000_000
 BLOCK = 256  # claims per block (split at twice this): a few C-level passes of this length per read
@@ -107,8 +108,18 @@ class Lane:
 
     def starts(self, value: Value) -> Iterator[tuple[str, int]]:
         """(appid, the sum ahead of it) for every item, in order."""
-        durations = map(_resolver(value), chain.from_iterable(self._srcs))
-        return zip((appid for _, appid in self), accumulate(durations, initial=0))
+        return zip(self.appids(), accumulate(self.durations(value), initial=0))
+
+    def appids(self) -> Iterator[str]:
+        return map(itemgetter(1), self)
+
+    def durations(self, value: Value) -> Iterator[int]:
+        """Every item's duration (ns), in order: C-level iterators, no Python call per item."""
+        learnt: dict[Source, Source] = {key: value(key) for block in self._learnt for key in block}
+        srcs: Iterator[Source] = chain.from_iterable(self._srcs)
+        if learnt:  # a fixed source (an int) is its own default
+            srcs = map(learnt.get, srcs, chain.from_iterable(self._srcs))
+        return cast(Iterator[int], srcs)
 
     # -- blocks ---------------------------------------------------------------------------------
     def _count(self, b: int, src: Source, sign: int) -> None:

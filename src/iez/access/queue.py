@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterator, Mapping, cast
 
 from iez.access import protocol as P
-from iez.access.admission import (ChainSchedule, Claim, FairShare, Lanes, Policy, Rule, Schedule, ShareGroups, Usage, admit_in_order, rule_value, schedule)
+from iez.access.admission import (ChainSchedule, Claim, FairShare, FairShareSchedule, Lanes, Policy, Rule, Schedule,
+                                  ShareGroups, Slots, SlotSchedule, Usage, admit_in_order, rule_value, schedule)
 from iez.access.lane import Source, ns
 from iez.access.protocol import AccessError, Request
 
@@ -385,7 +386,7 @@ class AccessQueue:
             ordered = (self.state.claims[appid] for _, appid in self._lanes.candidates())
         else:
             assert self._groups is not None
-            ordered = (self.state.claims[a] for a in self._groups.ordered(holding, self.state.usage, now))
+            ordered = self._groups.ordered(holding, self.state.usage, now)
         for c in admit_in_order(self.policy, ordered, holding):
             self._unindex(c)
             c.token = self.state.next_token
@@ -501,9 +502,19 @@ class AccessQueue:
                                  self._learnt_ns, self._learnt_version)
         version, at, sched = self._schedule
         if sched is None or version != self._version or now - at > 1.0:
-            sched = schedule(self.policy, self.waiting(), self.holding(), self.state.usage, now, self.duration)
+            sched = self._rebuild(now)
             self._schedule = (self._version, now, sched)
         return sched
+
+    def _rebuild(self, now: float) -> Schedule:
+        """A schedule from the queue as it stands: from the kept lanes or groups where there is one."""
+        holding = self.holding()
+        if self._groups is not None:
+            return FairShareSchedule(cast(FairShare, self.policy), self._groups, holding, self.state.usage, now,
+                                     self.duration)
+        if self._lanes is not None and isinstance(self.policy, Slots):
+            return SlotSchedule(self.policy, self._lanes.order, holding, now, self.duration, self._learnt_ns)
+        return schedule(self.policy, self.waiting(), holding, self.state.usage, now, self.duration)
 
     def status(self, now: float) -> dict:
         """The admin view (no secrets): policy, settings, holders and waiters in order."""
