@@ -231,7 +231,8 @@ def dumps_arrays(meta: Mapping[str, str], paths: Sequence[str], stripe_size: np.
     `Plan.add` checks them (`check_keys`)."""
     n = len(paths)
     other = other or {}
-    names = paths.tolist() if isinstance(paths, np.ndarray) else list(paths)
+    # A list (as the database hands paths) is read as it is: every copy touches each path object.
+    names = paths if isinstance(paths, list) else paths.tolist() if isinstance(paths, np.ndarray) else list(paths)
     head = dumps(Plan(meta=dict(meta)))  # the header lines, as version 1 (no entries)
     if check_keys(names):
         head = head.replace(f"{MAGIC} 1", f"{MAGIC} {VERSION}", 1)
@@ -239,27 +240,28 @@ def dumps_arrays(meta: Mapping[str, str], paths: Sequence[str], stripe_size: np.
     # when it is the only one: one string for all files alike, so a single-stripe file is two
     # pieces) and one piece per later stripe (":" + OST, "\n" after the last); a file in
     # `other`: its path and its whole layout.
-    count = np.diff(offsets)
+    stripes = np.diff(offsets)
     ost = osts[offsets[0]:offsets[-1]]
-    if n and not other and len(ost) == n and (count == 1).all():  # every file one plain stripe
-        return _interleaved(head, names, _leads(stripe_size, count, pool, ost, pools))
-    plain = np.ones(n, bool)
-    plain[list(other)] = False
-    stripes = np.where(plain, count, 0)
+    first = offsets[:-1] - offsets[0]  # each file's first stripe in `ost`
+    if other:
+        plain = np.ones(n, bool)
+        plain[list(other)] = False
+        ost = ost[np.repeat(plain, stripes)]
+        stripes = np.where(plain, stripes, 0)
+        first = np.cumsum(stripes) - stripes
     has = stripes > 0
-    ost = ost if plain.all() else ost[np.repeat(plain, count)]
-    ends = np.cumsum(stripes[has])
-    first = ends - stripes[has]
-    if n and has.all():  # no file: no lead to make (a run that places none, collread)
-        lead = _leads(stripe_size, stripes, pool, ost[first], pools)
-    else:
+    if n and has.all():  # as many stripes as files: each file's one stripe is `ost` in turn
+        lead = _leads(stripe_size, stripes, pool, ost if len(ost) == n else ost[first], pools)
+    else:  # files in `other`, or no file at all (a run that places none, collread)
+        first = first[has]
         lead = np.empty(n, dtype=object)
-        if has.any():
+        if len(first):
             lead[has] = _leads(stripe_size[has], stripes[has], pool[has], ost[first], pools)
     for i, fl in other.items():
         lead[i] = f"\t{format_layout(fl)}\n"
     if len(ost) == len(first):  # no later stripes
         return _interleaved(head, names, lead)
+    ends = first + stripes[has]
     at = np.concatenate([[1], 1 + np.cumsum(np.maximum(stripes, 1) + 1)])
     pieces = np.empty(int(at[-1]), dtype=object)
     pieces[0] = head

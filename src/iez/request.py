@@ -128,17 +128,21 @@ def distinct(column: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     whole numbers by a count of each value; others by the distinct values of a sample, kept if
     every value is among them (they are then all of them, sorted), each row's found by bisection."""
     n = len(column)
-    if n and column.dtype.kind in "iu":
-        lo, hi = int(column.min()), int(column.max())
-        if lo >= 0 and hi < max(n, 1 << 16):
-            present = np.bincount(column, minlength=hi + 1) > 0
+    # The first rows and a stride over all: a column repeating with a period that divides the
+    # stride (sizes in turn) shows all its values in the first.
+    some = np.concatenate([column[:1024], column[::max(1, n // 4096)]])
+    small = max(n, 1 << 16)  # values below it are counted in an array no longer than the column
+    if n and column.dtype.kind in "iu" and some.min() >= 0 and some.max() < small and column.max() < small:
+        try:
+            present = np.bincount(column) > 0
+        except (TypeError, ValueError):  # negative values, or unsigned ones wider than intp
+            pass
+        else:
             values = np.flatnonzero(present)
             if len(values) == 1:
                 return values, np.zeros(n, np.intp)
             return values, (np.cumsum(present) - 1)[column]
-    # The first rows and a stride over all: a column repeating with a period that divides the
-    # stride (sizes in turn) shows all its values in the first.
-    some = np.unique(np.concatenate([column[:1024], column[::max(1, n // 4096)]]))
+    some = np.unique(some)
     at = np.minimum(np.searchsorted(some, column), len(some) - 1)
     if (some[at] == column).all():
         return some, at

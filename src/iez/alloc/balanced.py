@@ -793,23 +793,31 @@ class _Caps:
     def __init__(self, pos: np.ndarray, base: np.ndarray, grp: np.ndarray, servers: np.ndarray,
                  units: tuple[float, float], osts: OstTable, loads: tuple[np.ndarray, np.ndarray]):
         self.base, self.grp, self.n_srv = base, grp, len(servers)
-        # Per phase: bytes a stripe, and per OST then per OSS the bandwidth and the load so far.
-        self.phases = [(unit, bw[pos], load[pos], oss_bw[servers],
-                        np.bincount(osts.oss, weights=load, minlength=len(oss_bw))[servers])
+        # Per phase: bytes a stripe, and the bandwidth and the load so far per OST then per OSS,
+        # in one array (the OSTs first): one numpy call a step for both levels.
+        self.phases = [(unit, np.concatenate([bw[pos], oss_bw[servers]]), np.concatenate(
+                        [load[pos], np.bincount(osts.oss, weights=load, minlength=len(oss_bw))[servers]]))
                        for unit, load, bw, oss_bw in zip(units, loads, (osts.bw, osts.read_bw),
                                                          (osts.oss_bw, osts.oss_read_bw)) if unit > 0]
+        self.top = np.concatenate([base.astype(float), np.full(self.n_srv, np.inf)])  # the caps without a bound
+        self.step = np.empty(len(self.top))
 
     def boxes(self, t: float) -> tuple[np.ndarray, np.ndarray]:
         """Per OST and per OSS, the stripes it may take under bound t."""
         if math.isinf(t):
             return self.base, np.bincount(self.grp, weights=self.base, minlength=self.n_srv).astype(np.int64)
-        ost_cap, oss_cap = self.base.astype(float), np.full(self.n_srv, np.inf)
-        for unit, bw, load, oss_bw, per_oss in self.phases:
-            ost_cap = np.minimum(ost_cap, np.floor((t * bw * (1 + EPS) - load) / unit + EPS), out=ost_cap)
-            oss_cap = np.minimum(oss_cap, np.floor((t * oss_bw * (1 + EPS) - per_oss) / unit + EPS), out=oss_cap)
-        box = np.minimum(np.maximum(ost_cap, 0, out=ost_cap), self.base, out=ost_cap)  # as np.clip
+        n, cap, step = len(self.base), self.top.copy(), self.step
+        for unit, bw, load in self.phases:  # floor((t bw (1 + EPS) - load) / unit + EPS), in place
+            np.multiply(bw, t, out=step)
+            step *= 1 + EPS
+            step -= load
+            step /= unit
+            step += EPS
+            np.minimum(cap, np.floor(step, out=step), out=cap)
+        np.maximum(cap, 0, out=cap)  # as np.clip
+        box = np.minimum(cap[:n], self.base, out=cap[:n])
         inner = np.bincount(self.grp, weights=box, minlength=self.n_srv)
-        return box.astype(np.int64), np.minimum(np.maximum(oss_cap, 0, out=oss_cap), inner, out=oss_cap).astype(np.int64)
+        return box.astype(np.int64), np.minimum(cap[n:], inner, out=cap[n:]).astype(np.int64)
 
     def fits(self, k: int, t: float) -> bool:
         return bool(self.boxes(t)[1].sum() >= k)
@@ -847,8 +855,9 @@ class _Caps:
         Σ max(0, (t·b(1+EPS) − L)/u + EPS) and so are the OSSs', a piecewise-linear sum that must
         reach k."""
         out = 0.0
-        for unit, bw, load, oss_bw, per_oss in self.phases:
-            for level_load, level_bw in ((load, bw), (per_oss, oss_bw)):
+        n = len(self.base)
+        for unit, bw, load in self.phases:
+            for level_load, level_bw in ((load[:n], bw[:n]), (load[n:], bw[n:])):
                 b = level_bw * (1 + EPS)
                 free = level_load - EPS * unit
                 with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
