@@ -12,11 +12,14 @@ database is left as it was.
 
 from __future__ import annotations
 
+import inspect
 import math
 import re
 from dataclasses import dataclass
+from functools import partial
 from operator import attrgetter
-from typing import Annotated, Any, Callable, Literal, TypeVar
+from types import SimpleNamespace, UnionType
+from typing import Annotated, Any, Callable, Literal, Sequence, TypeVar, Union, get_args, get_origin
 
 from fastapi import Depends, FastAPI, HTTPException, Path as PathParam, Request as HttpRequest
 from fastapi.exceptions import RequestValidationError
@@ -24,6 +27,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Res
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 import numpy as np
 from prometheus_client import CONTENT_TYPE_LATEST
+from pydantic_core import from_json
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -265,6 +269,99 @@ def file_columns(files: list[FileRequest], app: str) -> RequestColumns:
     if not files:
         return request_columns({k: [] for k in REQUEST_FIELDS}, app)
     return request_columns(dict(zip(REQUEST_FIELDS, map(list, zip(*map(attrgetter(*REQUEST_FIELDS), files))))), app)
+
+
+def _allowed(annotation: Any) -> tuple[frozenset[type], frozenset | None]:
+    """The exact types of JSON values a field of this annotation takes as they are (a lax int
+    would also take "1": such a value is left to the model), and a Literal's values."""
+    if get_origin(annotation) is Literal:
+        return frozenset(map(type, get_args(annotation))), frozenset(get_args(annotation))
+    if get_origin(annotation) in (Union, UnionType):
+        kinds = [_allowed(a) for a in get_args(annotation)]
+        return frozenset().union(*(k for k, _ in kinds)), None
+    base = get_args(annotation)[0] if get_origin(annotation) is Annotated else annotation
+    return ({float: frozenset((int, float))}.get(base) or frozenset((base,))), None
+
+
+def _bulk_checks(model: type[BaseModel]) -> dict[str, Callable[[Sequence[Any]], bool]]:
+    """Per field of `model`, a check of a column of its JSON values at once: their types, its
+    bounds (Field's ge, gt, le, lt, max_length, the model's str_max_length) and its field
+    validators, each run once per distinct value (they are pure) and required to keep it."""
+    validators: dict[str, list[Callable[[Any], Any]]] = {}
+    for dec in model.__pydantic_decorators__.field_validators.values():
+        takes_info = len(inspect.signature(dec.func).parameters) > 1
+        for name in dec.info.fields:
+            info = SimpleNamespace(field_name=name)
+            validators.setdefault(name, []).append(partial(dec.func, info=info) if takes_info else dec.func)
+    longest = model.model_config.get("str_max_length") or math.inf
+
+    def check(field: Any, rules: list[Callable[[Any], Any]]) -> Callable[[Sequence[Any]], bool]:
+        types, values = _allowed(field.annotation)
+        bound = {type(m).__name__: m for m in field.metadata}
+        lo, hi = getattr(bound.get("Ge"), "ge", -math.inf), getattr(bound.get("Le"), "le", math.inf)
+        above, below = getattr(bound.get("Gt"), "gt", None), getattr(bound.get("Lt"), "lt", None)
+        size = min(getattr(bound.get("MaxLen"), "max_length", math.inf), longest)
+
+        def ok(column: Sequence[Any]) -> bool:
+            present = set(map(type, column))
+            if not present <= types or (values is not None and not set(column) <= values):
+                return False
+            numbers = column if present <= {int, float} else [v for v in column if type(v) in (int, float)]
+            if numbers and (min(numbers) < lo or max(numbers) > hi or (above is not None and min(numbers) <= above)
+                            or (below is not None and max(numbers) >= below)):
+                return False
+            strings = column if present == {str} else [v for v in column if type(v) is str]
+            if strings and max(map(len, strings)) > size:
+                return False
+            return all(_keeps(rule, v) for rule in rules for v in set(column))
+        return ok
+
+    return {name: check(field, validators.get(name, [])) for name, field in model.model_fields.items()}
+
+
+def _keeps(rule: Callable[[Any], Any], v: Any) -> bool:
+    """The field validator takes `v` as it is."""
+    try:
+        got = rule(v)
+    except (ValueError, AssertionError):
+        return False
+    return type(got) is type(v) and got == v
+
+
+_MISSING = object()  # a field a file leaves out
+_FILE_CHECKS = _bulk_checks(FileRequest)
+_RUN_CHECK = _bulk_checks(RequestsUpload)["run"]
+
+
+def requests_in_bulk(raw: bytes, app: str) -> tuple[RequestColumns, int | None] | None:
+    """A requests upload straight into columns when it passes `RequestsUpload`'s checks, made a
+    field at a time over all its files (no model per file: 35 against 70 ms for 8,192); None
+    when anything in it does not (or is not plain JSON of its shape, or a file has an `observed`
+    layout): the model then parses it, and says what is wrong as it always has."""
+    try:
+        doc = from_json(raw, allow_inf_nan=False)
+    except ValueError:
+        return None
+    files = doc.get("requests") if type(doc) is dict and set(doc) <= {"requests", "run"} else None
+    if (type(files) is not list or not 0 < len(files) <= 10_000_000 or not all(type(f) is dict for f in files)
+            or not _RUN_CHECK([doc.get("run")])):
+        return None
+    keys = tuple(files[0])
+    if all(tuple(f) == keys for f in files):  # as a client sends them: every file's fields in one order
+        given = dict(zip(keys, map(list, zip(*(f.values() for f in files)))))
+    else:
+        given = {k: [f.get(k, _MISSING) for f in files] for k in {k for f in files for k in f}}
+    n, fields = len(files), FileRequest.model_fields
+    if not set(given) <= set(fields) or any(_MISSING in c for k, c in given.items() if fields[k].is_required()):
+        return None
+    cols = {k: [fields[k].default if v is _MISSING else v for v in c] for k, c in given.items()}
+    for name, field in fields.items():
+        if name not in cols and not field.is_required():
+            cols[name] = [field.default] * n
+    if (len(cols) < len(fields) or any(v is not None for v in cols["observed"]) or len(set(cols["path"])) < n
+            or not all(_FILE_CHECKS[k](c) for k, c in cols.items())):
+        return None
+    return request_columns({k: cols[k] for k in REQUEST_FIELDS}, app), doc.get("run")
 
 
 AppName = Annotated[str, PathParam(min_length=1, max_length=128, description="application name")]
@@ -534,8 +631,11 @@ def create_app(controller: Controller, tokens: Tokens, uploads: str = SITE, caps
                                        reads=[r.request(name) for r in body.reads])
 
     def store_requests(name: str, raw: bytes) -> dict[str, Any]:
-        body = _parsed(RequestsUpload, raw)
-        return controller.upload_requests(name, file_columns(body.requests, name), body.run)
+        got = requests_in_bulk(raw, name)
+        if got is None:
+            body = _parsed(RequestsUpload, raw)
+            got = file_columns(body.requests, name), body.run
+        return controller.upload_requests(name, *got)
 
     @app.post("/apps/{app}/traces", tags=["uploads"], status_code=201, dependencies=[upload],
               summary="upload what a run created and read; the next run is then predicted and planned",
