@@ -18,7 +18,13 @@ the machine has two cores) fetches it:
 Printed: fetches/s, p50/p99/max latency, the controller's and wrk's CPU (cores, from /proc and
 wait4), the collectors' CPU per message published, and the view's staleness while it served
 (collector messages taken against published, the oldest OSS report, stale OSTs), each beside its
-baseline and its goal. IEZ_BENCH_PROFILE=FILE.svg records the controller with py-spy during the
+baseline and its goal.
+
+The goal is the controller's on one core: as a deployment runs it on a node of its own, the
+controller gets CPU 0 to itself (every thread of it, `os.sched_setaffinity`) and everything else
+this benchmark starts (the emulated MDS, the collectors, wrk, this process) the other CPUs; the
+figures then say what the controller does with its core, not how the collectors' 145 processes
+queue beside it. IEZ_BENCH_PIN=0 runs them all on every CPU, as before. IEZ_BENCH_PROFILE=FILE.svg records the controller with py-spy during the
 paced run (the flame graph in docs/controller.md, "Performance").
 """
 
@@ -44,6 +50,8 @@ from iez.request import Request
 
 OSSS = int(os.environ.get("IEZ_BENCH_OSSS", "144"))
 PROFILE = os.environ.get("IEZ_BENCH_PROFILE", "")
+CONTROLLER_CPU = 0
+PIN = os.environ.get("IEZ_BENCH_PIN", "1") != "0" and len(os.sched_getaffinity(0) - {CONTROLLER_CPU}) >= 1
 OSTS_PER_OSS = 7
 FILES = 64
 SECONDS = 8
@@ -128,6 +136,18 @@ def served(pid: int, fetch) -> dict[str, float]:
     return r
 
 
+def pin(pid: int, cpus: set[int]) -> None:
+    """Every thread of `pid` on `cpus` (threads it makes later inherit it)."""
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        os.sched_setaffinity(int(tid), cpus)
+
+
+def busy(cpus: list[int]) -> list[float]:
+    """Jiffies each CPU spent not idle (/proc/stat), to tell the controller's core from the rest."""
+    rows = {r[0]: r[1:] for r in (line.split() for line in Path("/proc/stat").read_text().splitlines())}
+    return [sum(map(int, rows[f"cpu{c}"][:8])) - int(rows[f"cpu{c}"][3]) - int(rows[f"cpu{c}"][4]) for c in cpus]
+
+
 def py_spy() -> str:
     """py-spy on PATH, else beside this Python (the venv's bin)."""
     return shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
@@ -142,6 +162,9 @@ def main() -> None:
         raise RuntimeError("wrk not found: apt-get install wrk (scripts/setup.sh installs it)")
     cluster = make_cluster(OSSS, OSTS_PER_OSS, ost_size=1 << 40)
     load0 = os.getloadavg()[0]
+    others = os.sched_getaffinity(0) - {CONTROLLER_CPU}
+    if PIN:  # this process and all it starts (MDS, collectors, wrk); the controller moves to its own below
+        os.sched_setaffinity(0, others)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         cd = init_cluster_dir(root / "emu", cluster)
@@ -159,6 +182,8 @@ def main() -> None:
                 t0 = time.perf_counter()
                 cp.start_collectors()
                 ctl = cp.start_controller("--no-gate", "--layout", "keep")
+                if PIN:
+                    pin(ctl.pid, {CONTROLLER_CPU})
                 print(f"{len(cluster.osses)} OSSs x {OSTS_PER_OSS} OSTs: {len(cluster.osses) + 1} collector processes "
                       f"publishing every second, fresh after {time.perf_counter() - t0:.0f} s")
                 with cp.client() as client:
@@ -179,7 +204,11 @@ def main() -> None:
                     asgi.append(served(ctl.pid, lambda: wrk(asgi_url, cp.site, CONNECTIONS, SECONDS)))
                 spy = subprocess.Popen([py_spy(), "record", "-p", str(ctl.pid), "-o", PROFILE, "-d", str(SECONDS),
                                         "-r", "200", "--nonblocking"], stdout=subprocess.DEVNULL) if PROFILE else None
+                cpus = sorted({CONTROLLER_CPU} | others)
+                b0, pw0 = busy(cpus), time.monotonic()
                 paced = served(ctl.pid, lambda: wrk(url, cp.site, PACED_CONNECTIONS, SECONDS, rate=GOAL_RATE))
+                cpu_busy = [(b - a) / os.sysconf("SC_CLK_TCK") / (time.monotonic() - pw0)
+                            for a, b in zip(b0, busy(cpus))]
                 if spy is not None:
                     spy.wait()
                 window = time.monotonic() - w0
@@ -188,6 +217,10 @@ def main() -> None:
         finally:
             down(cd)
     published = len(collectors) * window  # one message per collector per second
+    where = (f"the controller alone on CPU {CONTROLLER_CPU}, the rest on CPU {', '.join(map(str, sorted(others)))}"
+             if PIN else "every process on every CPU (IEZ_BENCH_PIN=0)")
+    print(f"{where}; busy while {GOAL_RATE}/s was offered: "
+          + ", ".join(f"CPU {c} {b:.2f}" for c, b in zip(cpus, cpu_busy)) + " (other work on the machine included)")
     print(f"a {FILES}-file plan placed directly: {direct:.1f} ms; load average {load0:.1f} before, "
           f"{os.getloadavg()[0]:.1f} after (the machine is shared: latency is the run queue's as much as the controller's)")
     print(f"{'':34s}{'fetches/s':>10s} {'p50 ms':>8s} {'p99 ms':>8s} {'max ms':>8s} {'timeouts':>9s} "
