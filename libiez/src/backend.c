@@ -36,8 +36,10 @@ const struct iez_backend *iez_backend_of_path(const char *abs, size_t len)
 
 const struct iez_backend *iez_backend_of_fd(int fd, dev_t dev, const char *abs, size_t len)
 {
-    static __thread dev_t known_dev;
-    static __thread int known, lustre;
+    /* initial-exec: a static of a shared library is read through __tls_get_addr otherwise */
+    static __thread dev_t known_dev __attribute__((tls_model("initial-exec")));
+    static __thread int known __attribute__((tls_model("initial-exec")));
+    static __thread int lustre __attribute__((tls_model("initial-exec")));
     if (under_emulated(abs, len))
         return &iez_backend_emulated;
     if (!known || dev != known_dev) {

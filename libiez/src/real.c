@@ -73,7 +73,7 @@ struct iez_real_table iez_real = {
 };
 int iez_real_done;
 
-static __thread int resolving;
+static __thread int resolving __attribute__((tls_model("initial-exec")));
 
 void iez_real_resolve(void)
 {

@@ -1,7 +1,6 @@
 #include "state.h"
 
 #include <time.h>
-#include <unistd.h>
 
 struct iez_config iez_cfg;
 int iez_tracing;
@@ -11,8 +10,6 @@ int iez_fork_single;
 int iez_threads_mpi_own;
 int iez_mpi_starting;
 __thread int iez_busy __attribute__((tls_model("initial-exec")));
-
-int iez_owner(void) { return getpid() == iez_pid; }
 
 uint64_t iez_now_ns(void)
 {

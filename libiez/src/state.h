@@ -8,7 +8,9 @@
 #include <limits.h>
 #include <stdint.h>
 #include <sys/single_threaded.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
+#include <unistd.h>
 
 #define IEZ_EXPORT __attribute__((visibility("default")))
 #define IEZ_LIKELY(x) __builtin_expect(!!(x), 1)
@@ -62,11 +64,26 @@ static inline int iez_multithreaded(void)
  * every create (trace mode too), as a real MDS lays out every file. */
 static inline int iez_placing(void) { return iez_cfg.place || (iez_cfg.trace && iez_cfg.emu_fs_len); }
 
-/* Not a vfork child (or a child made by a raw clone) sharing the parent's memory. */
-int iez_owner(void);
+/* Not a vfork child (or a child made by a raw clone) sharing the parent's memory: asked of the
+ * kernel each time, since no wrapper sees a raw clone and nothing in user space tells such a
+ * child from its parent (docs/libiez.md "Performance"). The system call inline: glibc's
+ * getpid and a function of ours around it would add two returns to frames made before the
+ * call, each mispredicted after a system call here (the kernel's "Safe RET"). */
+static inline int iez_owner(void)
+{
+#if defined(__x86_64__)
+    long pid;
+    __asm__ volatile("syscall" : "=a"(pid) : "0"((long)SYS_getpid) : "rcx", "r11");
+    return pid == iez_pid;
+#else
+    return getpid() == iez_pid;
+#endif
+}
 uint64_t iez_now_ns(void);       /* CLOCK_REALTIME */
 
-extern __thread int iez_busy;
+/* initial-exec, as defined (state.c): in the declaration too, or every other file reads it through
+ * a call of __tls_get_addr (a cold line of ld.so's code and of the thread's DTV at each open) */
+extern __thread int iez_busy __attribute__((tls_model("initial-exec")));
 /* Enter libiez's own work; 0 if this thread is already inside it (then pass through). */
 static inline int iez_enter(void)
 {
