@@ -405,19 +405,21 @@ def test_tbf_rule_dump_parsing():
                                      tbf.rule_name("13"): tbf.Rule(tbf.rule_name("13"), "13", 7)}
 
 
-def test_a_fair_share_probe_runs_the_queue_forward_once_per_schedule(monkeypatch):
+def test_a_fair_share_probe_runs_on_from_its_group_or_once_per_schedule(monkeypatch):
     from iez.access import admission
     pol = make_policy("fair-share", k=1)
     waiting = [claim(f"a{i}", i, user=f"u{i % 3}", expect=1.0 + i) for i in range(6)]
     dur = lambda c: c.expect or 3.0  # noqa: E731
     sched = schedule(pol, waiting, [], Usage(), 2.0, dur)
     runs = []
-    real = admission.fair_share_run
-    monkeypatch.setattr(admission, "fair_share_run", lambda *a: runs.append(1) or real(*a))
+    real = admission.FairShareRun._run
+    monkeypatch.setattr(admission.FairShareRun, "_run", lambda self, s, *a: runs.append(s.count) or real(self, s, *a))
     probe = claim("p", 6, user="u1", expect=2.0)
     first = sched.probe(probe)
+    assert runs and runs[0] > 0  # run on from where u1's last claim was granted, not from the start
     assert sched.probe(probe) == first and len(runs) == 1  # asked again: answered, not run again
-    other = claim("q", 6, user="u2", expect=2.0)
-    assert sched.probe(other) == schedule(pol, waiting, [], Usage(), 2.0, dur).probe(other)
-    assert len(runs) == 4  # a different claim is its own run; the fresh schedule runs to be built and probed
-    assert first[0] == pol.order(waiting + [probe], [], Usage(), 2.0).index(probe) + 1
+    assert first == (pol.order(waiting + [probe], [], Usage(), 2.0).index(probe) + 1,
+                     simulate(pol, waiting + [probe], [], Usage(), 2.0, dur)["p"])
+    other = claim("q", 6, user="u9", expect=2.0)  # a new group: the whole queue is run, once
+    assert sched.probe(other) == sched.probe(other) == schedule(pol, waiting, [], Usage(), 2.0, dur).probe(other)
+    assert runs[1:] == [0, 0, 0]  # its own run from the start; the fresh schedule's build and probe

@@ -139,3 +139,38 @@ def test_slot_schedule_equals_running_the_policy_forward_on_long_queues(k, seed)
     full = schedule(pol, waiting, holding, Usage(), 5.0, dur)
     assert full.starts == simulate(pol, waiting, holding, Usage(), 5.0, dur)
     assert [full.start(c) for c in waiting] == [full.starts[c.appid] for c in waiting]
+
+
+@pytest.mark.parametrize("k,by", [(1, "user"), (1, "project"), (2, "user"), (3, "project")])
+@pytest.mark.parametrize("seed", range(3))
+def test_fair_share_run_equals_running_the_policy_forward_on_long_queues(k, by, seed):
+    """The fair-share run, built whole and kept as claims join the back (each run on from where its
+    group's last claim was granted), against `decide` run at every expected end: long queues of a
+    few groups with shares, decayed usage, holders past their expected ends, several ends at once;
+    and claims not queued, of a group with claims and of a new one."""
+    rng = random.Random(seed)
+    pol = make_policy("fair-share", k=k, fair_by=by, shares=(Rule("user", "u1", 2.0), Rule("project", "p1", 0.5)))
+    usage = Usage(half_life=rng.choice([30.0, 3600.0]), values={"user:u2": (40.0, 1.0), "project:p0": (9.0, 4.0)})
+    claims = [Claim(appid=f"a{i}", phase="io", seq=i, since=0.0, user=f"u{rng.randrange(4)}", project=f"p{rng.randrange(3)}",
+                    expect=rng.choice([0.0, 0.25, 1.0, 2.5, rng.uniform(0.1, 9.0)])) for i in range(240)]
+    holding = [replace(c, token=i + 1, granted=rng.uniform(0.0, 10.0)) for i, c in enumerate(claims[:k + rng.randrange(2)])]
+    waiting = claims[len(holding):]
+    dur = lambda c: c.expect or 3.0  # noqa: E731
+    now = 10.0
+    full = schedule(pol, waiting, holding, usage, now, dur)
+    assert full.starts == simulate(pol, waiting, holding, usage, now, dur)
+    kept = schedule(pol, waiting[:150], holding, usage, now, dur)
+    placed = 0
+    for c in waiting[150:]:
+        kept.groups.add(c)  # the queue's groups take the claim, then the schedule is told
+        if kept.add(c):
+            placed += 1
+        else:  # a claim starting a group: built again, as the controller does
+            kept = schedule(pol, waiting[:waiting.index(c) + 1], holding, usage, now, dur)
+    assert placed > 60  # mostly run on from the group's last grant, not from the start
+    assert kept.starts == full.starts
+    for probe in (replace(claims[-1], appid="p", seq=999, user="u1", project="p1"),
+                  replace(claims[-1], appid="q", seq=999, user="new", project="new")):
+        order = pol.order(waiting + [probe], holding, usage, now)
+        forward = simulate(pol, waiting + [probe], holding, usage, now, dur)
+        assert kept.probe(probe) == (order.index(probe) + 1, forward[probe.appid])

@@ -26,7 +26,7 @@ import fnmatch
 import heapq
 import operator
 from dataclasses import dataclass, field, replace
-from itertools import islice, repeat
+from itertools import chain, repeat
 from typing import Callable, Iterable, Iterator, cast
 
 from iez.access.lane import NS, Item, Lane, Source, Value, fixed, ns
@@ -204,15 +204,25 @@ class FairShare(Slots):
     def loads(self, claims: Iterable[Claim], holding: list[Claim], usage: Usage, now: float) -> dict[str, float]:
         """Per group of `claims`: its usage so far, including the holds still running, per unit of
         share (the share of its first claim in `claims`)."""
-        running: dict[str, float] = {}
-        for h in holding:
-            running[self.group(h)] = running.get(self.group(h), 0.0) + max(0.0, now - h.granted)
+        running = self.running(((h, h.granted) for h in holding), now)
         load = {}
         for c in claims:
             g = self.group(c)
             if g not in load:
-                load[g] = (usage.value(g, now) + running.get(g, 0.0)) / self.share(c)
+                load[g] = self.load(g, c, running, usage, now)
         return load
+
+    def running(self, holds: Iterable[tuple[Claim, float]], now: float) -> dict[str, float]:
+        """Per group: the seconds its holds (claim, grant time) have run by now, summed in their order."""
+        running: dict[str, float] = {}
+        for h, granted in holds:
+            g = self.group(h)
+            running[g] = running.get(g, 0.0) + max(0.0, now - granted)
+        return running
+
+    def load(self, group: str, first: Claim, running: dict[str, float], usage: Usage, now: float) -> float:
+        """A group's usage with its running holds, per unit of the share of `first` (its first claim)."""
+        return (usage.value(group, now) + running.get(group, 0.0)) / self.share(first)
 
     def describe(self) -> str:
         return f"{self.name} (by {self.by}, k={self.k})"
@@ -467,8 +477,10 @@ class ShareGroups:
             del self.arrived[g], self.by_seq[g]
         self.n -= 1
 
-    def loads(self, holding: list[Claim], usage: Usage, now: float) -> dict[str, float]:
-        return self.policy.loads((next(iter(cs.values())) for cs in self.arrived.values()), holding, usage, now)
+    def loads(self, holding: list[Claim], usage: Usage, now: float, *more: Claim) -> dict[str, float]:
+        """Per group (and those of `more`, claims not queued): its load."""
+        firsts = (next(iter(cs.values())) for cs in self.arrived.values())
+        return self.policy.loads(chain(firsts, more), holding, usage, now)
 
     def ordered(self, holding: list[Claim], usage: Usage, now: float) -> Iterator[Claim]:
         """The waiting claims in the policy's order."""
@@ -479,35 +491,12 @@ class ShareGroups:
             return ((load, seq, claims[appid]) for seq, appid in self.by_seq[g])
         return (c for _, _, c in heapq.merge(*map(keyed, self.by_seq)))  # seqs are unique: claims never compared
 
-    def first(self, n: int, holding: list[Claim], usage: Usage, now: float) -> list[Claim]:
-        """The first n waiting claims in the policy's order."""
-        if n == 1 and self.by_seq:  # one slot freed (always so under k = 1): the least (load, seq) of the groups' heads
-            loads = self.loads(holding, usage, now)
-            _, _, g = min((loads[g], lst[0][0], g) for g, lst in self.by_seq.items())
-            return [self.arrived[g][self.by_seq[g][0][1]]]
-        return list(islice(self.ordered(holding, usage, now), max(0, n)))
-
     def position(self, c: Claim, holding: list[Claim], usage: Usage, now: float) -> int:
-        """1-based place of the waiting claim `c` in the policy's order."""
-        loads = self.loads(holding, usage, now)
+        """1-based place of `c` in the policy's order, waiting or were it queued now."""
+        loads = self.loads(holding, usage, now, c)
         mine = loads[self.policy.group(c)]
         return 1 + sum(len(lst) if loads[g] < mine else bisect.bisect_left(lst, (c.seq,)) if loads[g] == mine else 0
                        for g, lst in self.by_seq.items())
-
-
-def fair_share_run(policy: FairShare, groups: ShareGroups, holding: list[Claim], usage: Usage, now: float,
-                   duration: Callable[[Claim], float]) -> dict[str, float]:
-    """`simulate` under fair-share, the same times from the same arithmetic in O(n (g + k) + n log n)
-    for g groups: at each expected end the free slots go to the first claims of the groups' order
-    (`ShareGroups.ordered`: the loads computed once per group) instead of sorting the queue."""
-    left = groups.copy()
-
-    def admit(t: float, held: list[Claim], usage: Usage) -> list[Claim]:
-        out = left.first(policy.k - len(held), held, usage, t)
-        for c in out:
-            left.remove(c)
-        return out
-    return _forward(len(groups), holding, usage, now, duration, admit)
 
 
 def _forward(n: int, holding: list[Claim], usage: Usage, now: float, duration: Callable[[Claim], float],
@@ -538,32 +527,156 @@ def _forward(n: int, holding: list[Claim], usage: Usage, now: float, duration: C
 
 
 
+class _RunState:
+    """Where a fair-share run stands before an admission: the time, the holds running (claim, grant
+    time) in grant order and their expected ends, usage, how many claims are granted, and per group
+    how many of its claims (by seq) are granted and where its first claim left in arrival order is."""
+
+    __slots__ = ("t", "held", "ends", "usage", "heads", "firsts", "count")
+
+    def __init__(self, t: float, held: list, ends: list, usage: Usage, heads: dict[str, int],
+                 firsts: dict[str, int], count: int):
+        self.t, self.held, self.ends, self.usage = t, held, ends, usage
+        self.heads, self.firsts, self.count = heads, firsts, count
+
+    def copy(self) -> "_RunState":
+        return _RunState(self.t, list(self.held), list(self.ends), self.usage.copy(), dict(self.heads),
+                         dict(self.firsts), self.count)
+
+
+class FairShareRun:
+    """`simulate` under fair-share: the same grants and times from the same arithmetic. At each
+    expected end the free slots go to the first claims in the groups' order, the loads computed once
+    per group, and what is granted is a count per group (a group's claims go in seq order): a step
+    is O(g + k) for g groups, not a sort of the queue.
+
+    For each group it keeps the state just before the admission that granted the group's last claim:
+    a claim joining the back of a group changes nothing before that point, so it is placed (`place`)
+    by running on from there, not from the start. A claim starting a group, or one that leaves,
+    changes the order from the first admission on: the caller runs again."""
+
+    def __init__(self, policy: FairShare, groups: ShareGroups, holding: list[Claim], usage: Usage, now: float,
+                 duration: Callable[[Claim], float]):
+        self.policy, self.duration = policy, duration
+        self.queues = {g: [groups.arrived[g][appid] for _, appid in lst] for g, lst in groups.by_seq.items()}
+        self.arrivals = {g: list(cs.values()) for g, cs in groups.arrived.items()}
+        self.n = len(groups)
+        held = [(h, h.granted) for h in holding]
+        ends = [(max(now, h.granted + duration(h)), h.seq, hold) for h, hold in zip(holding, held)]
+        heapq.heapify(ends)
+        state = _RunState(now, held, ends, usage.copy(), dict.fromkeys(self.queues, 0),
+                          dict.fromkeys(self.queues, 0), 0)
+        self.granted: list[tuple[Claim, float]] = []  # in grant order, with the grant time
+        self.dry: dict[str, _RunState] = {}  # group -> the state before the admission of its last claim
+        self._run(state, self.queues, self.arrivals, self.n, self.granted, self.dry)
+        self.starts = {c.appid: t for c, t in self.granted}  # appid -> grant time
+
+    def place(self, c: Claim, commit: bool) -> tuple[bool, float | None]:
+        """(placed, grant time) of `c` were it queued, kept in this run if `commit` (it has joined
+        the queue); (False, None) when it would not join the back of a group that has claims."""
+        g = self.policy.group(c)
+        queue = self.queues.get(g)
+        if not queue or c.seq <= queue[-1].seq or g not in self.dry:
+            return False, None
+        state = self.dry[g]
+        queues, arrivals, n = self.queues, self.arrivals, self.n + 1
+        granted, dry = self.granted, self.dry
+        if commit:
+            for a, _ in granted[state.count:]:
+                del self.starts[a.appid]
+            del granted[state.count:]
+            self.dry = dry = {h: s for h, s in dry.items() if s.count < state.count}
+            self.n = n
+            queue.append(c)
+            arrivals[g].append(c)
+        else:
+            queues, arrivals = {**queues, g: queue + [c]}, {**arrivals, g: arrivals[g] + [c]}
+            granted, dry = [], {}  # only the grants from there on
+        self._run(state.copy(), queues, arrivals, n, granted, dry)
+        if commit:
+            self.starts.update((a.appid, t) for a, t in granted[state.count:])
+        return True, next((t for a, t in reversed(granted) if a is c), None)
+
+    def _run(self, s: _RunState, queues: dict[str, list[Claim]], arrivals: dict[str, list[Claim]], n: int,
+             granted: list[tuple[Claim, float]], dry: dict[str, _RunState]) -> None:
+        """Run on from `s` (changed in place) until n claims are granted or nothing holds, as
+        `_forward` does with `ShareGroups.first` admitting."""
+        policy, duration, k = self.policy, self.duration, self.policy.k
+        heads, firsts, held, ends, usage = s.heads, s.firsts, s.held, s.ends, s.usage
+        left = [g for g in queues if heads.get(g, 0) < len(queues[g])]
+        while s.count < n:
+            t = s.t
+            free = k - len(held)
+            if free > 0 and left:
+                running = policy.running(held, t)
+                keyed = [(policy.load(g, arrivals[g][firsts[g]], running, usage, t), queues[g][heads[g]].seq, g)
+                         for g in left]
+                if free == 1:
+                    picks = [min(keyed)[2]]
+                else:  # the groups' claims by (load, seq): only a group's first `free` can be among the first
+                    picks = [g for _, _, g in sorted((load, c.seq, g) for load, _, g in keyed
+                                                     for c in queues[g][heads[g]:heads[g] + free])[:free]]
+                emptied = {g for g in picks if heads[g] + picks.count(g) == len(queues[g])}
+                if emptied:
+                    before = s.copy()
+                    for g in emptied:
+                        dry[g] = before
+                    left = [g for g in left if g not in emptied]
+                for g in picks:
+                    c = queues[g][heads[g]]
+                    heads[g] += 1
+                    granted.append((c, t))
+                    hold = (c, t)
+                    held.append(hold)
+                    heapq.heappush(ends, (t + duration(c), c.seq, hold))
+                    s.count += 1
+                    if heads[g] < len(queues[g]):  # the first claim left in arrival order: not granted
+                        head, order, f = queues[g][heads[g]].seq, arrivals[g], firsts[g]
+                        while order[f].seq < head:
+                            f += 1
+                        firsts[g] = f
+            if s.count == n or not ends:
+                break
+            t = s.t = ends[0][0]
+            while ends and ends[0][0] <= t:
+                _, _, hold = heapq.heappop(ends)
+                held.remove(hold)
+                usage.charge(hold[0], t - hold[1], t)
+
+
 class FairShareSchedule(Schedule):
-    """fair-share: the order moves with usage and time (a hold that ends is charged to its group
-    and sends it back), so the queue is run forward whole (`fair_share_run`) from its `ShareGroups`
-    (the caller's: the schedule is discarded when they change)."""
+    """fair-share: the order moves with usage and time (a hold that ends is charged to its group and
+    sends it back), so the queue is run forward (`FairShareRun`) from its `ShareGroups` (the
+    caller's: the schedule is discarded when they change other than by `add`)."""
 
     def __init__(self, policy: FairShare, groups: ShareGroups, holding: list[Claim], usage: Usage, now: float,
                  duration: Callable[[Claim], float]):
         super().__init__(policy, holding, now, duration)
         self.fair, self.groups, self.usage = policy, groups, usage.copy()
-        self._starts = fair_share_run(policy, groups, holding, self.usage, now, duration)
-        # A probe runs the whole queue forward (0.4 s at 10,000 queued): one per distinct claim a
-        # schedule lives for, so repeated ESTIMATEs cannot keep the server busy.
-        self._probed: dict[tuple, tuple[int, float | None]] = {}
+        self.run = FairShareRun(policy, groups, holding, self.usage, now, duration)
+        # A probe that starts a group runs the whole queue (0.1 s at 10,000 queued): once per distinct
+        # claim a schedule lives for, so repeated ESTIMATEs cannot keep the server busy.
+        self._probed: dict[tuple, float | None] = {}
 
     @property
     def starts(self) -> dict[str, float]:
-        return self._starts
+        return self.run.starts
+
+    def add(self, c: Claim) -> bool:
+        self._probed.clear()
+        return self.run.place(c, True)[0]
 
     def probe(self, c: Claim) -> tuple[int, float | None]:
+        position = self.groups.position(c, self.holding, self.usage, self.now)
         memo = (c.appid, c.seq, c.phase, c.osts, c.user, c.project, c.priority, c.expect)
         if memo not in self._probed:
-            queue = self.groups.copy()
-            queue.add(c)
-            starts = fair_share_run(self.fair, queue, self.holding, self.usage, self.now, self.duration)
-            self._probed[memo] = (queue.position(c, self.holding, self.usage, self.now), starts.get(c.appid))
-        return self._probed[memo]
+            placed, start = self.run.place(c, False)
+            if not placed:
+                queue = self.groups.copy()
+                queue.add(c)
+                start = FairShareRun(self.fair, queue, self.holding, self.usage, self.now, self.duration).starts.get(c.appid)
+            self._probed[memo] = start
+        return position, self._probed[memo]
 
 
 class SlotSchedule(Schedule):
