@@ -59,7 +59,8 @@ BAD = [  # each refused by the model: the bulk path leaves them all to it
     [1], {"requests": [{"path": "/fs/a", "write_bytes": 1}], "extra": 1},
     {"requests": [{"path": "/fs/a", "write_bytes": 1}] * 2},
     *({"requests": [{"path": "/fs/a", "write_bytes": 1, **bad}]} for bad in (
-        {"path": "relative"}, {"path": "/a\tb"}, {"path": "/" + "x" * 5000}, {"write_bytes": -1},
+        {"path": "relative"}, {"path": "/a\tb"}, {"path": ""}, {"path": "/a\nb"}, {"final_path": "/a\0b"},
+        {"path": "/" + "x" * 5000}, {"write_bytes": -1},
         {"write_bytes": 1 << 60}, {"write_bytes": 1.5}, {"write_bytes": True}, {"stripe_count": 2001},
         {"stripe_count": "4"}, {"rank": -1}, {"rank": 1 << 31}, {"comm_size": 0}, {"api": "fortran"},
         {"pool": "a-pool-name-too-long"}, {"pool": "bad pool"}, {"create_time": -1}, {"create_time": "soon"},

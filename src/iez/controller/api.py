@@ -17,6 +17,7 @@ import math
 import re
 from dataclasses import dataclass
 from functools import partial
+from itertools import repeat
 from operator import attrgetter
 from types import SimpleNamespace, UnionType
 from typing import Annotated, Any, Callable, Literal, Sequence, TypeVar, Union, get_args, get_origin
@@ -283,19 +284,37 @@ def _allowed(annotation: Any) -> tuple[frozenset[type], frozenset | None]:
     return ({float: frozenset((int, float))}.get(base) or frozenset((base,))), None
 
 
+def _names_ok(field: str, column: Sequence[str]) -> bool:
+    """`FileRequest._name` over a column of strings at once: `check_name` of each (absolute, no
+    tab, LF, CR or NUL; `final_path` may be empty), one scan of them all instead of a call per file."""
+    named = column if field == "path" else [v for v in column if v]
+    joined = "".join(named)
+    return all(map(str.startswith, named, repeat("/"))) and not any(c in joined for c in "\t\n\r\0")
+
+
+# Field validators with a form that takes a whole column (its strings), by the validator's name.
+_COLUMN_RULES: dict[str, Callable[[str, Sequence[Any]], bool]] = {"_name": _names_ok}
+
+
 def _bulk_checks(model: type[BaseModel]) -> dict[str, Callable[[Sequence[Any]], bool]]:
     """Per field of `model`, a check of a column of its JSON values at once: their types, its
     bounds (Field's ge, gt, le, lt, max_length, the model's str_max_length) and its field
-    validators, each run once per distinct value (they are pure) and required to keep it."""
+    validators, each run once per distinct value (they are pure) and required to keep it, or once
+    over the column where it has a column form (`_COLUMN_RULES`)."""
     validators: dict[str, list[Callable[[Any], Any]]] = {}
-    for dec in model.__pydantic_decorators__.field_validators.values():
+    columns: dict[str, list[Callable[[Sequence[Any]], bool]]] = {}
+    for key, dec in model.__pydantic_decorators__.field_validators.items():
         takes_info = len(inspect.signature(dec.func).parameters) > 1
         for name in dec.info.fields:
+            if key in _COLUMN_RULES:
+                columns.setdefault(name, []).append(partial(_COLUMN_RULES[key], name))
+                continue
             info = SimpleNamespace(field_name=name)
             validators.setdefault(name, []).append(partial(dec.func, info=info) if takes_info else dec.func)
     longest = model.model_config.get("str_max_length") or math.inf
 
-    def check(field: Any, rules: list[Callable[[Any], Any]]) -> Callable[[Sequence[Any]], bool]:
+    def check(field: Any, rules: list[Callable[[Any], Any]], whole: list[Callable[[Sequence[Any]], bool]]
+              ) -> Callable[[Sequence[Any]], bool]:
         types, values = _allowed(field.annotation)
         bound = {type(m).__name__: m for m in field.metadata}
         lo, hi = getattr(bound.get("Ge"), "ge", -math.inf), getattr(bound.get("Le"), "le", math.inf)
@@ -306,17 +325,23 @@ def _bulk_checks(model: type[BaseModel]) -> dict[str, Callable[[Sequence[Any]], 
             present = set(map(type, column))
             if not present <= types or (values is not None and not set(column) <= values):
                 return False
-            numbers = column if present <= {int, float} else [v for v in column if type(v) in (int, float)]
-            if numbers and (min(numbers) < lo or max(numbers) > hi or (above is not None and min(numbers) <= above)
-                            or (below is not None and max(numbers) >= below)):
+            numbers = (column if present <= {int, float} else
+                       [v for v in column if type(v) in (int, float)] if present & {int, float} else ())
+            least, most = (min(numbers), max(numbers)) if numbers else (0, 0)
+            if numbers and (least < lo or most > hi or (above is not None and least <= above)
+                            or (below is not None and most >= below)):
                 return False
-            strings = column if present == {str} else [v for v in column if type(v) is str]
+            strings = column if present == {str} else [v for v in column if type(v) is str] if str in present else ()
             if strings and max(map(len, strings)) > size:
                 return False
-            return all(_keeps(rule, v) for rule in rules for v in set(column))
+            if not all(rule(column) for rule in whole):  # its strings: the type check above passed
+                return False
+            distinct = set(column) if rules else ()
+            return all(_keeps(rule, v) for rule in rules for v in distinct)
         return ok
 
-    return {name: check(field, validators.get(name, [])) for name, field in model.model_fields.items()}
+    return {name: check(field, validators.get(name, []), columns.get(name, []))
+            for name, field in model.model_fields.items()}
 
 
 def _keeps(rule: Callable[[Any], Any], v: Any) -> bool:
@@ -347,14 +372,16 @@ def requests_in_bulk(raw: bytes, app: str) -> tuple[RequestColumns, int | None] 
             or not _RUN_CHECK([doc.get("run")])):
         return None
     keys = tuple(files[0])
+    n, fields = len(files), FileRequest.model_fields
     if all(tuple(f) == keys for f in files):  # as a client sends them: every file's fields in one order
-        given = dict(zip(keys, map(list, zip(*(f.values() for f in files)))))
+        cols = dict(zip(keys, map(list, zip(*(f.values() for f in files)))))
+        if not set(cols) <= set(fields):
+            return None
     else:
         given = {k: [f.get(k, _MISSING) for f in files] for k in {k for f in files for k in f}}
-    n, fields = len(files), FileRequest.model_fields
-    if not set(given) <= set(fields) or any(_MISSING in c for k, c in given.items() if fields[k].is_required()):
-        return None
-    cols = {k: [fields[k].default if v is _MISSING else v for v in c] for k, c in given.items()}
+        if not set(given) <= set(fields) or any(_MISSING in c for k, c in given.items() if fields[k].is_required()):
+            return None
+        cols = {k: [fields[k].default if v is _MISSING else v for v in c] for k, c in given.items()}
     for name, field in fields.items():
         if name not in cols and not field.is_required():
             cols[name] = [field.default] * n
