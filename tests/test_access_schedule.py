@@ -73,6 +73,8 @@ def test_kept_estimates_equal_the_full_rebuild(name, k, seed):
         q.tick(t)
         kept, full, at = reference(q, t)
         assert kept.starts == full.starts
+        if kept.lasts(t):  # kept past its own time: what a schedule built now would be
+            assert kept.starts == schedule(q.policy, q.waiting(), q.holding(), q.state.usage, t, q.duration).starts
         if name == "fair-share":  # the same arithmetic as running decide at every expected end
             assert full.starts == simulate(q.policy, q.waiting(), q.holding(), q.state.usage, at, q.duration)
         order = q.policy.order(q.waiting(), q.holding(), q.state.usage, t)
@@ -174,3 +176,22 @@ def test_fair_share_run_equals_running_the_policy_forward_on_long_queues(k, by, 
         order = pol.order(waiting + [probe], holding, usage, now)
         forward = simulate(pol, waiting + [probe], holding, usage, now, dur)
         assert kept.probe(probe) == (order.index(probe) + 1, forward[probe.appid])
+
+
+@pytest.mark.parametrize("name,k", [("fair-share", 1), ("fair-share", 2), ("k-concurrent", 2)])
+def test_a_schedule_is_kept_while_every_slot_is_busy(name, k):
+    """With every slot taken by holds not yet past their expected ends, a schedule built later is the
+    same: it is kept past the second (not run again), and rebuilt once a hold overstays."""
+    q = AccessQueue(make_policy(name, k=k), Settings(heartbeat=1e6), now=0.0)
+    secrets = {}
+    for i in range(12):
+        app = f"{i}:a{i % 3}"
+        secrets[app] = q.handle(P.format_request("REGISTER", app, user=f"u{i % 3}"), 0.0).reply.split("\t")[1]
+        q.handle(P.format_request("ACQUIRE", app, secrets[app], "io", expect=str(10 + i)), 0.0)
+    kept = q._schedule_now(0.5)
+    for t in (3.0, 9.0, 10.0):  # the first hold is expected to end at 10 s
+        assert q._schedule_now(t) is kept
+        assert kept.starts == schedule(q.policy, q.waiting(), q.holding(), q.state.usage, t, q.duration).starts
+    later = q._schedule_now(10.5)
+    assert later is not kept and later.starts != kept.starts  # the first hold is now taken to end at 10.5
+    assert later.starts == schedule(q.policy, q.waiting(), q.holding(), q.state.usage, 10.5, q.duration).starts

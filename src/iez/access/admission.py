@@ -327,6 +327,20 @@ class Schedule:
         """(1-based position, expected grant time) of `c` were it queued now."""
         raise NotImplementedError
 
+    def lasts(self, now: float) -> bool:
+        """True if this schedule is what one built at `now` (later than its own time) from the same
+        queue would be."""
+        return False
+
+
+def busy_until(policy: Slots, holding: list[Claim], duration: Callable[[Claim], float]) -> float:
+    """Until when a run forward of k slots from any time before it is the same run: it starts
+    with every slot taken (nothing is decided at its start) and no hold past its expected end
+    (none is taken to end at the start); -inf if a slot is free."""
+    if len(holding) < policy.k:
+        return -float("inf")
+    return min(h.granted + duration(h) for h in holding)
+
 
 class OstSchedule(Schedule):
     """ost-aware: a claim starts once every claim it shares an OST with and that holds or is
@@ -654,6 +668,7 @@ class FairShareSchedule(Schedule):
         super().__init__(policy, holding, now, duration)
         self.fair, self.groups, self.usage = policy, groups, usage.copy()
         self.run = FairShareRun(policy, groups, holding, self.usage, now, duration)
+        self.until = busy_until(policy, holding, duration)
         # A probe that starts a group runs the whole queue (0.1 s at 10,000 queued): once per distinct
         # claim a schedule lives for, so repeated ESTIMATEs cannot keep the server busy.
         self._probed: dict[tuple, float | None] = {}
@@ -665,6 +680,9 @@ class FairShareSchedule(Schedule):
     def add(self, c: Claim) -> bool:
         self._probed.clear()
         return self.run.place(c, True)[0]
+
+    def lasts(self, now: float) -> bool:
+        return now <= self.until
 
     def probe(self, c: Claim) -> tuple[int, float | None]:
         position = self.groups.position(c, self.holding, self.usage, self.now)
@@ -698,6 +716,7 @@ class SlotSchedule(Schedule):
         replace_first = heapq.heapreplace
         self.times = [replace_first(free, free[0] + d) for d in lane.durations(value)]
         self.free = free
+        self.until = busy_until(policy, holding, duration)
 
     @property
     def starts(self) -> dict[str, float]:
@@ -717,6 +736,9 @@ class SlotSchedule(Schedule):
         # c takes the place of the claim now at i, whose start depended only on those ahead.
         i = self.lane.rank((self.policy.key(c), c.appid))
         return i + 1, (self.times[i] if i < len(self.times) else self.free[0]) / NS
+
+    def lasts(self, now: float) -> bool:
+        return now <= self.until
 
 
 class ChainSchedule(Schedule):

@@ -293,7 +293,8 @@ class AccessQueue:
         probe = Claim(appid=app.appid, phase=P.check_phase(o.get("phase", "io")), seq=self.state.next_seq,
                       since=now, osts=osts, user=app.user, project=app.project, priority=app.priority,
                       expect=P.parse_seconds(o.get("expect", "0"), "expect"))
-        position, eta = self._schedule_now(now).probe(probe)
+        _, eta = self._schedule_now(now).probe(probe)  # its position at now: a kept schedule may be older
+        position = self._position(probe, now)
         return P.format_reply("OK", "idle", position=position,
                               eta_s="unknown" if eta is None else round(max(eta, now) - now, 3), **counts)
 
@@ -488,20 +489,25 @@ class AccessQueue:
         c = self.state.claims.get(appid)
         if c is None or c.holding:
             return 0
+        return self._position(c, now)
+
+    def _position(self, c: Claim, now: float) -> int:
+        """1-based place of `c` among the waiting claims, queued or were it queued now."""
         if self._lanes is not None:
-            return self._lanes.order.rank((self.policy.key(c), appid)) + 1
+            return self._lanes.order.rank((self.policy.key(c), c.appid)) + 1
         assert self._groups is not None
         return self._groups.position(c, self.holding(), self.state.usage, now)
 
     def _schedule_now(self, now: float) -> Schedule:
         """The wait estimates: read from the kept lanes when claims run one after another per
         lane (exact at `now`, nothing rebuilt); otherwise rebuilt when the queue changed other
-        than by a claim joining at the back, or after a second (holds run past their expected ends)."""
+        than by a claim joining at the back, or after a second unless a schedule built now would be the
+        same (every slot taken by holds not yet past their expected ends)."""
         if self._lanes is not None and self._lanes.chained:
             return ChainSchedule(self.policy, self._lanes, self.holding(), now, self.duration,
                                  self._learnt_ns, self._learnt_version)
         version, at, sched = self._schedule
-        if sched is None or version != self._version or now - at > 1.0:
+        if sched is None or version != self._version or (now - at > 1.0 and not sched.lasts(now)):
             sched = self._rebuild(now)
             self._schedule = (self._version, now, sched)
         return sched
