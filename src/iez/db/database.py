@@ -9,18 +9,19 @@ SQLite by default (`$IEZ_DB`, else `$XDG_DATA_HOME/iez/iez.db`, else
 from __future__ import annotations
 
 import json
+import math
 import os
 from operator import attrgetter, itemgetter
 import re
 import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, fields, replace
-from itertools import repeat
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
-from sqlalchemy import (Connection, Engine, Insert, Select, Table, bindparam, create_engine, delete, func, null,
+from sqlalchemy import (Connection, Engine, Insert, Select, Table, bindparam, create_engine, delete, func,
+                        literal_column, null,
                         select, update)
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
@@ -178,11 +179,15 @@ class Txn:
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
 
-    def _insert_many(self, table: Table, names: Sequence[str], rows: Iterable[tuple]) -> None:
+    def _insert_many(self, table: Table, names: Sequence[str], rows: Iterable[tuple],
+                     fixed: Mapping[str, int | float | str] | None = None) -> None:
         """Insert `rows`, tuples of the columns `names`, in one executemany of SQL compiled once:
         through SQLAlchemy's per-row parameter processing 8,192 placements took 1.6x as long to
-        write (195 against 121 ms on SQLite), and a dict a row another 5 ms."""
-        compiled = table.insert().values({k: bindparam(k) for k in names}).compile(dialect=self.conn.dialect)
+        write (195 against 121 ms on SQLite), and a dict a row another 5 ms. The columns `fixed`
+        are the same in every row: written in the SQL as literals (`_literal`), not bound a row."""
+        values: dict[str, Any] = {k: bindparam(k) for k in names}
+        values.update({k: literal_column(_literal(v)) for k, v in (fixed or {}).items()})
+        compiled = table.insert().values(values).compile(dialect=self.conn.dialect)
         order = compiled.positiontup
         params: list[Any]
         if compiled.positional and order:
@@ -194,6 +199,21 @@ class Txn:
             params = [dict(zip(names, r)) for r in rows]
         if params:
             self.conn.exec_driver_sql(str(compiled), params)
+
+    def _insert_columns(self, table: Table, columns: Mapping[str, Any], n: int) -> None:
+        """Insert `n` rows given as columns: a sequence of `n` values, or one value for every row.
+        A column whose rows all hold one number or plain word (`_literal`) is written into the SQL
+        instead of bound in every row (8,192 predicted requests: 17 against 24 ms on SQLite); the
+        first column is always bound."""
+        fixed, varying = {}, {}
+        for i, (k, c) in enumerate(columns.items()):
+            c = c.tolist() if isinstance(c, np.ndarray) else c
+            one = c if isinstance(c, (int, float, str)) else c[0] if n and c.count(c[0]) == n else None
+            if i and one is not None and _literal(one):
+                fixed[k] = one
+            else:
+                varying[k] = [c] * n if isinstance(c, (int, float, str)) else c
+        self._insert_many(table, list(varying), list(zip(*varying.values())), fixed)
 
     def _insert(self, stmt: Insert) -> int:
         """Insert one row; its id."""
@@ -307,11 +327,11 @@ class Txn:
             given = {"path": requests.path, "write_bytes": requests.write_bytes.tolist(),
                      "stripe_count": requests.stripe_count.tolist(), "create_time": requests.create_time.tolist(),
                      "pool": pool, "read_bytes": 0 if requests.read_bytes is None else requests.read_bytes.tolist()}
-            columns = [given.get(k, more.get(k, _DEFAULTS[k])) for k in REQUEST_FIELDS]
-            rows = list(zip(repeat(pid, n), *(repeat(c, n) if isinstance(c, (str, int, float)) else c for c in columns)))
+            self._insert_columns(predicted_requests, {"path": requests.path, "prediction_id": pid, **{
+                k: given.get(k, more.get(k, _DEFAULTS[k])) for k in REQUEST_FIELDS[1:]}}, n)
         else:
-            rows = [(pid, *_request_values(q)) for q in requests]
-        self._insert_many(predicted_requests, ("prediction_id", *REQUEST_FIELDS), rows)
+            self._insert_many(predicted_requests, ("prediction_id", *REQUEST_FIELDS),
+                              [(pid, *_request_values(q)) for q in requests])
         return pid
 
     def prediction(self, app: str, number: int | None = None) -> PredictionInfo:
@@ -400,12 +420,12 @@ class Txn:
         for table in (placements, placed_bytes):
             self.conn.execute(delete(table).where(table.c.run_id == rid, table.c.policy == policy))
         self.conn.execute(delete(plans).where(plans.c.run_id == rid))  # rendered from what is replaced
-        columns = placement_columns(placed)
-        n, rank = len(columns[0]), ranks.get
-        self._insert_many(placements, ("run_id", "policy", "snapshot_id", "created_at", "rank", "path", "stripe_size",
-                                       "stripe_count", "ost_list", "layout", "write_bytes", "note"),
-                          list(zip(repeat(rid, n), repeat(policy, n), repeat(snapshot_id, n), repeat(time.time(), n),
-                                   [rank(p, 0) for p in columns[0]], *columns)))
+        columns = dict(zip(("path", "stripe_size", "stripe_count", "ost_list", "layout", "write_bytes", "note"),
+                           placement_columns(placed)))
+        rank = ranks.get
+        self._insert_columns(placements, {**columns, "rank": [rank(p, 0) for p in columns["path"]], "run_id": rid,
+                                          "policy": policy, "snapshot_id": snapshot_id, "created_at": time.time()},
+                             len(columns["path"]))
         held = held_bytes(placed)
         self._insert_many(placed_bytes, ("run_id", "policy", "ost", "bytes"),
                           [(rid, policy, i, b) for i, b in sorted(held.items())])
@@ -551,6 +571,17 @@ def placement_columns(placed: Sequence[Placement]) -> list[Sequence[Any]]:
 
 
 _request_values: Callable[[Request], tuple] = attrgetter(*REQUEST_FIELDS)
+_WORD = re.compile(r"[A-Za-z0-9_.+-]*")
+
+
+def _literal(v: int | float | str) -> str:
+    """`v` as an SQL literal both SQLite and PostgreSQL read as it is, or "" when it is not a
+    whole number, a finite float or a plain word (nothing to quote or escape): those are bound."""
+    if type(v) is int:
+        return str(v)
+    if type(v) is float and math.isfinite(v):
+        return repr(v)
+    return f"'{v}'" if type(v) is str and _WORD.fullmatch(v) else ""
 _DEFAULTS = {f.name: f.default for f in fields(Request) if f.name in REQUEST_FIELDS}
 
 
