@@ -327,7 +327,7 @@ def check_keys(names: list[str]) -> bool:
     buf = np.frombuffer(raw, np.uint8)
     # Keys of one length (generated names) are rows of `width` bytes: no search for the newlines.
     width = raw.find(b"\n") + 1 if n > 1 else len(raw) + 1
-    if n > 1 and (len(raw) != n * width - 1 or raw.count(b"\n") != n - 1
+    if n > 1 and (len(raw) != n * width - 1 or np.count_nonzero(buf == ord("\n")) != n - 1
                   or (buf[width - 1::width] != ord("\n")).any()):
         width = 0
     if width:

@@ -126,7 +126,8 @@ def distinct(column: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """`np.unique(column, return_inverse=True)` for a column of few distinct values (stripe sizes,
     counts, pools, layout kinds of 10^5-10^6 files), without a sort of the whole column: small
     whole numbers by a count of each value; others by the distinct values of a sample, kept if
-    every value is among them (they are then all of them, sorted), each row's found by bisection."""
+    every value is among them (they are then all of them, sorted), each row's found by comparing
+    it with each (up to FEW of them), else by bisection."""
     n = len(column)
     # The first rows and a stride over all: a column repeating with a period that divides the
     # stride (sizes in turn) shows all its values in the first.
@@ -143,7 +144,17 @@ def distinct(column: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
                 return values, np.zeros(n, np.intp)
             return values, (np.cumsum(present) - 1)[column]
     some = np.unique(some)
+    if len(some) <= FEW:  # a row's rank is how many values lie below it: a compare a value, no search
+        if sum(int(np.count_nonzero(column == v)) for v in some) < n:
+            return np.unique(column, return_inverse=True)
+        rank = (column > some[0]).view(np.int8).copy()
+        for v in some[1:-1]:
+            rank += column > v
+        return some, rank.astype(np.intp)
     at = np.minimum(np.searchsorted(some, column), len(some) - 1)
     if (some[at] == column).all():
         return some, at
     return np.unique(column, return_inverse=True)
+
+
+FEW = 16  # distinct values `distinct` ranks by comparisons (a bisection's steps cost more per row)
