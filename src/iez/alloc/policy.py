@@ -318,17 +318,21 @@ def request_table(requests: Sequence[Request], cluster: Cluster, osts: OstTable,
         member = np.zeros(osts.n, bool)
         member[[osts.position[i] for i in cluster.pool(name)]] = True
         allowed.append(member & osts.ok)
-    usable = np.array([m.sum() for m in allowed], dtype=np.int64)[pool] if n else np.zeros(0, np.int64)
-    if n and usable.min() == 0:
-        i = int(np.argmin(usable))
+    per_pool = np.array([m.sum() for m in allowed], dtype=np.int64)
+    if n and per_pool.min() == 0:
+        i = int(np.argmax(per_pool[pool] == 0))
         name = requests[i].pool
         raise AllocationError(f"ENOSPC: no OST {'in pool ' + repr(name) if name else 'in ' + cluster.fsname} "
                               f"can take a stripe of {requests[i].path} (all inactive, excluded or full)")
-    default = cluster.default_stripe_count or 1
-    count = np.where(asked == 0, default, asked)
-    count = np.where(count == -1, usable, count)
-    # As lod_get_stripe_count: more stripes than usable OSTs get one per usable OST.
-    count = np.minimum(np.minimum(count, usable), LOV_MAX_STRIPE_COUNT)
+    if n and asked.min() > 0 and asked.max() <= min(int(per_pool.min()), LOV_MAX_STRIPE_COUNT):
+        count = asked  # every count asked and within reach: as the rule below leaves it
+    else:
+        usable = per_pool[pool]
+        default = cluster.default_stripe_count or 1
+        count = np.where(asked == 0, default, asked)
+        count = np.where(count == -1, usable, count)
+        # As lod_get_stripe_count: more stripes than usable OSTs get one per usable OST.
+        count = np.minimum(np.minimum(count, usable), LOV_MAX_STRIPE_COUNT)
     fixed = options.stripe_size or cluster.default_stripe_size
     size = np.empty(n, dtype=np.int64)
     if n:
