@@ -397,6 +397,38 @@ def test_a_pending_plan_is_read_once_then_answered_from_memory_with_the_workers_
         ctl.close()
 
 
+def test_a_polled_pending_plan_is_answered_before_fastapi_as_fastapi_answers_it(tmp_path):
+    """A client polls a plan being made: once the controller holds the work it waits for, the
+    poll is answered by ServedPlans (no route, no worker thread), with the same reply as the
+    route's, the worker's reason included; a failure, an unknown token or a plan not held go on."""
+    from fastapi.testclient import TestClient
+
+    from iez.controller.api import ServedPlans, create_app
+    from iez.controller.service import Controller, Settings
+
+    ctl = Controller(Settings(make_cluster(n_oss=2, osts_per_oss=2, ost_size=GiB), f"sqlite:///{tmp_path / 'db'}",
+                              gate=None, site_key=SITE))
+    app = create_app(ctl, Tokens(SITE, ADMIN))
+    served = ServedPlans(app, ctl, Tokens(SITE, ADMIN))
+    site = {b"authorization": f"Bearer {SITE}".encode()}
+    try:
+        ctl.upload_requests("a", [Request("/fs/a0", MiB, 1)])
+        assert served.answer("/apps/a/plan", site) is None  # not held yet: the route reads the database
+        with TestClient(app, headers={"Authorization": f"Bearer {SITE}"}) as http:
+            for why in ("queued", "held back: the test"):
+                route = http.get("/apps/a/plan")
+                status, headers, body = served.answer("/apps/a/plan", site)
+                assert (status, body, route.status_code, route.content) == (202, route.content, 202, body)
+                assert dict(headers)[b"retry-after"] == b"2" and why in route.json()["detail"]
+                assert served.answer("/apps/a/runs/1/plan", site) is None  # run 1's fetch not made yet
+                assert served.answer("/apps/a/plan", {b"authorization": b"Bearer " + b"x" * 32}) is None
+                ctl.held[ctl.plans.waits_for("a", None).key] = "held back: the test"
+            ctl.failed[ctl.plans.waits_for("a", None).key] = "it broke"
+            assert served.answer("/apps/a/plan", site) is None and http.get("/apps/a/plan").status_code == 409
+    finally:
+        ctl.close()
+
+
 def test_a_plan_reserves_its_space_until_the_reservation_ttl(tmp_path):
     from sqlalchemy import text
 

@@ -507,6 +507,11 @@ def plan_parts(plan: PlanResult, if_none_match: str | None) -> tuple[int, list[t
 
 
 def plan_reply(plan: PlanResult, if_none_match: str | None) -> Response:
+    """The reply to a fetch of a plan: the plan when ready, else why not (202 pending, 409 failed)."""
+    if plan.status == "pending":
+        return _detail(202, f"{plan.app} run {plan.run}: plan not ready ({plan.reason})", status="pending", run=plan.run)
+    if plan.status == "failed":
+        return _detail(409, f"{plan.app}: planning failed: {plan.reason}", status="failed", run=plan.run)
     status, headers, body = plan_parts(plan, if_none_match)
     return Response(body, status, {k.decode(): v.decode() for k, v in headers})
 
@@ -518,29 +523,33 @@ def _matches(if_none_match: str, etag: str) -> bool:
 
 
 class ServedPlans:
-    """The ASGI application the server runs: a GET of a plan the controller holds in memory
-    (`Controller.plans`) with a known token is answered here, before FastAPI's middleware,
-    routing, dependencies and worker thread, which cost about 1 ms a request and were most of a
-    fetch; everything else (an unknown token included, which Guard then refuses) goes on to `app`."""
+    """The ASGI application the server runs: a GET of a plan the controller answers from memory
+    (`Controller.held_plan`: a ready plan, or a pending one, which a client polls) with a known
+    token is answered here, before FastAPI's middleware, routing, dependencies and worker thread,
+    which cost about 1 ms a request and were most of a fetch; everything else (an unknown token
+    included, which Guard then refuses) goes on to `app`."""
 
     PATH = re.compile(r"/apps/([^/]+)/(?:runs/([1-9][0-9]{0,9})/)?plan")
 
     def __init__(self, app: ASGIApp, controller: Controller, tokens: Tokens) -> None:
-        self.app, self.plans, self.tokens = app, controller.plans, tokens
+        self.app, self.controller, self.tokens = app, controller, tokens
 
     def answer(self, path: str, headers: dict[bytes, bytes]) -> tuple[int, list[tuple[bytes, bytes]], bytes] | None:
         """The reply to a GET of `path` (request headers by lower-case name) when it asks for a
         held plan with a known token; None for anything else. The server's protocol calls it too
         (iez.controller.server.plan_protocol)."""
         m = self.PATH.fullmatch(path)
-        plan = m and self.plans.get(m[1], int(m[2]) if m[2] else None)
+        plan = m and self.controller.held_plan(m[1], int(m[2]) if m[2] else None)
         if not plan:
             return None
         scheme, _, token = headers.get(b"authorization", b"").decode("latin-1").partition(" ")
         if scheme.lower() != "bearer" or self.tokens.role(token.strip()) is None:
             return None
         inm = headers.get(b"if-none-match")
-        return plan_parts(plan, None if inm is None else inm.decode("latin-1"))
+        if plan.status == "ready":
+            return plan_parts(plan, None if inm is None else inm.decode("latin-1"))
+        reply = plan_reply(plan, None)
+        return reply.status_code, reply.raw_headers, bytes(reply.body)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["method"] == "GET":
@@ -626,12 +635,7 @@ def create_app(controller: Controller, tokens: Tokens, uploads: str = SITE, caps
         return controller.app_status(check_app(app))
 
     def plan_response(app: str, run: int | None, request: HttpRequest) -> Response:
-        r = controller.plan(check_app(app), run)
-        if r.status == "ready":
-            return plan_reply(r, request.headers.get("if-none-match"))
-        if r.status == "pending":
-            return _detail(202, f"{app} run {r.run}: plan not ready ({r.reason})", status="pending", run=r.run)
-        return _detail(409, f"{app}: planning failed: {r.reason}", status="failed", run=r.run)
+        return plan_reply(controller.plan(check_app(app), run), request.headers.get("if-none-match"))
 
     plan_doc: dict[int | str, dict[str, Any]] = {
         "200": {"content": {"text/plain": {}}, "description": "the plan file (docs/plan-format.md), with its ETag"},

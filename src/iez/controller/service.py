@@ -301,12 +301,9 @@ class Controller:
         """The plan of run `run` of `app` (None: the run a job starting now follows), else why
         there is none. A ready plan, and the work a pending one waits for, are answered from memory
         after their first read."""
-        cached = self.plans.get(app, run)
-        if cached is not None:
-            return cached
-        work = self.plans.waits_for(app, run)
-        if work is not None and work.key not in self.failed:  # a failure is told as the database says it
-            return PlanResult("pending", app, work.target, reason=self.held.get(work.key, "queued"))
+        held = self.held_plan(app, run)
+        if held is not None:
+            return held
         generation = self.plans.generation
         with self.db.begin() as tx:
             planned = tx.planned_run(app, run)
@@ -331,6 +328,17 @@ class Controller:
         if run is None:
             raise NotFound(f"{app} has no plan for a coming run: its next run should be traced")
         raise NotFound(f"run {run} of {app} has no plan (runs are planned from a prediction or uploaded requests)")
+
+    def held_plan(self, app: str, run: int | None = None) -> PlanResult | None:
+        """`plan(app, run)` when it is answered from memory (a ready plan, or a pending one with the
+        worker's state now), else None; no database."""
+        ready = self.plans.get(app, run)
+        if ready is not None:
+            return ready
+        work = self.plans.waits_for(app, run)
+        if work is not None and work.key not in self.failed:  # a failure is told as the database says it
+            return PlanResult("pending", app, work.target, reason=self.held.get(work.key, "queued"))
+        return None
 
     def app_status(self, app: str) -> dict[str, Any]:
         from iez.predict import needs_retrace
