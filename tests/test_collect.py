@@ -19,6 +19,7 @@ from iez.collect import collectors as collectors_module
 from iez.collect.collectors import (COLLECTORS, HostLoad, OstRates, OstSpace, OstStates, collectors_for,
                                    run_round)
 from iez.collect.message import TOPIC, MessageError, OstReading, StatsMessage, decode, encode, from_json
+from iez.collect.publisher import Publisher, next_slot
 from iez.controller.local import free_port
 from iez.controller.server import StatsSocket
 from iez.emulated.paramtree import OSTCounters, OSTSpace, render_oss, write_tree
@@ -250,6 +251,30 @@ def test_an_unknown_collector_or_role_is_one_line(role, enable, disable):
     assert "\n" not in str(e.value)
     if enable or disable:
         assert "known: ost_space, ost_rates, ost_states, host_load" in str(e.value)
+
+
+# -- when rounds are published ------------------------------------------------------------------
+
+def test_rounds_keep_their_phase_and_spread_after_publishing_together():
+    import random
+
+    rng = random.Random(7)
+    for _ in range(500):
+        interval = rng.choice([1.0, 60.0, 3600.0])
+        phase = rng.uniform(0, interval)
+        slot = phase + rng.randrange(1, 10_000) * interval
+        # on its slot, or late by less than half an interval: the next slot, one interval on
+        for late in (0.0, rng.uniform(0, 0.49 * interval)):
+            assert next_slot(slot + late, phase, interval) == pytest.approx(slot + interval)
+        # an extra round (a subscriber joined) at any time: back on the phase within 0.5-1.5 intervals
+        sent = slot + rng.uniform(-interval, interval)
+        nxt = next_slot(sent, phase, interval)
+        assert 0.5 * interval <= nxt - sent <= 1.5 * interval + 1e-9 * slot
+        assert ((nxt - phase) / interval) == pytest.approx(round((nxt - phase) / interval))
+    # 145 collectors publishing together (a controller subscribed) are spread over the interval next
+    phases = sorted(next_slot(100.0, Publisher("oss", f"oss{i}", [], ParamTree, TOKEN, 1.0).phase, 1.0) % 1.0
+                    for i in range(145))
+    assert max(b - a for a, b in zip(phases, phases[1:])) < 0.2 and phases[-1] - phases[0] > 0.8
 
 
 # -- the real process ---------------------------------------------------------------------------------

@@ -17,6 +17,8 @@ when the set of errors changes), never fatal: the collector keeps running.
 from __future__ import annotations
 
 import logging
+import math
+import random
 import socket
 import threading
 import time
@@ -52,6 +54,7 @@ class Publisher:
         self.interval = interval
         self.seq = 0
         self.hostname = socket.gethostname()
+        self.phase = random.uniform(0.0, interval)  # where in each interval this collector's rounds fall
         self._errors: set[str] = set()
 
     def round(self) -> StatsMessage:
@@ -99,7 +102,7 @@ class Publisher:
                 if now >= next_round:
                     self._send(sock)
                     last_sent = now
-                    next_round = max(next_round + self.interval, now)  # no burst after a stall
+                    next_round = next_slot(now, self.phase, self.interval)
                     continue
                 # Wait for the next tick, or for a subscriber to join (the controller restarted).
                 if sock.poll(int(min(next_round - now, STOP_CHECK) * 1000) + 1, zmq.POLLIN):
@@ -116,6 +119,22 @@ class Publisher:
             sock.send_multipart(encode(msg, self.token), zmq.NOBLOCK)
         except zmq.Again:  # the controller is not reading: this round is dropped
             log.warning("controller not keeping up: round %d dropped", msg.seq)
+
+
+def next_slot(sent: float, phase: float, interval: float) -> float:
+    """The round after one sent at `sent`: the first time `phase` into an interval (counted from
+    0 on the same clock) at least half an interval after it.
+
+    Why a phase of its own: every collector publishes at once when the controller subscribes, and
+    rounds one interval apart would keep them together from then on, so the controller took all
+    of them in one burst each interval (144 at the centre's scale, its subscriber holding the
+    GIL from the fetches for their whole run) and the collectors' host ran them all at once.
+    A phase drawn at random per collector spreads them over the interval again after one round.
+    Rounds on their slots stay one interval apart, a late one (a stall) does not move the next,
+    and after an extra round the next comes in 0.5-1.5 intervals: within the controller's
+    staleness limit of three (iez.controller.view)."""
+    k = math.ceil((sent + interval / 2 - phase) / interval)
+    return phase + k * interval
 
 
 def _drain(sock: zmq.Socket) -> list[bytes]:
