@@ -152,7 +152,12 @@ def test_fair_share_run_equals_running_the_policy_forward_on_long_queues(k, by, 
     and claims not queued, of a group with claims and of a new one."""
     rng = random.Random(seed)
     pol = make_policy("fair-share", k=k, fair_by=by, shares=(Rule("user", "u1", 2.0), Rule("project", "p1", 0.5)))
-    usage = Usage(half_life=rng.choice([30.0, 3600.0]), values={"user:u2": (40.0, 1.0), "project:p0": (9.0, 4.0)})
+    # Half-lives from short enough for loads to underflow (every group compared) to an hour; in one
+    # seed usage dated after now (a clock stepped back: loads not scaled to one time).
+    usage = Usage(half_life=[0.5, 30.0, 3600.0][seed], values={"user:u2": (40.0, -2000.0 if seed == 0 else 1.0),
+                                                                          "project:p0": (9.0, 4.0)})
+    if seed == 2:
+        usage.values["user:u3"] = (5.0, 60.0)
     claims = [Claim(appid=f"a{i}", phase="io", seq=i, since=0.0, user=f"u{rng.randrange(4)}", project=f"p{rng.randrange(3)}",
                     expect=rng.choice([0.0, 0.25, 1.0, 2.5, rng.uniform(0.1, 9.0)])) for i in range(240)]
     holding = [replace(c, token=i + 1, granted=rng.uniform(0.0, 10.0)) for i, c in enumerate(claims[:k + rng.randrange(2)])]

@@ -24,6 +24,7 @@ from __future__ import annotations
 import bisect
 import fnmatch
 import heapq
+import math
 import operator
 from dataclasses import dataclass, field, replace
 from itertools import chain, repeat
@@ -33,6 +34,11 @@ from iez.access.lane import NS, Item, Lane, Source, Value, fixed, ns
 from iez.errors import ConfigError
 
 POLICIES = ("exclusive", "k-concurrent", "fair-share", "priority", "ost-aware")
+LN2 = math.log(2.0)
+# fair-share loads compared in logs scaled to one time (`FairShareRun._near`): rounding moves
+# them by ~1e-12 at most, so groups this far from the least cannot have the least load.
+MARGIN = 1e-9
+UNDERFLOW = -600.0  # a load under e^-600 may round to a subnormal: compare every group
 
 
 @dataclass
@@ -571,7 +577,10 @@ class FairShareRun:
 
     def __init__(self, policy: FairShare, groups: ShareGroups, holding: list[Claim], usage: Usage, now: float,
                  duration: Callable[[Claim], float]):
-        self.policy, self.duration = policy, duration
+        self.policy, self.duration, self.start, self.half_life = policy, duration, now, usage.half_life
+        # Loads are compared scaled to one time (`_near`) unless some usage is dated after now
+        # (a clock stepped back: it does not decay until then).
+        self.fast = all(as_of <= now for _, as_of in usage.values.values())
         self.queues = {g: [groups.arrived[g][appid] for _, appid in lst] for g, lst in groups.by_seq.items()}
         self.arrivals = {g: list(cs.values()) for g, cs in groups.arrived.items()}
         self.n = len(groups)
@@ -618,13 +627,15 @@ class FairShareRun:
         policy, duration, k = self.policy, self.duration, self.policy.k
         heads, firsts, held, ends, usage = s.heads, s.firsts, s.held, s.ends, s.usage
         left = [g for g in queues if heads.get(g, 0) < len(queues[g])]
+        scaled = {g: self._scaled(g, arrivals[g][firsts[g]], usage) for g in left} if self.fast else {}
         while s.count < n:
             t = s.t
             free = k - len(held)
             if free > 0 and left:
                 running = policy.running(held, t)
+                near = self._near(scaled, running, t) if free == 1 and self.fast else left
                 keyed = [(policy.load(g, arrivals[g][firsts[g]], running, usage, t), queues[g][heads[g]].seq, g)
-                         for g in left]
+                         for g in near]
                 if free == 1:
                     picks = [min(keyed)[2]]
                 else:  # the groups' claims by (load, seq): only a group's first `free` can be among the first
@@ -646,9 +657,14 @@ class FairShareRun:
                     s.count += 1
                     if heads[g] < len(queues[g]):  # the first claim left in arrival order: not granted
                         head, order, f = queues[g][heads[g]].seq, arrivals[g], firsts[g]
-                        while order[f].seq < head:
-                            f += 1
-                        firsts[g] = f
+                        if order[f].seq < head:
+                            while order[f].seq < head:
+                                f += 1
+                            firsts[g] = f
+                            if self.fast:  # its share may have changed
+                                scaled[g] = self._scaled(g, order[f], usage)
+                for g in emptied:
+                    scaled.pop(g, None)
             if s.count == n or not ends:
                 break
             t = s.t = ends[0][0]
@@ -656,6 +672,33 @@ class FairShareRun:
                 _, _, hold = heapq.heappop(ends)
                 held.remove(hold)
                 usage.charge(hold[0], t - hold[1], t)
+                g = policy.group(hold[0])
+                if g in scaled:
+                    scaled[g] = self._scaled(g, arrivals[g][firsts[g]], usage)
+
+    def _scaled(self, g: str, first: Claim, usage: Usage) -> float:
+        """log(g's load at t) + (t - start) ln 2 / half-life while no hold of g runs: usage decays
+        alike in every group, so between its charges this is the same at every t, and the group
+        with the least load at any t is the one with the least of these (-inf: no usage)."""
+        v, as_of = usage.values.get(g, (0.0, self.start))
+        if v <= 0.0:
+            return -math.inf
+        return math.log(v / self.policy.share(first)) + (as_of - self.start) * LN2 / usage.half_life
+
+    def _near(self, scaled: dict[str, float], running: dict[str, float], t: float) -> list[str]:
+        """The groups that may have the least load at t: those whose `_scaled` is within a rounding
+        margin of the least, and those with holds running (their loads are not scaled alike). The
+        loads of these are then computed as `FairShare.loads` does, so the choice is the same
+        to the last bit; a near tie or loads small enough to underflow fall back to every group."""
+        idle = {g: x for g, x in scaled.items() if g not in running} if running else scaled
+        busy = [g for g in running if g in scaled]
+        if not idle:
+            return busy
+        least = min(idle.values())
+        finite = least if least > -math.inf else min((x for x in idle.values() if x > least), default=math.inf)
+        if finite - (t - self.start) * LN2 / self.half_life < UNDERFLOW:
+            return list(scaled)
+        return [g for g, x in idle.items() if x <= least + MARGIN] + busy
 
 
 class FairShareSchedule(Schedule):
