@@ -206,9 +206,9 @@ def churn(tmp: Path) -> None:
 
 ESTIMATE_GOAL = 1e-3  # s, one wait estimate with 10,000 claims queued
 QUEUED = 10_000
-# (policy, k): each policy as `iez access serve` starts it, and k-concurrent with four slots
+# (policy, k): each policy as `iez access serve` starts it, and k-concurrent and fair-share with four slots
 ESTIMATE_CASES = [("exclusive", 1), ("k-concurrent", 1), ("k-concurrent", 4), ("priority", 1), ("fair-share", 1),
-                  ("ost-aware", 1)]
+                  ("fair-share", 4), ("ost-aware", 1)]
 
 
 def queued(name: str, n: int, k: int = 1):
