@@ -1,4 +1,5 @@
 #include "backend.h"
+#include "hot.h"
 
 #include <errno.h>
 #include <string.h>
@@ -8,14 +9,14 @@
 
 #include "state.h"
 
-static int under_emulated(const char *abs, size_t len)
+IEZ_HOT static int under_emulated(const char *abs, size_t len)
 {
     return (iez_cfg.emu_fs_len && len > iez_cfg.emu_fs_len && !memcmp(abs, iez_cfg.emu_fs, iez_cfg.emu_fs_len)) ||
            (iez_cfg.emu_fs_real_len && len > iez_cfg.emu_fs_real_len &&
             !memcmp(abs, iez_cfg.emu_fs_real, iez_cfg.emu_fs_real_len));
 }
 
-const struct iez_backend *iez_backend_of_path(const char *abs, size_t len)
+IEZ_HOT const struct iez_backend *iez_backend_of_path(const char *abs, size_t len)
 {
     if (under_emulated(abs, len))
         return &iez_backend_emulated;

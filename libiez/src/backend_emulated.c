@@ -8,6 +8,7 @@
 #include <sys/xattr.h>
 
 #include "backend.h"
+#include "hot.h"
 #include "log.h"
 #include "lum.h"
 #include "mds.h"
@@ -16,7 +17,7 @@
 
 #define XATTR "user.lustre.lov" /* the real client's lustre.lov, in the namespace users may write */
 
-static void store_layout(int fd, const char *abs, const char *text, struct iez_lum_bytes *set)
+IEZ_HOT static void store_layout(int fd, const char *abs, const char *text, struct iez_lum_bytes *set)
 {
     struct iez_layout lay = {0};
     char err[200];
@@ -41,7 +42,7 @@ static void store_layout(int fd, const char *abs, const char *text, struct iez_l
     iez_layout_free(&lay);
 }
 
-static int emulated_create(int dirfd, const char *path, const char *abs, mode_t mode, const char *spec, size_t speclen,
+IEZ_HOT static int emulated_create(int dirfd, const char *path, const char *abs, mode_t mode, const char *spec, size_t speclen,
                            struct iez_lum_bytes *set)
 {
     /* owner read/write until the application's own open has the file (open.c restores the mode) */

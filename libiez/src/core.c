@@ -2,6 +2,7 @@
  * modules start; fork handlers give a child its own state; the destructor (and _exit) finish
  * them. core.c names no module but in the table below. */
 #include "core.h"
+#include "hot.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -64,7 +65,7 @@ static void init_once(void)
         iez_leave();
 }
 
-void iez_init(void)
+IEZ_HOT void iez_init(void)
 {
     if (!__atomic_load_n(&inited, __ATOMIC_ACQUIRE) && !iez_busy)
         pthread_once(&once, init_once);

@@ -2,6 +2,7 @@
 /* The plan grammar's layouts (docs/plan-format.md): parse with every rule iez.layout.layout
  * applies, and format canonically. Pure: no I/O, no global state. */
 #include "layout.h"
+#include "hot.h"
 
 #include <inttypes.h>
 #include <stdarg.h>
@@ -21,7 +22,7 @@ static int fail(char *err, size_t errlen, const char *fmt, ...)
 }
 
 /* int := "-"? digit+ (ASCII); overflow of int64 is an error. */
-static int parse_int(const char *s, size_t n, int64_t *out)
+IEZ_HOT static int parse_int(const char *s, size_t n, int64_t *out)
 {
     size_t i = 0;
     int neg = 0;
@@ -69,7 +70,7 @@ static const char *memchr_or_end(const char *p, const char *end, char c)
     return q ? q : end;
 }
 
-static int validate_stripe(const struct iez_stripe *s, char *err, size_t errlen)
+IEZ_HOT static int validate_stripe(const struct iez_stripe *s, char *err, size_t errlen)
 {
     if (s->size >= IEZ_STRIPE_SIZE_LIMIT)
         return fail(err, errlen, "stripe size %" PRIu64 " out of range (0 or 64 KiB .. < 4 GiB)", s->size);
@@ -109,7 +110,7 @@ static int validate_stripe(const struct iez_stripe *s, char *err, size_t errlen)
 
 /* plain := field ("," field)*, as iez.plan.parse_plain. OSTs go to *osts (capacity checked by
  * the caller's sizing). */
-static int parse_plain(const char *p, const char *end, struct iez_stripe *s, uint16_t *osts,
+IEZ_HOT static int parse_plain(const char *p, const char *end, struct iez_stripe *s, uint16_t *osts,
                        char *err, size_t errlen)
 {
     unsigned have = 0;
@@ -198,7 +199,7 @@ static int reserve(struct iez_layout *lay, size_t ncomp, size_t nosts)
     return 0;
 }
 
-int iez_layout_parse(const char *spec, size_t len, struct iez_layout *lay, char *err, size_t errlen)
+IEZ_HOT int iez_layout_parse(const char *spec, size_t len, struct iez_layout *lay, char *err, size_t errlen)
 {
     const char *end = spec + len;
     size_t ncomp = 1;
@@ -308,7 +309,7 @@ int iez_layout_format(const struct iez_layout *lay, char *buf, size_t cap)
     return (int)n;
 }
 
-void iez_layout_free(struct iez_layout *lay)
+IEZ_HOT void iez_layout_free(struct iez_layout *lay)
 {
     free(lay->comp);
     free(lay->osts_mem);

@@ -1,6 +1,7 @@
 /* lov_user_md encoder and decoder; offsets and sizes from lustre_user.h @2.16.0 (references: l-abi-structs).
  * Byte-for-byte equal to iez.layout.lum.encode (tests/vectors/lum). */
 #include "lum.h"
+#include "hot.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -44,7 +45,7 @@ static void encode_stripe(const struct iez_stripe *s, unsigned char *b)
         put32(objects + (size_t)LUM_OST_SIZE * i + 20, s->osts[i]); /* l_ost_idx */
 }
 
-size_t iez_lum_size(const struct iez_layout *lay)
+IEZ_HOT size_t iez_lum_size(const struct iez_layout *lay)
 {
     if (!lay->composite)
         return stripe_size(&lay->comp[0].s);
@@ -54,7 +55,7 @@ size_t iez_lum_size(const struct iez_layout *lay)
     return n;
 }
 
-size_t iez_lum_encode(const struct iez_layout *lay, void *buf, size_t cap)
+IEZ_HOT size_t iez_lum_encode(const struct iez_layout *lay, void *buf, size_t cap)
 {
     size_t total = iez_lum_size(lay);
     if (total > cap || total > UINT32_MAX || lay->ncomp > UINT16_MAX)
@@ -83,7 +84,7 @@ size_t iez_lum_encode(const struct iez_layout *lay, void *buf, size_t cap)
     return total;
 }
 
-void *iez_lum_alloc(const struct iez_layout *lay, size_t *len)
+IEZ_HOT void *iez_lum_alloc(const struct iez_layout *lay, size_t *len)
 {
     size_t n = iez_lum_size(lay);
     void *buf = aligned_alloc(8, (n + 7) & ~(size_t)7);
@@ -95,7 +96,7 @@ void *iez_lum_alloc(const struct iez_layout *lay, size_t *len)
     return buf;
 }
 
-void iez_lum_number_components(void *buf, const struct iez_layout *lay)
+IEZ_HOT void iez_lum_number_components(void *buf, const struct iez_layout *lay)
 {
     if (!lay->composite)
         return;

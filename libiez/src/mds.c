@@ -1,4 +1,5 @@
 #include "mds.h"
+#include "hot.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -12,14 +13,14 @@
 
 #include "sysio.h"
 
-static long ms_left(const struct timespec *deadline)
+IEZ_HOT static long ms_left(const struct timespec *deadline)
 {
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
     return (deadline->tv_sec - now.tv_sec) * 1000 + (deadline->tv_nsec - now.tv_nsec) / 1000000;
 }
 
-static int wait_for(int fd, short ev, const struct timespec *deadline)
+IEZ_HOT static int wait_for(int fd, short ev, const struct timespec *deadline)
 {
     for (;;) {
         long left = ms_left(deadline);
@@ -37,7 +38,7 @@ static int wait_for(int fd, short ev, const struct timespec *deadline)
 }
 
 /* Connect to DIR/run/mds.sock. */
-static int dial(const char *rundir, const struct timespec *deadline)
+IEZ_HOT static int dial(const char *rundir, const struct timespec *deadline)
 {
     struct sockaddr_un a = {.sun_family = AF_UNIX};
     if ((size_t)snprintf(a.sun_path, sizeof a.sun_path, "%s/mds.sock", rundir) >= sizeof a.sun_path) {
@@ -61,7 +62,7 @@ static int dial(const char *rundir, const struct timespec *deadline)
 
 /* Send req, read one line into *reply (cap bytes; a longer answer moves to a buffer of
  * IEZ_MDS_REPLY_MAX bytes from malloc, which replaces *reply). */
-static int exchange(int s, const char *req, size_t n, char **reply, size_t cap, const struct timespec *deadline)
+IEZ_HOT static int exchange(int s, const char *req, size_t n, char **reply, size_t cap, const struct timespec *deadline)
 {
     while (n) {
         ssize_t w = send(s, req, n, MSG_NOSIGNAL);
@@ -107,7 +108,7 @@ static int exchange(int s, const char *req, size_t n, char **reply, size_t cap, 
     }
 }
 
-int iez_mds_alloc(const char *rundir, const char *abs, const char *spec, size_t speclen, char **reply, size_t cap,
+IEZ_HOT int iez_mds_alloc(const char *rundir, const char *abs, const char *spec, size_t speclen, char **reply, size_t cap,
                   char *why, size_t whylen)
 {
     size_t alen = strlen(abs);

@@ -1,4 +1,5 @@
 #include "open.h"
+#include "hot.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -18,7 +19,7 @@
 #include "sysio.h"
 #include "trace.h"
 
-int iez_absolute(int dirfd, const char *path, char *out, size_t cap)
+IEZ_HOT int iez_absolute(int dirfd, const char *path, char *out, size_t cap)
 {
     char base[PATH_MAX];
     base[0] = 0;
@@ -38,7 +39,7 @@ int iez_absolute(int dirfd, const char *path, char *out, size_t cap)
     return iez_path_normalize(base, path, out, cap);
 }
 
-void iez_open_place(int dirfd, const char *path, const char *abs, size_t len, mode_t mode, int use_plan, int owner,
+IEZ_HOT void iez_open_place(int dirfd, const char *path, const char *abs, size_t len, mode_t mode, int use_plan, int owner,
                     struct iez_placement *out)
 {
     iez_place(dirfd, path, abs, len, mode, use_plan, owner, out);
@@ -64,7 +65,7 @@ static int traced_fs_possible(void)
     return lustre;
 }
 
-void iez_open_begin(struct iez_open *op, int dirfd, const char *path, int flags, mode_t mode, int api)
+IEZ_HOT void iez_open_begin(struct iez_open *op, int dirfd, const char *path, int flags, mode_t mode, int api)
 {
     op->flags = op->orig_flags = flags;
     op->entered = op->active = op->name_random = 0;
@@ -80,11 +81,17 @@ void iez_open_begin(struct iez_open *op, int dirfd, const char *path, int flags,
     op->reading = !op->creating && (flags & O_ACCMODE) == O_RDONLY;
     /* the emulated cluster's MDS sees every create, traced or placed (IEZ_MODE=off: nothing) */
     int place = op->creating && iez_placing();
+    /* a create is placed with or without the owner: its name first, so that the plan's cold
+     * line loads while the kernel answers getpid */
+    int n = place ? iez_absolute(dirfd, path, op->abs, sizeof op->abs) : 0;
+    if (n > 0 && iez_cfg.place)
+        iez_place_prefetch(op->abs, (size_t)n);
     op->owner = (iez_tracing || place) && iez_owner();
     op->track = iez_tracing && !(flags & O_PATH) && (!op->reading || traced_fs_possible()) && op->owner;
     if (!op->track && !place)
         goto out;
-    int n = iez_absolute(dirfd, path, op->abs, sizeof op->abs);
+    if (!place)
+        n = iez_absolute(dirfd, path, op->abs, sizeof op->abs);
     if (n < 0) {
         iez_log_once(IEZ_LOG_PATH, "cannot form the absolute name of %s: not placed or traced", path);
         goto out;
@@ -113,7 +120,7 @@ out:
     errno = saved;
 }
 
-int iez_open_retry(struct iez_open *op, int fd)
+IEZ_HOT int iez_open_retry(struct iez_open *op, int fd)
 {
     if (!op->active || op->pl.outcome != IEZ_PLACE_CREATED || fd >= 0)
         return 0;
@@ -141,7 +148,7 @@ static size_t read_layout(const struct iez_backend *be, int fd, char *stack, siz
 }
 
 /* Trace fd (reading: only if it is on the traced file system); 0, or -1 when it is not traced. */
-static int trace_fd(int fd, int api, const char *abs, size_t len, int oflags, uint64_t pos, int shared, int created,
+IEZ_HOT static int trace_fd(int fd, int api, const char *abs, size_t len, int oflags, uint64_t pos, int shared, int created,
                     int plan, const struct iez_backend *be, const struct iez_lum_bytes *known, int reading,
                     int name_random)
 {
@@ -198,7 +205,7 @@ static void access_open(struct iez_open *op, int fd)
         iez_access_opened(fd);
 }
 
-void iez_open_end(struct iez_open *op, int fd)
+IEZ_HOT void iez_open_end(struct iez_open *op, int fd)
 {
     if (!op->entered)
         return;

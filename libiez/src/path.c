@@ -1,8 +1,9 @@
 #include "path.h"
+#include "hot.h"
 
 #include <string.h>
 
-static int add(const char *p, size_t *n, char *out, size_t cap)
+IEZ_HOT static int add(const char *p, size_t *n, char *out, size_t cap)
 {
     while (*p) {
         while (*p == '/')
@@ -30,7 +31,7 @@ static int add(const char *p, size_t *n, char *out, size_t cap)
     return 0;
 }
 
-int iez_path_normalize(const char *base, const char *path, char *out, size_t cap)
+IEZ_HOT int iez_path_normalize(const char *base, const char *path, char *out, size_t cap)
 {
     size_t n = 0;
     if (cap < 2)

@@ -1,4 +1,5 @@
 #include "place.h"
+#include "hot.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -43,13 +44,19 @@ const struct iez_plan *iez_place_plan(void)
     return plan;
 }
 
+IEZ_HOT void iez_place_prefetch(const char *abs, size_t len)
+{
+    if (__atomic_load_n(&plan_ready, __ATOMIC_ACQUIRE) && plan)
+        iez_plan_prefetch(plan, abs, len);
+}
+
 const char *iez_place_planned(const char *abs, size_t len, size_t *speclen)
 {
     const struct iez_plan *p = iez_place_plan();
     return p ? iez_plan_find(p, abs, len, speclen) : NULL;
 }
 
-void iez_place(int dirfd, const char *path, const char *abs, size_t len, mode_t mode, int use_plan, int owner,
+IEZ_HOT void iez_place(int dirfd, const char *path, const char *abs, size_t len, mode_t mode, int use_plan, int owner,
                struct iez_placement *out)
 {
     memset(out, 0, sizeof *out);

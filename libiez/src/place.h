@@ -46,6 +46,8 @@ static inline int iez_place_known(const struct iez_placement *pl)
  * the caller has asked already (a system call). */
 void iez_place(int dirfd, const char *path, const char *abs, size_t len, mode_t mode, int use_plan, int owner,
                struct iez_placement *out);
+/* Start loading the plan's line for abs, if the plan is loaded, for an iez_place soon after. */
+void iez_place_prefetch(const char *abs, size_t len);
 /* The plan's layout text for abs (not NUL-terminated), or NULL: no plan, not in it, or not the
  * process that owns the plan (a vfork child). */
 const char *iez_place_planned(const char *abs, size_t len, size_t *speclen);

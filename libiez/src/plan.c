@@ -12,6 +12,7 @@
  * or, when they are all in the last component, from the basename's. A lookup probes once per
  * shape of its length, never per entry. */
 #include "plan.h"
+#include "hot.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -182,7 +183,7 @@ static int check_header(const char *line, size_t n, const char *source, int *ver
 }
 
 /* The end of the line starting at p: the first CR or LF (universal newlines). */
-static const char *line_end(const char *p, const char *end)
+IEZ_HOT static const char *line_end(const char *p, const char *end)
 {
     const char *nl = memchr(p, '\n', (size_t)(end - p));
     if (!nl)
@@ -203,7 +204,7 @@ static const char *slot_text(const struct iez_plan *plan, uint64_t off)
     return ((off & IN_ARENA) ? plan->arena : plan->buf) + (off & OFF_MASK);
 }
 
-static struct slot *probe(const struct iez_plan *plan, const char *path, size_t plen, uint64_t h)
+IEZ_HOT static struct slot *probe(const struct iez_plan *plan, const char *path, size_t plen, uint64_t h)
 {
     for (size_t i = h & plan->mask;; i = (i + 1) & plan->mask) {
         struct slot *s = &plan->slots[i];
@@ -698,7 +699,7 @@ struct iez_plan *iez_plan_parse(char *buf, size_t len, const char *source, const
     size_t cap = 16;
     while (cap < 2 * lines)
         cap *= 2;
-    plan->slots = calloc(cap, sizeof *plan->slots);
+    plan->slots = cap <= SIZE_MAX / sizeof *plan->slots ? iez_alloc_table(cap * sizeof *plan->slots) : NULL;
     plan->mask = cap - 1;
     if (!plan->slots) {
         snprintf(err, errlen, "%s: out of memory for %zu lines", source, lines);
@@ -755,14 +756,14 @@ int iez_plan_version(const struct iez_plan *plan) { return plan->version; }
 int iez_plan_collread(const struct iez_plan *plan) { return plan ? plan->collread : IEZ_COLLREAD_UNSET; }
 
 /* The layout after the TAB that ends the path at text (its line ends at LF, CR or the end). */
-static const char *spec_after(const char *text, size_t plen, const char *end, size_t *speclen)
+IEZ_HOT static const char *spec_after(const char *text, size_t plen, const char *end, size_t *speclen)
 {
     const char *spec = text + plen + 1;
     *speclen = (size_t)(line_end(spec, end) - spec);
     return spec;
 }
 
-static const char *spec_of(const struct iez_plan *plan, uint64_t off, size_t plen, size_t *speclen)
+IEZ_HOT static const char *spec_of(const struct iez_plan *plan, uint64_t off, size_t plen, size_t *speclen)
 {
     const char *end = (off & IN_ARENA) ? plan->arena + plan->alen : plan->buf + plan->len;
     return spec_after(slot_text(plan, off), plen, end, speclen);
@@ -858,7 +859,12 @@ static const char *find_templated(const struct iez_plan *plan, const char *path,
     return best ? spec_of(plan, best->off | IN_ARENA, best->plen, speclen) : NULL;
 }
 
-const char *iez_plan_find(const struct iez_plan *plan, const char *path, size_t plen, size_t *speclen)
+IEZ_HOT void iez_plan_prefetch(const struct iez_plan *plan, const char *path, size_t plen)
+{
+    __builtin_prefetch(&plan->slots[iez_hash(path, plen, 0) & plan->mask]);
+}
+
+IEZ_HOT const char *iez_plan_find(const struct iez_plan *plan, const char *path, size_t plen, size_t *speclen)
 {
     if (!plen || plen > UINT32_MAX)
         return NULL;

@@ -57,6 +57,9 @@ int iez_plan_version(const struct iez_plan *plan);
 #define IEZ_COLLREAD_LUSTRE 1
 #define IEZ_COLLREAD_OFF 2
 int iez_plan_collread(const struct iez_plan *plan);
+/* Start loading the line of the table where path's lookup begins (it is cold at each create:
+ * a random line of a table larger than the caches), for an iez_plan_find soon after. */
+void iez_plan_prefetch(const struct iez_plan *plan, const char *path, size_t plen);
 /* The layout text planned for path (not NUL-terminated), or NULL. No allocation. */
 const char *iez_plan_find(const struct iez_plan *plan, const char *path, size_t plen, size_t *speclen);
 /* Entries in file order, paths as written: *iter starts at 0; returns 0 when done. */

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "access.h"
+#include "hot.h"
 #include "core.h"
 #include "open.h"
 #include "real.h"
@@ -42,7 +43,7 @@ int __openat64_2(int, const char *, int);
     iez_open_end(&op, fd);                                            \
     return fd
 
-IEZ_EXPORT int open(const char *path, int flags, ...)
+IEZ_HOT IEZ_EXPORT int open(const char *path, int flags, ...)
 {
     MODE_ARG(flags);
 #define CALL(f) iez_real.open(path, f, mode)
@@ -50,7 +51,7 @@ IEZ_EXPORT int open(const char *path, int flags, ...)
 #undef CALL
 }
 
-IEZ_EXPORT int open64(const char *path, int flags, ...)
+IEZ_HOT IEZ_EXPORT int open64(const char *path, int flags, ...)
 {
     MODE_ARG(flags);
 #define CALL(f) iez_real.open64(path, f, mode)
@@ -58,7 +59,7 @@ IEZ_EXPORT int open64(const char *path, int flags, ...)
 #undef CALL
 }
 
-IEZ_EXPORT int openat(int dirfd, const char *path, int flags, ...)
+IEZ_HOT IEZ_EXPORT int openat(int dirfd, const char *path, int flags, ...)
 {
     MODE_ARG(flags);
 #define CALL(f) iez_real.openat(dirfd, path, f, mode)
@@ -66,7 +67,7 @@ IEZ_EXPORT int openat(int dirfd, const char *path, int flags, ...)
 #undef CALL
 }
 
-IEZ_EXPORT int openat64(int dirfd, const char *path, int flags, ...)
+IEZ_HOT IEZ_EXPORT int openat64(int dirfd, const char *path, int flags, ...)
 {
     MODE_ARG(flags);
 #define CALL(f) iez_real.openat64(dirfd, path, f, mode)
@@ -75,14 +76,14 @@ IEZ_EXPORT int openat64(int dirfd, const char *path, int flags, ...)
 }
 
 /* creat never has O_EXCL, so placement never changes its flags */
-IEZ_EXPORT int creat(const char *path, mode_t mode)
+IEZ_HOT IEZ_EXPORT int creat(const char *path, mode_t mode)
 {
 #define CALL(f) ((void)(f), iez_real.creat(path, mode))
     IEZ_OPEN(AT_FDCWD, path, O_CREAT | O_WRONLY | O_TRUNC, mode, CALL);
 #undef CALL
 }
 
-IEZ_EXPORT int creat64(const char *path, mode_t mode)
+IEZ_HOT IEZ_EXPORT int creat64(const char *path, mode_t mode)
 {
 #define CALL(f) ((void)(f), iez_real.creat64(path, mode))
     IEZ_OPEN(AT_FDCWD, path, O_CREAT | O_WRONLY | O_TRUNC, mode, CALL);
@@ -90,28 +91,28 @@ IEZ_EXPORT int creat64(const char *path, mode_t mode)
 }
 
 /* _FORTIFY_SOURCE's variants: open(path, flags) with flags unknown at compile time */
-IEZ_EXPORT int __open_2(const char *path, int flags)
+IEZ_HOT IEZ_EXPORT int __open_2(const char *path, int flags)
 {
 #define CALL(f) iez_real.__open_2(path, f)
     IEZ_OPEN(AT_FDCWD, path, flags, 0, CALL);
 #undef CALL
 }
 
-IEZ_EXPORT int __open64_2(const char *path, int flags)
+IEZ_HOT IEZ_EXPORT int __open64_2(const char *path, int flags)
 {
 #define CALL(f) iez_real.__open64_2(path, f)
     IEZ_OPEN(AT_FDCWD, path, flags, 0, CALL);
 #undef CALL
 }
 
-IEZ_EXPORT int __openat_2(int dirfd, const char *path, int flags)
+IEZ_HOT IEZ_EXPORT int __openat_2(int dirfd, const char *path, int flags)
 {
 #define CALL(f) iez_real.__openat_2(dirfd, path, f)
     IEZ_OPEN(dirfd, path, flags, 0, CALL);
 #undef CALL
 }
 
-IEZ_EXPORT int __openat64_2(int dirfd, const char *path, int flags)
+IEZ_HOT IEZ_EXPORT int __openat64_2(int dirfd, const char *path, int flags)
 {
 #define CALL(f) iez_real.__openat64_2(dirfd, path, f)
     IEZ_OPEN(dirfd, path, flags, 0, CALL);
@@ -120,7 +121,7 @@ IEZ_EXPORT int __openat64_2(int dirfd, const char *path, int flags)
 
 /* -- descriptors -------------------------------------------------------------------------- */
 
-IEZ_EXPORT int close(int fd)
+IEZ_HOT IEZ_EXPORT int close(int fd)
 {
     if (IEZ_UNLIKELY(iez_tracing))
         iez_trace_closed(fd); /* before: the number may be reused as soon as it is closed */

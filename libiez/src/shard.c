@@ -1,4 +1,5 @@
 #include "shard.h"
+#include "hot.h"
 
 #include <errno.h>
 #include <stddef.h>
@@ -74,7 +75,7 @@ int iez_shard_create(struct iez_shard *sh, const char *dir, const struct iez_sha
     return 0;
 }
 
-struct iez_rec *iez_shard_alloc(struct iez_shard *sh, size_t size)
+IEZ_HOT struct iez_rec *iez_shard_alloc(struct iez_shard *sh, size_t size)
 {
     if (sh->broken || !sh->chunk || size > IEZ_SHARD_CHUNK - IEZ_SHARD_HEADER_SIZE)
         return NULL;
@@ -99,7 +100,7 @@ struct iez_rec *iez_shard_alloc(struct iez_shard *sh, size_t size)
     return r;
 }
 
-void iez_shard_commit(struct iez_rec *r)
+IEZ_HOT void iez_shard_commit(struct iez_rec *r)
 {
     /* the write facts at 18 are still 0 here, as the reader takes them */
     uint32_t crc = iez_crc32(0, (const char *)r + 12, 20);

@@ -1,4 +1,5 @@
 #include "state.h"
+#include "hot.h"
 
 #include <time.h>
 
@@ -11,7 +12,7 @@ int iez_threads_mpi_own;
 int iez_mpi_starting;
 __thread int iez_busy __attribute__((tls_model("initial-exec")));
 
-uint64_t iez_now_ns(void)
+IEZ_HOT uint64_t iez_now_ns(void)
 {
     struct timespec t;
     clock_gettime(CLOCK_REALTIME, &t);

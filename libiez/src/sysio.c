@@ -1,4 +1,5 @@
 #include "sysio.h"
+#include "hot.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -10,12 +11,12 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-int iez_sys_openat(int dirfd, const char *path, int flags, mode_t mode)
+IEZ_HOT int iez_sys_openat(int dirfd, const char *path, int flags, mode_t mode)
 {
     return (int)syscall(SYS_openat, dirfd, path, flags, mode);
 }
 
-int iez_sys_close(int fd) { return (int)syscall(SYS_close, fd); }
+IEZ_HOT int iez_sys_close(int fd) { return (int)syscall(SYS_close, fd); }
 
 ssize_t iez_sys_read(int fd, void *buf, size_t n) { return syscall(SYS_read, fd, buf, n); }
 
@@ -42,6 +43,19 @@ int iez_write_all(int fd, const void *buf, size_t n)
     return 0;
 }
 
+void *iez_alloc_table(size_t n)
+{
+    const size_t huge = (size_t)2 << 20;
+    if (n < huge)
+        return calloc(1, n ? n : 1);
+    size_t len = (n + huge - 1) & ~(huge - 1);
+    void *p = NULL;
+    if (len < n || posix_memalign(&p, huge, len))
+        return NULL;
+    madvise(p, len, MADV_HUGEPAGE); /* a hint: without it (THP off, no huge page free), 4 KiB pages */
+    return memset(p, 0, len);
+}
+
 int iez_read_file(const char *path, size_t max, char **out, size_t *outlen)
 {
     int fd = iez_sys_openat(AT_FDCWD, path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY, 0);
@@ -54,7 +68,7 @@ int iez_read_file(const char *path, size_t max, char **out, size_t *outlen)
         return -e;
     }
     size_t cap = (size_t)st.st_size + 1, len = 0;
-    char *buf = malloc(cap);
+    char *buf = iez_alloc_table(cap);
     if (!buf) {
         iez_sys_close(fd);
         return -ENOMEM;

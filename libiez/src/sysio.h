@@ -22,9 +22,14 @@ char *iez_map_reserved(int fd, off_t off, size_t len);
 
 /* Write all of buf (retrying short writes and EINTR); 0 or -1. */
 int iez_write_all(int fd, const void *buf, size_t n);
-/* Read a whole regular file of at most max bytes into a malloc'd, NUL-terminated buffer: 0, or
- * -errno (-EINVAL: not a regular file, -EFBIG: larger than max). A FIFO or device never blocks
- * the caller: it is opened non-blocking and refused by fstat. */
+/* n zeroed bytes for free(); from 2 MiB on, 2 MiB-aligned and asked to be huge pages: a table
+ * looked up at random (the plan's) then costs a lookup one TLB miss of a short page walk, not
+ * one of a 4 KiB page each line (a long walk in a virtual machine). NULL: no memory. */
+void *iez_alloc_table(size_t n);
+/* Read a whole regular file of at most max bytes into a NUL-terminated buffer for free()
+ * (iez_alloc_table's, a large file in huge pages): 0, or -errno (-EINVAL: not a regular file,
+ * -EFBIG: larger than max). A FIFO or device never blocks the caller: it is opened
+ * non-blocking and refused by fstat. */
 int iez_read_file(const char *path, size_t max, char **buf, size_t *len);
 
 /* libiez's own files (trace shards, I/O event logs, the merged job trace) live in directories

@@ -1,4 +1,5 @@
 #include "trace.h"
+#include "hot.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -59,7 +60,7 @@ static void trace_fini(void);
 
 static const char *rec_path(const struct iez_rec *r) { return (const char *)r + IEZ_REC_FIXED; }
 
-static void publish_plan_counts(void)
+IEZ_HOT static void publish_plan_counts(void)
 {
     if (shard_state != 1)
         return;
@@ -141,7 +142,7 @@ static void flush_pending(void)
 
 /* The record of (api, path): the current one, or a new one when this open created the file
  * (a new file under an old name). */
-static struct iez_rec *record_for(const struct iez_file_info *fi)
+IEZ_HOT static struct iez_rec *record_for(const struct iez_file_info *fi)
 {
     if (fi->path_len > UINT16_MAX || fi->lum_len > UINT16_MAX || ensure_shard() != 1)
         return NULL;
@@ -184,7 +185,7 @@ static struct iez_rec *record_for(const struct iez_file_info *fi)
     return r;
 }
 
-static struct iez_ofd *ofd_new(void)
+IEZ_HOT static struct iez_ofd *ofd_new(void)
 {
     if (!free_ofds) {
         struct ofd_block *b = calloc(1, sizeof *b);
@@ -202,7 +203,7 @@ static struct iez_ofd *ofd_new(void)
     return o;
 }
 
-static void ofd_put(struct iez_ofd *o)
+IEZ_HOT static void ofd_put(struct iez_ofd *o)
 {
     if (iez_fd_is_none(o))
         return;
@@ -216,7 +217,7 @@ static void ofd_put(struct iez_ofd *o)
 
 /* Point fd at o (NULL: at nothing), letting go of the previous occupant, if any (a descriptor
  * closed behind our back, e.g. by a raw syscall, when fd is being opened). */
-static void slot_set(int fd, struct iez_ofd *o)
+IEZ_HOT static void slot_set(int fd, struct iez_ofd *o)
 {
     if ((unsigned)fd >= IEZ_FD_CHUNK * IEZ_FD_CHUNKS)
         return;
@@ -236,7 +237,7 @@ static void slot_set(int fd, struct iez_ofd *o)
 
 static int fd_trackable(int fd) { return (unsigned)fd < IEZ_FD_CHUNK * IEZ_FD_CHUNKS; }
 
-void iez_trace_opened(int fd, const struct iez_file_info *fi)
+IEZ_HOT void iez_trace_opened(int fd, const struct iez_file_info *fi)
 {
     if (!iez_tracing || !fd_trackable(fd))
         return;
@@ -260,7 +261,7 @@ void iez_trace_opened(int fd, const struct iez_file_info *fi)
 /* The descriptor calls below take the trace lock: from a signal handler that interrupted
  * libiez's own work in this thread (iez_busy) they would deadlock, so they let it be; a stale
  * entry is replaced when the number is opened again. */
-void iez_trace_closed(int fd)
+IEZ_HOT void iez_trace_closed(int fd)
 {
     struct iez_ofd *was = iez_tracing ? iez_fd_get(fd) : NULL;
     if (!was || iez_busy || !iez_owner())
@@ -435,7 +436,7 @@ void iez_trace_file_closed(struct iez_rec *r)
     pthread_mutex_unlock(&lock);
 }
 
-void iez_trace_mark(int fd, struct iez_ofd *none)
+IEZ_HOT void iez_trace_mark(int fd, struct iez_ofd *none)
 {
     if (!fd_trackable(fd))
         return;
@@ -489,7 +490,7 @@ uint64_t iez_trace_finish(struct iez_own *file)
     return size;
 }
 
-void iez_trace_plan_count(int outcome, size_t entries, int rejected)
+IEZ_HOT void iez_trace_plan_count(int outcome, size_t entries, int rejected)
 {
     if (!iez_cfg.trace_dir[0])
         return;
