@@ -804,8 +804,13 @@ class _Caps:
 
     def boxes(self, t: float) -> tuple[np.ndarray, np.ndarray]:
         """Per OST and per OSS, the stripes it may take under bound t."""
+        box, box_s = self._caps(t)
+        return box.astype(np.int64), box_s.astype(np.int64)
+
+    def _caps(self, t: float) -> tuple[np.ndarray, np.ndarray]:
+        """`boxes`, whole numbers held as floats (what `fits` sums, many times a group)."""
         if math.isinf(t):
-            return self.base, np.bincount(self.grp, weights=self.base, minlength=self.n_srv).astype(np.int64)
+            return self.base, np.bincount(self.grp, weights=self.base, minlength=self.n_srv)
         n, cap, step = len(self.base), self.top.copy(), self.step
         for unit, bw, load in self.phases:  # floor((t bw (1 + EPS) - load) / unit + EPS), in place
             np.multiply(bw, t, out=step)
@@ -817,10 +822,10 @@ class _Caps:
         np.maximum(cap, 0, out=cap)  # as np.clip
         box = np.minimum(cap[:n], self.base, out=cap[:n])
         inner = np.bincount(self.grp, weights=box, minlength=self.n_srv)
-        return box.astype(np.int64), np.minimum(cap[n:], inner, out=cap[n:]).astype(np.int64)
+        return box, np.minimum(cap[n:], inner, out=cap[n:])
 
     def fits(self, k: int, t: float) -> bool:
-        return bool(self.boxes(t)[1].sum() >= k)
+        return bool(self._caps(t)[1].sum() >= k)
 
     def first_fit(self, k: int, tries: np.ndarray) -> int:
         """The first of the rising bounds `tries` under which k stripes fit (len(tries) if none).
