@@ -10,7 +10,7 @@ import pytest
 from iez.alloc.policy import AllocOptions, Placements
 from iez.alloc.registry import get_policy
 from iez.cluster import Snapshot, make_cluster
-from iez.errors import ConfigError
+from iez.errors import AllocationError, ConfigError
 from iez.plan import Plan, dumps, dumps_arrays, loads
 from iez.request import Request, RequestColumns
 from test_alloc_policies import POOLED
@@ -121,3 +121,18 @@ def test_the_array_writer_checks_paths_as_plan_add_does(paths, why):
         plan = Plan()
         for p in paths:
             plan.add(p, loads("#iez-plan 1\n/x\tc=1\n").entries["/x"])
+
+
+def test_stripe_counts_and_pools_without_room_as_the_rule_gives():
+    """Counts asked within every pool's reach are kept; 0 takes the default, -1 and counts past a
+    pool's usable OSTs take them all; a pool with no usable OST names its first request."""
+    snap = Snapshot.from_cluster(CLUSTER)
+    fast = len(CLUSTER.pool("fast"))
+    reqs = [Request(f"/t/f.{i}", MiB, c, pool=p) for i, (c, p) in enumerate(
+        [(1, ""), (3, "fast"), (0, ""), (-1, "fast"), (fast + 1, "fast"), (12, "")])]
+    placed = get_policy("balanced").place(reqs, CLUSTER, snap, AllocOptions(layout="keep"))
+    assert [p.layout.plain.stripe_count for p in placed] == [1, 3, 2, fast, fast, 12]
+    assert get_policy("balanced").place(reqs[:2], CLUSTER, snap, AllocOptions(layout="keep")).table.count.tolist() == [1, 3]
+    gone = AllocOptions(layout="keep", exclude=frozenset(CLUSTER.pool("fast")))
+    with pytest.raises(AllocationError, match=r"no OST in pool 'fast' can take a stripe of /t/f\.1 "):
+        get_policy("balanced").place(reqs, CLUSTER, snap, gone)
