@@ -178,6 +178,11 @@ class Txn:
 
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
+        # Ids read or made in this transaction (iez deletes no application or run), so that the
+        # steps of one placement do not ask again: an application's id and whether this
+        # transaction has locked its row (`app_id`), a run's id by (application id, number).
+        self._apps: dict[str, tuple[int, bool]] = {}
+        self._runs: dict[tuple[int, int], int] = {}
 
     def _insert_many(self, table: Table, names: Sequence[str], rows: Iterable[tuple],
                      fixed: Mapping[str, int | float | str] | None = None) -> None:
@@ -223,28 +228,34 @@ class Txn:
 
     # -- applications and runs -------------------------------------------------------------
     def app_id(self, name: str, create: bool = False) -> int:
+        known = self._apps.get(name)
+        if known is not None and (known[1] or not create):
+            return known[0]
         check_app_name(name)
         q = select(applications.c.id).where(applications.c.name == name)
         # A writer locks the application's row, so that two imports into one application take
         # run numbers one after the other (PostgreSQL; SQLite's BEGIN IMMEDIATE already does).
         row = self.conn.execute(q.with_for_update() if create else q).first()
-        if row:
-            return row[0]
-        if not create:
+        if not row and not create:
             raise DatabaseError(f"no application {name!r} in the database "
                                 f"(import a trace first: iez trace import PATH --app {name})")
-        return self._insert(applications.insert().values(name=name, created_at=time.time()))
+        got = row[0] if row else self._insert(applications.insert().values(name=name, created_at=time.time()))
+        self._apps[name] = (got, create)
+        return got
 
     def apps(self) -> list[str]:
         return list(self.conn.execute(select(applications.c.name).order_by(applications.c.name)).scalars())
 
     def _run_id(self, app_id: int, number: int, create: bool = False) -> int | None:
+        known = self._runs.get((app_id, number))
+        if known is not None:
+            return known
         row = self.conn.execute(select(runs.c.id).where(runs.c.app_id == app_id, runs.c.number == number)).first()
-        if row:
-            return row[0]
-        if not create:
+        if not row and not create:
             return None
-        return self._insert(runs.insert().values(app_id=app_id, number=number))
+        got = row[0] if row else self._insert(runs.insert().values(app_id=app_id, number=number))
+        self._runs[(app_id, number)] = got
+        return got
 
     def next_traced_run(self, app: str) -> int:
         """1 + the highest run number that has a trace (so a predicted run gets its trace)."""
