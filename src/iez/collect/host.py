@@ -16,6 +16,8 @@ from iez.alloc.gate import Decision, GateClosed, GateLimits, HostLoad, decide
 from iez.errors import IezError
 
 POLL = 2.0  # seconds between looks at the host's load while waiting
+MEMINFO_KEYS = frozenset(("MemTotal", "MemAvailable", "MemFree"))
+READ_CHUNK, MAX_READ = 1 << 14, 1 << 20  # bytes: /proc/meminfo is about 1.5 KiB
 
 
 def read_host_load(proc: str | Path = "/proc", cores: int | None = None) -> HostLoad:
@@ -30,9 +32,10 @@ def read_host_load(proc: str | Path = "/proc", cores: int | None = None) -> Host
     meminfo = {}
     for line in _read(root / "meminfo").splitlines():
         key, _, rest = line.partition(":")
-        fields = rest.split()
-        if fields and fields[0].isdigit():
-            meminfo[key.strip()] = int(fields[0])
+        if key in MEMINFO_KEYS:  # the three of some fifty lines (a collector reads it every round)
+            fields = rest.split()
+            if fields and fields[0].isdigit():
+                meminfo[key] = int(fields[0])
     total = meminfo.get("MemTotal", 0)
     if total <= 0 or "MemAvailable" not in meminfo and "MemFree" not in meminfo:
         raise IezError(f"{root / 'meminfo'}: no MemTotal and MemAvailable (or MemFree) lines")
@@ -70,8 +73,19 @@ def wait_open(limits: GateLimits = GateLimits(), timeout: float = 0.0,
 
 
 def _read(path: Path) -> str:
+    """The file's text, through os.open/os.read: a collector reads two of them every round, and a
+    buffered text file object cost most of reading the host's load (as in iez.lustre.params)."""
     try:
-        return path.read_text()
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            chunks: list[bytes] = []  # /proc files say size 0: read to the end, at most MAX_READ
+            size = 0
+            while size < MAX_READ and (chunk := os.read(fd, READ_CHUNK)):
+                chunks.append(chunk)
+                size += len(chunk)
+        finally:
+            os.close(fd)
+        return b"".join(chunks).decode()
     except OSError as e:
         raise IezError(f"cannot read {path}: {e.strerror}") from None
     except UnicodeDecodeError:
