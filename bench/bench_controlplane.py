@@ -168,7 +168,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         cd = init_cluster_dir(root / "emu", cluster)
-        up(cd, wait=120, seed=1)  # its first scan of 1,008 OSTs' trees takes a loaded machine a while
+        mds = up(cd, wait=120, seed=1)  # its first scan of 1,008 OSTs' trees takes a loaded machine a while
         try:
             with LocalControlPlane(cd, root / "cp") as cp:
                 reqs = [Request(str(cd.root / "fs" / "job" / f"out.{i:08d}"), 64 * MiB, 4, rank=i)
@@ -205,10 +205,11 @@ def main() -> None:
                 spy = subprocess.Popen([py_spy(), "record", "-p", str(ctl.pid), "-o", PROFILE, "-d", str(SECONDS),
                                         "-r", "200", "--nonblocking"], stdout=subprocess.DEVNULL) if PROFILE else None
                 cpus = sorted({CONTROLLER_CPU} | others)
-                b0, pw0 = busy(cpus), time.monotonic()
+                b0, pw0, beside0 = busy(cpus), time.monotonic(), [sum(map(cpu_seconds, collectors)), cpu_seconds(mds)]
                 paced = served(ctl.pid, lambda: wrk(url, cp.site, PACED_CONNECTIONS, SECONDS, rate=GOAL_RATE))
-                cpu_busy = [(b - a) / os.sysconf("SC_CLK_TCK") / (time.monotonic() - pw0)
-                            for a, b in zip(b0, busy(cpus))]
+                pw = time.monotonic() - pw0
+                cpu_busy = [(b - a) / os.sysconf("SC_CLK_TCK") / pw for a, b in zip(b0, busy(cpus))]
+                beside = [(b - a) / pw for a, b in zip(beside0, [sum(map(cpu_seconds, collectors)), cpu_seconds(mds)])]
                 if spy is not None:
                     spy.wait()
                 window = time.monotonic() - w0
@@ -220,7 +221,9 @@ def main() -> None:
     where = (f"the controller alone on CPU {CONTROLLER_CPU}, the rest on CPU {', '.join(map(str, sorted(others)))}"
              if PIN else "every process on every CPU (IEZ_BENCH_PIN=0)")
     print(f"{where}; busy while {GOAL_RATE}/s was offered: "
-          + ", ".join(f"CPU {c} {b:.2f}" for c, b in zip(cpus, cpu_busy)) + " (other work on the machine included)")
+          + ", ".join(f"CPU {c} {b:.2f}" for c, b in zip(cpus, cpu_busy)) + " (other work on the machine included); "
+          f"of that the collectors {beside[0]:.2f} cores, the MDS {beside[1]:.2f}, wrk {paced['wrk_cores']:.2f}, "
+          f"the controller {paced['cores']:.2f} (wrk waiting for a CPU adds to the latency it measures)")
     print(f"a {FILES}-file plan placed directly: {direct:.1f} ms; load average {load0:.1f} before, "
           f"{os.getloadavg()[0]:.1f} after (the machine is shared: latency is the run queue's as much as the controller's)")
     print(f"{'':34s}{'fetches/s':>10s} {'p50 ms':>8s} {'p99 ms':>8s} {'max ms':>8s} {'timeouts':>9s} "
