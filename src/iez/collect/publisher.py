@@ -126,9 +126,9 @@ def next_slot(sent: float, phase: float, interval: float) -> float:
     0 on the same clock) at least half an interval after it.
 
     Why a phase of its own: every collector publishes at once when the controller subscribes, and
-    rounds one interval apart would keep them together from then on, so the controller took all
-    of them in one burst each interval (144 at the centre's scale, its subscriber holding the
-    GIL from the fetches for their whole run) and the collectors' host ran them all at once.
+    rounds one interval apart would keep them together from then on (only handshakes and stalls
+    spread them), so the controller could take all of them in one burst each interval (144 at the
+    centre's scale, its subscriber holding the GIL from the fetches meanwhile).
     A phase drawn at random per collector spreads them over the interval again after one round.
     Rounds on their slots stay one interval apart, a late one (a stall) does not move the next,
     and after an extra round the next comes in 0.5-1.5 intervals: within the controller's
