@@ -67,7 +67,9 @@ int iez_read_file(const char *path, size_t max, char **out, size_t *outlen)
         iez_sys_close(fd);
         return -e;
     }
-    size_t cap = (size_t)st.st_size + 1, len = 0;
+    /* the file, one byte more to see its end without growing (a copy of huge pages: realloc cannot
+     * move them), and the NUL */
+    size_t cap = (size_t)st.st_size + 2, len = 0;
     char *buf = iez_alloc_table(cap);
     if (!buf) {
         iez_sys_close(fd);
