@@ -176,7 +176,7 @@ def settle_heap() -> None:
     the database layer: about 100,000 objects) out of the cyclic garbage collector's passes.
 
     A full collection walks every tracked object with the GIL held, so every fetch waits for it:
-    30-70 ms of CPU for these on the shared development machine (370 ms of wall time under its
+    66-73 ms of CPU for these on the shared development machine (370-810 ms of wall time under its
     load), and the reports the subscriber keeps (each collector's newest) set one off every
     minute or so while it serves. Frozen, the start-up objects are never walked again: a full
     collection while serving walks about 9,000 (docs/controller.md, "Performance"). What is
