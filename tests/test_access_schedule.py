@@ -12,9 +12,8 @@ from dataclasses import replace
 import pytest
 
 from iez.access import protocol as P
-from iez.access.admission import (Claim, Rule, SlotSchedule, Usage, decide, disjoint, make_policy, schedule,
-                                  simulate)
-from iez.access.lane import Lane, ns
+from iez.access.admission import Claim, Rule, Usage, decide, disjoint, make_policy, schedule, simulate
+from iez.access.lane import Lane
 from iez.access.queue import AccessQueue, Settings
 
 POLICIES = [("exclusive", 1), ("k-concurrent", 1), ("k-concurrent", 3), ("priority", 1), ("priority", 2),
@@ -41,8 +40,7 @@ def osts(rng: random.Random, name: str):
 
 @pytest.mark.parametrize("name,k", POLICIES)
 @pytest.mark.parametrize("seed", range(4))
-def test_kept_estimates_equal_the_full_rebuild(name, k, seed, monkeypatch):
-    monkeypatch.setattr(SlotSchedule, "MARK", 3)  # k slots: a claim leaving is scheduled again from a mark
+def test_kept_estimates_equal_the_full_rebuild(name, k, seed):
     rng = random.Random(seed)
     # Shares by user and by project: a user's claims differ in share, the first waiting sets it.
     shares = (Rule("user", "u1", 2.0), Rule("project", "p1", 3.0))
@@ -202,34 +200,3 @@ def test_a_schedule_is_kept_while_every_slot_is_busy(name, k):
     later = q._schedule_now(10.5)
     assert later is not kept and later.starts != kept.starts  # the first hold is now taken to end at 10.5
     assert later.starts == schedule(q.policy, q.waiting(), q.holding(), q.state.usage, 10.5, q.duration).starts
-
-
-@pytest.mark.parametrize("k", [2, 4])
-def test_slot_schedule_takes_out_a_claim_that_leaves(k, monkeypatch):
-    """Claims leaving from anywhere in a long k-slot queue, and joining at the back between them:
-    the kept schedule, run again from the mark before the earliest departure when next read,
-    against a new one."""
-    monkeypatch.setattr(SlotSchedule, "MARK", 16)
-    rng = random.Random(k)
-    pol = make_policy("k-concurrent", k=k)
-    claims = [Claim(appid=f"a{i}", phase="io", seq=i, since=0.0, expect=rng.choice([0.25, 1.0, 2.5, 7.0]))
-              for i in range(400)]
-    holding = [replace(c, token=i + 1, granted=rng.randrange(8) / 4) for i, c in enumerate(claims[:k])]
-    lane = Lane()
-    dur = lambda c: c.expect  # noqa: E731
-    for c in claims[k:300]:
-        lane.insert((pol.key(c), c.appid), ns(c.expect))
-    kept = SlotSchedule(pol, lane, holding, 1.0, dur)
-    waiting = claims[k:300]
-    for c in claims[300:]:
-        if rng.random() < 0.5:  # one leaves from anywhere
-            gone = waiting.pop(rng.randrange(len(waiting)))
-            lane.remove((pol.key(gone), gone.appid))
-            assert kept.remove(gone)
-        else:  # one joins at the back
-            waiting.append(c)
-            lane.insert((pol.key(c), c.appid), ns(c.expect))
-            assert kept.add(c)
-        if rng.random() < 0.3:  # read now and then: several departures may wait for one reading
-            assert kept.starts == SlotSchedule(pol, lane, holding, 1.0, dur).starts
-    assert kept.starts == simulate(pol, waiting, holding, Usage(), 1.0, dur)

@@ -27,7 +27,7 @@ import heapq
 import math
 import operator
 from dataclasses import dataclass, field, replace
-from itertools import chain, islice, repeat
+from itertools import chain, repeat
 from typing import Callable, Iterable, Iterator, cast
 
 from iez.access.lane import NS, Item, Lane, Source, Value, fixed, ns
@@ -327,11 +327,6 @@ class Schedule:
     def add(self, c: Claim) -> bool:
         """Schedule a claim that joined the queue behind every scheduled one; False if it does not
         go last, or this schedule cannot be extended: the caller builds a new one."""
-        return False
-
-    def remove(self, c: Claim) -> bool:
-        """Unschedule a waiting claim that left the queue; False if this schedule cannot be
-        updated: the caller builds a new one."""
         return False
 
     def probe(self, c: Claim) -> tuple[int, float | None]:
@@ -750,80 +745,37 @@ class SlotSchedule(Schedule):
     under `Slots` does run forward). A claim that leaves changes every later start, and not by
     one shift: from then on the slots' free times differ by its hold, spread over the slots as the
     later holds fall, so the sums that make `ChainSchedule` incremental do not exist here. The
-    queue is scheduled whole instead, in passes of C-level iterators (no Python call per claim),
-    in integer nanoseconds as the lane sums them; a claim joining at the back extends it (`add`),
-    and when one joins elsewhere or leaves (`remove`) the claims from the last mark (the slots'
-    free times every `MARK` claims) before its place are scheduled again when next asked: the
-    claims ahead of it keep their starts."""
-
-    MARK = 1024  # claims between two copies of the slots' free times
+    queue is scheduled whole instead, in one pass of C-level iterators (no Python call per claim),
+    in integer nanoseconds as the lane sums them; a claim joining at the back extends it (`add`)."""
 
     def __init__(self, policy: Slots, lane: Lane, holding: list[Claim], now: float,
                  duration: Callable[[Claim], float], value: Value = fixed):
         super().__init__(policy, holding, now, duration)
-        self.lane, self.value = lane, value
+        self.lane = lane
         ends = sorted(ns(max(now, h.granted + duration(h))) for h in holding)[-policy.k:]
-        self.free = [ns(now)] * (policy.k - len(ends)) + ends  # the slots' free times: sorted, so a heap
-        self.times: list[int] = []
-        self.marks: list[list[int]] = []  # the free times before claim i * MARK
-        self.stale: int | None = None  # the first mark after which claims have joined or left
-        self._schedule(lane.durations(value))
-        self.until = busy_until(policy, holding, duration)
-
-    def _schedule(self, durations: Iterator[int]) -> None:
-        """Schedule the claims of `durations` after those in `times`, from `free` (at a mark)."""
-        free, times, mark = self.free, self.times, self.MARK
+        free = [ns(now)] * (policy.k - len(ends)) + ends  # the slots' free times: sorted, so a heap
         # Each step pops the first free time (the claim's start) and pushes it plus the claim's hold.
         replace_first = heapq.heapreplace
-        while True:
-            self.marks.append(list(free))
-            n = len(times)
-            times += [replace_first(free, free[0] + d) for d in islice(durations, mark)]
-            if len(times) - n < mark:
-                return
+        self.times = [replace_first(free, free[0] + d) for d in lane.durations(value)]
+        self.free = free
+        self.until = busy_until(policy, holding, duration)
 
     @property
     def starts(self) -> dict[str, float]:
-        self._refresh()
         return dict(zip(self.lane.appids(), map(operator.truediv, self.times, repeat(NS))))
 
     def start(self, c: Claim) -> float | None:
-        self._refresh()
         return self.times[self.lane.rank((self.policy.key(c), c.appid))] / NS
 
     def add(self, c: Claim) -> bool:
-        """`c` has joined the lane: scheduled at once if it went last, else from the mark before
-        its place when next asked."""
-        i = self.lane.rank((self.policy.key(c), c.appid))
-        if self.stale is None and i == len(self.times):
-            self.times.append(heapq.heapreplace(self.free, self.free[0] + ns(self.duration(c))))
-        else:
-            self._changed(i)
+        """`c` has joined the lane: scheduled if it went last."""
+        if self.lane.rank((self.policy.key(c), c.appid)) != len(self.times):
+            return False
+        self.times.append(heapq.heapreplace(self.free, self.free[0] + ns(self.duration(c))))
         return True
-
-    def remove(self, c: Claim) -> bool:
-        """`c` has left the lane (nothing else changed): the claims from the mark before its place
-        are scheduled again when next asked."""
-        self._changed(self.lane.rank((self.policy.key(c), c.appid)))
-        return True
-
-    def _changed(self, i: int) -> None:
-        """The claims from place i on have changed: those from the mark before it are stale."""
-        j = min(i // self.MARK, len(self.marks) - 1)
-        self.stale = j if self.stale is None else min(self.stale, j)
-
-    def _refresh(self) -> None:
-        j = self.stale
-        if j is not None:
-            self.stale = None
-            del self.times[j * self.MARK:]
-            self.free = list(self.marks[j])
-            del self.marks[j:]
-            self._schedule(islice(self.lane.durations(self.value), j * self.MARK, None))
 
     def probe(self, c: Claim) -> tuple[int, float | None]:
         # c takes the place of the claim now at i, whose start depended only on those ahead.
-        self._refresh()
         i = self.lane.rank((self.policy.key(c), c.appid))
         return i + 1, (self.times[i] if i < len(self.times) else self.free[0]) / NS
 

@@ -411,13 +411,9 @@ class AccessQueue:
         if c.holding:
             self._changes.usage.update(self.state.usage.charge(c, now - c.granted, now))
         self._event(now, why, c.appid, phase=c.phase, token=c.token or None, **extra)
-        version, at, sched = self._schedule
         self._mutated()
         if decide:
             self._decide(now)
-        # A waiting claim that left an otherwise unchanged queue is taken out of the schedule.
-        if not c.holding and version == self._version - 1 and sched is not None and sched.remove(c):
-            self._schedule = (self._version, at, sched)
 
     def _revoke(self, app: App, c: Claim, now: float, why: str, **extra: object) -> None:
         app.revoked = c.token
