@@ -27,7 +27,7 @@ from iez.collect.host import check
 from iez.alloc.registry import DEFAULT_POLICY, get_policy
 from iez.cluster import Cluster
 from iez.collect.message import MessageError, StatsMessage, decode
-from iez.controller.work import Work, pending_work, plan_body, render_plan, run_info
+from iez.controller.work import Work, pending_work, plan_body, render_plan, run_state
 from iez.controller.exposition import Counts, Exposition, Histogram, families
 from iez.controller.view import MAX_CLOCK_SKEW, GlobalView
 from iez.db.database import RESERVATION_TTL
@@ -252,7 +252,7 @@ class Controller:
         meta = {"collective_reads": pipeline.collective_reads(got), **(meta or {})}
         with self.db.begin() as tx:
             if run is not None:
-                info = run_info(tx, app, run)
+                info = run_state(tx, app, run)
                 if info is not None and info.traced:
                     raise Conflict(f"run {run} of {app} already has a trace")
             number, notes = pipeline.store_trace(tx, app, got, run, label=label, source=source, nprocs=nprocs,
@@ -279,7 +279,7 @@ class Controller:
         with self.db.begin() as tx:
             tx.app_id(app, create=True)
             number = tx.next_traced_run(app) if run is None else run
-            info = run_info(tx, app, number)
+            info = run_state(tx, app, number)
             if info is not None and info.traced:
                 raise Conflict(f"run {number} of {app} has already run (it has a trace)")
             if info is not None and info.planned_policy:
@@ -496,7 +496,7 @@ class Controller:
 
         def plan(tx: Txn, done: pipeline.Allocation) -> None:
             generation = self.plans.generation
-            info = run_info(tx, app, run)
+            info = run_state(tx, app, run)
             if info is not None and info.traced:
                 raise Conflict(f"run {run} of {app} was traced while it was being placed")
             tx.mark_planned(app, run, name)

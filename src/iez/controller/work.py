@@ -20,7 +20,7 @@ from typing import Sequence
 from sqlalchemy import func, or_, select
 
 from iez.cluster import Cluster
-from iez.db import RunInfo, Txn
+from iez.db import Txn
 from iez.db.schema import applications, predictions, runs, traced_requests
 from iez.pipeline import plan_text
 from iez.request import Placement
@@ -69,10 +69,19 @@ def pending_work(tx: Txn) -> list[Work]:
     return work
 
 
-def run_info(tx: Txn, app: str, number: int) -> RunInfo | None:
-    if app not in tx.apps():
-        return None
-    return next((r for r in tx.runs(app) if r.number == number), None)
+@dataclass(frozen=True)
+class RunState:
+    traced: bool
+    planned_policy: str  # whose placements its plan carries, "" when it has none
+
+
+def run_state(tx: Txn, app: str, number: int) -> RunState | None:
+    """Whether run `number` of `app` has a trace and whose plan it follows; None when there is no
+    such run. One query (not every run of the application, with its files counted)."""
+    r = tx.conn.execute(select(runs.c.traced_at, runs.c.planned_policy)
+                        .join(applications, runs.c.app_id == applications.c.id)
+                        .where(applications.c.name == app, runs.c.number == number)).first()
+    return None if r is None else RunState(r.traced_at is not None, r.planned_policy or "")
 
 
 def plan_body(tx: Txn, app: str, number: int, policy: str, cluster: Cluster, placed: Sequence[Placement],
