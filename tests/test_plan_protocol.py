@@ -61,7 +61,8 @@ def server() -> Iterator[SimpleNamespace]:
     plans.put("job", None, job, 0)  # the coming run's plan, and the same asked by its number
     plans.put("job", 3, job, 0)
     plans.put("big", None, PlanResult("ready", "big", 1, BIG), 0)
-    served = Counted(downstream, SimpleNamespace(plans=plans), Tokens(SITE, ADMIN))
+    # the controller as ServedPlans reads it: its held plans, no database
+    served = Counted(downstream, SimpleNamespace(held_plan=plans.get), Tokens(SITE, ADMIN))
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
