@@ -61,8 +61,12 @@ def server() -> Iterator[SimpleNamespace]:
     plans.put("job", None, job, 0)  # the coming run's plan, and the same asked by its number
     plans.put("job", 3, job, 0)
     plans.put("big", None, PlanResult("ready", "big", 1, BIG), 0)
-    # the controller as ServedPlans reads it: its held plans, no database
-    served = Counted(downstream, SimpleNamespace(held_plan=plans.get), Tokens(SITE, ADMIN))
+    pending = PlanResult("pending", "wait", 2, reason="waiting for fresh OST statistics")
+
+    def held_plan(app: str, run: int | None) -> PlanResult | None:  # as Controller.held_plan: no database
+        return pending if app == "wait" else plans.get(app, run)
+
+    served = Counted(downstream, SimpleNamespace(held_plan=held_plan), Tokens(SITE, ADMIN))
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -122,6 +126,16 @@ def exchange(port: int, chunks: list[bytes], replies: int | list[str], pause: fl
                 return [*map(tuple, out), s.recv(1) == b""]
             conn.start_next_cycle()
         return [*map(tuple, out), False]
+
+
+def test_a_pending_plan_is_answered_before_asgi_as_asgi_would(server):
+    """A polled pending plan: the route's 202 with its reason, byte for byte on both paths, and
+    the connection kept for the next poll."""
+    server.served.seen.clear()
+    fast, slow, closed = exchange(server.port, [request("/apps/wait/plan"), request("/apps/wait/pla%6E")], 2)
+    assert fast == slow and fast[0] == 202 and not closed
+    assert b"waiting for fresh OST statistics" in fast[2] and (b"content-type", b"application/json") in fast[1]
+    assert server.served.seen == ["GET /apps/wait/plan"]
 
 
 def test_a_held_plan_is_answered_before_asgi_as_asgi_would(server):

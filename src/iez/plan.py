@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass, field
+from itertools import repeat
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
@@ -72,12 +73,22 @@ def check_meta(key: str, value: str) -> None:
         raise ConfigError(f"plan: {key}={value} is neither {' nor '.join(META_VALUES[key])}")
 
 
+NAME_FORBIDDEN = "\t\n\r\0"  # the plan's separators, never in a name
+
+
 def check_name(path: str) -> None:
     """A file's name as a plan can hold it: absolute, no TAB, LF, CR or NUL."""
     if not path.startswith("/"):
         raise ConfigError(f"plan: path {path!r} is not absolute")
-    if any(c in path for c in "\t\n\r\0"):
+    if any(c in path for c in NAME_FORBIDDEN):
         raise ConfigError(f"plan: path {path!r} holds a tab, newline or NUL")
+
+
+def names_ok(names: Sequence[str]) -> bool:
+    """Whether `check_name` takes every one of `names`: one scan of them all, not a call each
+    (an upload's paths)."""
+    joined = "".join(names)
+    return all(map(str.startswith, names, repeat("/"))) and not any(c in joined for c in NAME_FORBIDDEN)
 
 
 def check_path(path: str) -> None:

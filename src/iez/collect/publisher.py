@@ -132,7 +132,8 @@ def next_slot(sent: float, phase: float, interval: float) -> float:
     A phase drawn at random per collector spreads them over the interval again after one round.
     Rounds on their slots stay one interval apart, a late one (a stall) does not move the next,
     and after an extra round the next comes in 0.5-1.5 intervals: within the controller's
-    staleness limit of three (iez.controller.view)."""
+    default staleness limit of three intervals (iez.controller.view; a --stale-after below 1.5
+    intervals would see the OSS stale for that gap)."""
     k = math.ceil((sent + interval / 2 - phase) / interval)
     return phase + k * interval
 

@@ -17,7 +17,6 @@ import math
 import re
 from dataclasses import dataclass
 from functools import partial
-from itertools import repeat
 from operator import attrgetter, itemgetter
 from types import SimpleNamespace, UnionType
 from typing import Annotated, Any, Callable, Literal, Sequence, TypeVar, Union, get_args, get_origin
@@ -55,7 +54,7 @@ from iez.db.errors import DatabaseError
 from iez.errors import ConfigError, IezError
 from iez.fields import MAX_RAND
 from iez.layout.layout import LOV_MAX_STRIPE_COUNT, LOV_MAXPOOLNAME
-from iez.plan import check_name, parse_layout
+from iez.plan import check_name, names_ok, parse_layout
 from iez.db.database import REQUEST_FIELDS, request_columns
 from iez.request import Request, RequestColumns
 from iez.trace.ingest import API_LEVEL
@@ -285,11 +284,8 @@ def _allowed(annotation: Any) -> tuple[frozenset[type], frozenset | None]:
 
 
 def _names_ok(field: str, column: Sequence[str]) -> bool:
-    """`FileRequest._name` over a column of strings at once: `check_name` of each (absolute, no
-    tab, LF, CR or NUL; `final_path` may be empty), one scan of them all instead of a call per file."""
-    named = column if field == "path" else [v for v in column if v]
-    joined = "".join(named)
-    return all(map(str.startswith, named, repeat("/"))) and not any(c in joined for c in "\t\n\r\0")
+    """`FileRequest._name` over a column of strings at once (`final_path` may be empty)."""
+    return names_ok(column if field == "path" else [v for v in column if v])
 
 
 # Field validators with a form that takes a whole column (its strings), by the validator's name.

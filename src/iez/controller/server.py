@@ -176,8 +176,8 @@ def settle_heap() -> None:
     the database layer: about 100,000 objects) out of the cyclic garbage collector's passes.
 
     A full collection walks every tracked object with the GIL held, so every fetch waits for it:
-    66-73 ms of CPU for these on the shared development machine (370-810 ms of wall time under its
-    load), and the reports the subscriber keeps (each collector's newest) set one off every
+    66-73 ms of CPU for these on the shared development machine (660-810 ms of wall time under its
+    load at start-up; one while serving took 371 ms), and the reports the subscriber keeps (each collector's newest) set one off every
     minute or so while it serves. Frozen, the start-up objects are never walked again: a full
     collection while serving walks about 9,000 (docs/controller.md, "Performance"). What is
     made after start-up is collected as before."""

@@ -213,11 +213,12 @@ class Txn:
         fixed, varying = {}, {}
         for i, (k, c) in enumerate(columns.items()):
             c = c.tolist() if isinstance(c, np.ndarray) else c
-            one = c if isinstance(c, (int, float, str)) else c[0] if n and c.count(c[0]) == n else None
+            every = not isinstance(c, (list, tuple))  # one value (None too) for every row
+            one = c if every else c[0] if i and n and c.count(c[0]) == n else None
             if i and one is not None and _literal(one):
                 fixed[k] = one
             else:
-                varying[k] = [c] * n if isinstance(c, (int, float, str)) else c
+                varying[k] = [c] * n if every else c
         bound = sorted(varying, key=list(table.c.keys()).index)  # the compiled INSERT's order: no reordering a row
         self._insert_many(table, bound, list(zip(*map(varying.__getitem__, bound))), fixed)
 
