@@ -11,9 +11,9 @@ _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "words are read little
 /* A record's CRC is taken at each traced open, of its 100-odd bytes. A table
  * of CRCs costs little warm, but an open runs cold (the process did other work in between) and
  * every other lookup of a table missed the cache: on x86-64 with PCLMULQDQ the CRC takes no
- * table, four bytes a step, each by two carry-less multiplications (Barrett reduction with
- * zlib's reflected polynomial: P' = 0x1DB710641, mu' = floor(x^64 / P) = 0x1F7011641, as the
- * Linux kernel's crc32-pclmul). Elsewhere: eight bytes a step by tables ("slicing-by-8"),
+ * table, 16 bytes a step folded (`crc_fold16`), the last 4-15 bytes four at a time by two
+ * carry-less multiplications each (Barrett reduction with zlib's reflected polynomial:
+ * P' = 0x1DB710641, mu' = floor(x^64 / P) = 0x1F7011641, as the Linux kernel's crc32-pclmul). Elsewhere: eight bytes a step by tables ("slicing-by-8"),
  * t[k][b] the CRC of byte b followed by k zero bytes. */
 static uint32_t crc_table[8][256];
 static int crc_how, tables_ready; /* how: 0 not yet known, 1 tables, 2 PCLMULQDQ */

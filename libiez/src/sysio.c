@@ -43,18 +43,24 @@ int iez_write_all(int fd, const void *buf, size_t n)
     return 0;
 }
 
-void *iez_alloc_table(size_t n)
+/* n bytes, in 2 MiB pages where it is that large (a hint: without it, as with THP off or no huge
+ * page free, 4 KiB pages), zeroed if asked */
+static void *alloc_pages(size_t n, int zero)
 {
     const size_t huge = (size_t)2 << 20;
     if (n < huge)
-        return calloc(1, n ? n : 1);
+        return zero ? calloc(1, n ? n : 1) : malloc(n ? n : 1);
     size_t len = (n + huge - 1) & ~(huge - 1);
     void *p = NULL;
     if (len < n || posix_memalign(&p, huge, len))
         return NULL;
-    madvise(p, len, MADV_HUGEPAGE); /* a hint: without it (THP off, no huge page free), 4 KiB pages */
-    return memset(p, 0, len);
+    int e = errno; /* a kernel without THP refuses the hint: not the caller's error */
+    madvise(p, len, MADV_HUGEPAGE);
+    errno = e;
+    return zero ? memset(p, 0, len) : p;
 }
+
+void *iez_alloc_table(size_t n) { return alloc_pages(n, 1); }
 
 int iez_read_file(const char *path, size_t max, char **out, size_t *outlen)
 {
@@ -67,10 +73,10 @@ int iez_read_file(const char *path, size_t max, char **out, size_t *outlen)
         iez_sys_close(fd);
         return -e;
     }
-    /* the file, one byte more to see its end without growing (a copy of huge pages: realloc cannot
-     * move them), and the NUL */
+    /* the file, one byte more to see its end without growing (realloc would lose the huge pages:
+     * moved off their 2 MiB alignment, or copied), and the NUL; not zeroed, the read fills it */
     size_t cap = (size_t)st.st_size + 2, len = 0;
-    char *buf = iez_alloc_table(cap);
+    char *buf = alloc_pages(cap, 0);
     if (!buf) {
         iez_sys_close(fd);
         return -ENOMEM;

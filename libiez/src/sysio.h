@@ -27,7 +27,7 @@ int iez_write_all(int fd, const void *buf, size_t n);
  * one of a 4 KiB page each line (a long walk in a virtual machine). NULL: no memory. */
 void *iez_alloc_table(size_t n);
 /* Read a whole regular file of at most max bytes into a NUL-terminated buffer for free()
- * (iez_alloc_table's, a large file in huge pages): 0, or -errno (-EINVAL: not a regular file,
+ * (a large file in huge pages, as iez_alloc_table's): 0, or -errno (-EINVAL: not a regular file,
  * -EFBIG: larger than max). A FIFO or device never blocks the caller: it is opened
  * non-blocking and refused by fstat. */
 int iez_read_file(const char *path, size_t max, char **buf, size_t *len);
