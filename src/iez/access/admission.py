@@ -39,6 +39,7 @@ LN2 = math.log(2.0)
 # them by ~1e-12 at most, so groups this far from the least cannot have the least load.
 MARGIN = 1e-9
 UNDERFLOW = -600.0  # a load under e^-600 may round to a subnormal: compare every group
+PROBED = 4096  # fair-share probe answers a schedule keeps (`FairShareSchedule.probe`)
 
 
 @dataclass
@@ -329,8 +330,8 @@ class Schedule:
         go last, or this schedule cannot be extended: the caller builds a new one."""
         return False
 
-    def probe(self, c: Claim) -> tuple[int, float | None]:
-        """(1-based position, expected grant time) of `c` were it queued now."""
+    def probe(self, c: Claim) -> float | None:
+        """The expected grant time of `c` were it queued now (None: never)."""
         raise NotImplementedError
 
     def lasts(self, now: float) -> bool:
@@ -382,11 +383,11 @@ class OstSchedule(Schedule):
         self.times.append(t)
         return True
 
-    def probe(self, c: Claim) -> tuple[int, float | None]:
+    def probe(self, c: Claim) -> float | None:
         i = bisect.bisect_left(self.keys, self.policy.key(c))
         # The claims ahead are scheduled as if c were not there; c takes the place of the claim
         # now at i, whose start depended only on those ahead.
-        return i + 1, self.times[i] if i < len(self.times) else self._place(c, False)
+        return self.times[i] if i < len(self.times) else self._place(c, False)
 
     def _place(self, c: Claim, commit: bool) -> float:
         if c.osts is None:
@@ -623,7 +624,7 @@ class FairShareRun:
     def _run(self, s: _RunState, queues: dict[str, list[Claim]], arrivals: dict[str, list[Claim]], n: int,
              granted: list[tuple[Claim, float]], dry: dict[str, _RunState]) -> None:
         """Run on from `s` (changed in place) until n claims are granted or nothing holds, as
-        `_forward` does with `ShareGroups.first` admitting."""
+        `_forward` does with `decide` admitting (`simulate`)."""
         policy, duration, k = self.policy, self.duration, self.policy.k
         heads, firsts, held, ends, usage = s.heads, s.firsts, s.held, s.ends, s.usage
         left = [g for g in queues if heads.get(g, 0) < len(queues[g])]
@@ -712,9 +713,12 @@ class FairShareSchedule(Schedule):
         self.fair, self.groups, self.usage = policy, groups, usage.copy()
         self.run = FairShareRun(policy, groups, holding, self.usage, now, duration)
         self.until = busy_until(policy, holding, duration)
-        # A probe that starts a group runs the whole queue (0.13 s at 10,000 queued): once per distinct
-        # claim a schedule lives for, so repeated ESTIMATEs cannot keep the server busy.
-        self._probed: dict[tuple, tuple[int, float | None]] = {}
+        # A probe that starts a group runs the whole queue (0.13 s at 10,000 queued): its answer
+        # depends only on the claim's user, project and seq, so it is run once per distinct
+        # (user, project, seq) the schedule lives for, and repeated ESTIMATEs, whatever else they
+        # vary, cannot keep the server busy. The oldest is dropped past PROBED: a schedule can be
+        # kept for hours (`lasts`).
+        self._probed: dict[tuple[str, str, int], float | None] = {}
 
     @property
     def starts(self) -> dict[str, float]:
@@ -727,15 +731,17 @@ class FairShareSchedule(Schedule):
     def lasts(self, now: float) -> bool:
         return now <= self.until
 
-    def probe(self, c: Claim) -> tuple[int, float | None]:
-        memo = (c.appid, c.seq, c.phase, c.osts, c.user, c.project, c.priority, c.expect)
+    def probe(self, c: Claim) -> float | None:
+        memo = (c.user, c.project, c.seq)  # what the group, the share and the place depend on
         if memo not in self._probed:
             placed, start = self.run.place(c, False)
             if not placed:
                 queue = self.groups.copy()
                 queue.add(c)
                 start = FairShareRun(self.fair, queue, self.holding, self.usage, self.now, self.duration).starts.get(c.appid)
-            self._probed[memo] = (self.groups.position(c, self.holding, self.usage, self.now), start)
+            if len(self._probed) >= PROBED:
+                del self._probed[next(iter(self._probed))]
+            self._probed[memo] = start
         return self._probed[memo]
 
 
@@ -774,10 +780,10 @@ class SlotSchedule(Schedule):
         self.times.append(heapq.heapreplace(self.free, self.free[0] + ns(self.duration(c))))
         return True
 
-    def probe(self, c: Claim) -> tuple[int, float | None]:
+    def probe(self, c: Claim) -> float | None:
         # c takes the place of the claim now at i, whose start depended only on those ahead.
         i = self.lane.rank((self.policy.key(c), c.appid))
-        return i + 1, (self.times[i] if i < len(self.times) else self.free[0]) / NS
+        return (self.times[i] if i < len(self.times) else self.free[0]) / NS
 
     def lasts(self, now: float) -> bool:
         return now <= self.until
@@ -823,18 +829,15 @@ class ChainSchedule(Schedule):
         lanes = self.lanes.by_ost.items() if isinstance(self.policy, OstAware) else [(None, self.lanes.order)]
         return {appid: self._base(o) + ahead / NS for o, lane in lanes for appid, ahead in lane.starts(self.value)}
 
-    def probe(self, c: Claim) -> tuple[int, float | None]:
+    def probe(self, c: Claim) -> float | None:
         item = (self.policy.key(c), c.appid)
-        position = self.lanes.order.rank(item) + 1
         if not isinstance(self.policy, OstAware):
-            return position, self._at(None, self.lanes.order, item)
+            return self._at(None, self.lanes.order, item)
         # It waits for the holders and the claims ahead that share an OST with it.
         lanes = self.lanes.by_ost
         if c.osts is None:
-            t = max([self.latest] + [self._at(o, lane, item) for o, lane in lanes.items()])
-        else:
-            t = max([self.unknown] + [self._at(o, lanes[o], item) if o in lanes else self._base(o) for o in c.osts])
-        return position, t
+            return max([self.latest] + [self._at(o, lane, item) for o, lane in lanes.items()])
+        return max([self.unknown] + [self._at(o, lanes[o], item) if o in lanes else self._base(o) for o in c.osts])
 
 
 def schedule(policy: Policy, waiting: list[Claim], holding: list[Claim], usage: Usage, now: float,

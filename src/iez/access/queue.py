@@ -293,9 +293,8 @@ class AccessQueue:
         probe = Claim(appid=app.appid, phase=P.check_phase(o.get("phase", "io")), seq=self.state.next_seq,
                       since=now, osts=osts, user=app.user, project=app.project, priority=app.priority,
                       expect=P.parse_seconds(o.get("expect", "0"), "expect"))
-        _, eta = self._schedule_now(now).probe(probe)  # its position at now: a kept schedule may be older
-        position = self._position(probe, now)
-        return P.format_reply("OK", "idle", position=position,
+        eta = self._schedule_now(now).probe(probe)
+        return P.format_reply("OK", "idle", position=self._position(probe, now),  # at now: a kept schedule may be older
                               eta_s="unknown" if eta is None else round(max(eta, now) - now, 3), **counts)
 
     @staticmethod
