@@ -6,13 +6,15 @@ releases, cancels, departures and the passing of time, for every policy."""
 from __future__ import annotations
 
 import itertools
+import math
 import random
 from dataclasses import replace
 
 import pytest
 
 from iez.access import protocol as P
-from iez.access.admission import Claim, Rule, Usage, decide, disjoint, make_policy, schedule, simulate
+from iez.access.admission import (Claim, FairShareRun, Rule, ShareGroups, Usage, decide, disjoint, make_policy, schedule,
+                                  simulate)
 from iez.access.lane import Lane
 from iez.access.queue import AccessQueue, Settings
 
@@ -182,6 +184,23 @@ def test_fair_share_run_equals_running_the_policy_forward_on_long_queues(k, by, 
                   replace(claims[-1], appid="q", seq=999, user="new", project="new")):
         forward = simulate(pol, waiting + [probe], holding, usage, now, dur)
         assert kept.probe(probe) == forward[probe.appid]
+
+
+def test_fair_share_runs_compare_near_ties_within_a_margin_relative_to_the_scaled_logs():
+    """Over a long run at a half-life of 1 s the scaled logs reach millions and round by ulps of that
+    (about 4e-9 at 1.7e7, 280 days on): two groups with the same load, one charged 800 s and one
+    400 s a second later, must both be compared directly, not one dropped as if it had more load.
+    (A run that long takes ~80,000 claims: too slow to build here; `_near` gets the run's values.)"""
+    pol = make_policy("fair-share", k=2)
+    run = FairShareRun(pol, ShareGroups(pol), [], Usage(half_life=1.0), 0.0, lambda c: 1.0)
+    e = 400.0 * 60512  # an end of a run of 400 s and 800 s holds
+    usage = Usage(half_life=1.0, values={"user:a": (800.0, e), "user:b": (400.0, e + 1.0)})
+    first = {g: Claim(appid=g, phase="io", seq=i, since=0.0, user=g[5:]) for i, g in enumerate(usage.values)}
+    scaled = {g: run._scaled(g, c, usage) for g, c in first.items()}
+    assert abs(scaled["user:a"] - scaled["user:b"]) > 1e-9  # rounded apart by more than an absolute margin
+    t = e + 1.0
+    assert math.isclose(usage.value("user:a", t), usage.value("user:b", t), rel_tol=1e-15)  # yet a tie
+    assert sorted(run._near(scaled, {}, t)) == ["user:a", "user:b"]
 
 
 @pytest.mark.parametrize("name,k", [("fair-share", 1), ("fair-share", 2), ("k-concurrent", 2)])

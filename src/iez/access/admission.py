@@ -36,7 +36,9 @@ from iez.errors import ConfigError
 POLICIES = ("exclusive", "k-concurrent", "fair-share", "priority", "ost-aware")
 LN2 = math.log(2.0)
 # fair-share loads compared in logs scaled to one time (`FairShareRun._near`): rounding moves
-# them by ~1e-12 at most, so groups this far from the least cannot have the least load.
+# them by a few ulps of their size, which grows with the run's length over the half-life
+# (~1e-9 at 4e6, 70 days at a half-life of 1 s), so groups this far from the least, relative
+# to its size, cannot have the least load.
 MARGIN = 1e-9
 UNDERFLOW = -600.0  # a load under e^-600 may round to a subnormal: compare every group
 PROBED = 4096  # fair-share probe answers a schedule keeps (`FairShareSchedule.probe`)
@@ -699,7 +701,8 @@ class FairShareRun:
         finite = least if least > -math.inf else min((x for x in idle.values() if x > least), default=math.inf)
         if finite - (t - self.start) * LN2 / self.half_life < UNDERFLOW:
             return list(scaled)
-        return [g for g, x in idle.items() if x <= least + MARGIN] + busy
+        bound = least + MARGIN * max(1.0, abs(least)) if least > -math.inf else least
+        return [g for g, x in idle.items() if x <= bound] + busy
 
 
 class FairShareSchedule(Schedule):
