@@ -14,14 +14,17 @@ of the result and listed in `tree.errors`; nothing here raises for them.
 
 from __future__ import annotations
 
+import fnmatch
+import functools
 import os
+import re
 import shlex
 import shutil
 import stat
 import subprocess
 from dataclasses import dataclass
-from fnmatch import fnmatchcase
 from pathlib import Path
+from typing import Callable
 
 from iez.errors import BackendError
 from iez.lustre.getparam import param_matches, parse_getparam, split_param_name
@@ -148,6 +151,16 @@ class ParamTree:
         return dump.values
 
 
+@functools.lru_cache(maxsize=256)
+def _matcher(pat: str) -> Callable[[str], object]:
+    """fnmatchcase(name, pat) as one compiled match, without its per-call lookups."""
+    return re.compile(fnmatch.translate(pat)).match
+
+
+def _name(e: os.DirEntry) -> str:
+    return e.name
+
+
 # Paths are strings, not Path objects: a collector reads every OST's parameters each second,
 # and pathlib's objects were most of a round's CPU (the system calls are the same).
 def _walk(base: str, comps: list[str]):
@@ -158,11 +171,12 @@ def _walk(base: str, comps: list[str]):
         pat = comps[i]
         last = i == len(comps) - 1
         if any(c in pat for c in "*?["):
+            match, dotted = _matcher(pat), pat.startswith(".")
             # scandir's entry types come with the listing: no stat per entry unless a symlink
             try:
                 with os.scandir(d) as it:
-                    entries = sorted((e for e in it if fnmatchcase(e.name, pat)
-                                      and (pat.startswith(".") or not e.name.startswith("."))), key=lambda e: e.name)
+                    entries = sorted((e for e in it if match(e.name)
+                                      and (dotted or e.name[:1] != ".")), key=_name)
             except OSError:
                 return
             for e in entries:
@@ -186,23 +200,33 @@ def _walk(base: str, comps: list[str]):
 
 
 def _read(path: str) -> tuple[str | None, str]:
+    # open first and fstat the descriptor: one path lookup per file instead of two; the
+    # path is looked at again only to say why a file could not be opened
+    try:  # os.read, not open(): a buffered file object cost more than the system calls
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError as e:
+        return None, _why_unreadable(path, e)
+    try:
+        if not os.fstat(fd).st_mode & (stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH):
+            return None, "write-only"
+        chunks = []
+        while chunk := os.read(fd, 1 << 16):
+            chunks.append(chunk)
+    except OSError as e:
+        return None, e.strerror or str(e)
+    finally:
+        os.close(fd)
+    return b"".join(chunks).decode("utf-8", "replace").rstrip("\n"), ""
+
+
+def _why_unreadable(path: str, err: OSError) -> str:
     try:
         st = os.stat(path)
     except FileNotFoundError:
         target = os.readlink(path) if os.path.islink(path) else "?"
-        return None, f"dangling symlink to {target}"
+        return f"dangling symlink to {target}"
     except OSError as e:
-        return None, e.strerror or str(e)
+        return e.strerror or str(e)
     if not st.st_mode & (stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH):
-        return None, "write-only"
-    try:  # os.read, not open(): a buffered file object cost more than the system calls
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-        try:
-            chunks = []
-            while chunk := os.read(fd, 1 << 16):
-                chunks.append(chunk)
-        finally:
-            os.close(fd)
-    except OSError as e:
-        return None, e.strerror or str(e)
-    return b"".join(chunks).decode("utf-8", "replace").rstrip("\n"), ""
+        return "write-only"
+    return err.strerror or str(err)
