@@ -37,12 +37,17 @@ def test_two_jobs_take_turns_under_exclusive(bench):
 
 
 def test_two_jobs_share_under_ost_aware_when_their_osts_are_disjoint(bench):
+    # The jobs ask at one moment (`pair` holds them at a barrier once set up), so under a policy that
+    # shares neither waits and their holds overlap but for the grants' latency, and under one that
+    # does not the second waits for the first's whole hold. Compared with the holds themselves (grant
+    # to release), not the jobs' runs: those include set-up that a loaded machine stretches.
     r = pair(bench, "ost-aware", ("0-4", "5-9"), declare=True)
     assert r["osts_written"] == [[0, 1, 2, 3, 4], [5, 6, 7, 8, 9]]
-    assert r["grants"] == [1, 1] and max(r["token_wait_s"]) < 0.1
-    assert r["hold_overlap_s"] >= 0.8 * min(hold(r, 0), hold(r, 1))
+    assert r["grants"] == [1, 1] and r["untokened"] == [0, 0]
+    shorter = min(r["held_s"])
+    assert max(r["token_wait_s"]) < 0.5 * shorter and r["hold_overlap_s"] >= 0.5 * shorter
     r = pair(bench, "ost-aware", ("0-4", "4-8"), declare=True)  # one OST in common: turns again
-    assert r["hold_overlap_s"] == 0.0 and max(r["token_wait_s"]) >= 0.8 * min(hold(r, 0), hold(r, 1))
+    assert r["hold_overlap_s"] == 0.0 and max(r["token_wait_s"]) >= 0.5 * min(r["held_s"])
 
 
 def test_fine_granularity_passes_the_token_back_and_forth(bench):

@@ -105,23 +105,36 @@ class Bench:
         return spawn(self.work / f"state-{self.n}.db", *opts, token=self.token, events=events,
                      log=self.work / "serve.log"), events
 
-    def job(self, ctl: Spawned | None, name: str, osts: str, mode: str, start_at: float = 0.0,
-            **kw) -> Job:
+    def job(self, ctl: Spawned | None, name: str, osts: str, mode: str, barrier: bool = False, **kw) -> Job:
+        """A job started; with `barrier` it waits, once set up, for `start` (jobs begin together)."""
         self.n += 1
         out = self.work / f"job-{self.n}-{name}.json"
         args = {"files": 1, "size": "4MiB" if self.quick else "16MiB", "transfer": "1MiB",
                 "pace": "16MiB" if self.quick else "32MiB", "bursts": 1, "compute": 0.0, **kw}
         cmd = [sys.executable, "-m", "iez.access.job", "--server", ctl.zmq if ctl else "tcp://127.0.0.1:9",
                "--appid", f"{self.n}:{name}", "--dir", str(self.cd.fs / name), "--osts", osts,
-               "--mode", mode if ctl else "off", "--timeline", str(out), "--start-at", str(start_at)]
+               "--mode", mode if ctl else "off", "--timeline", str(out)] + (["--barrier"] if barrier else [])
         for k, v in args.items():
             if k == "declare":
                 cmd += ["--declare-osts"] if v else []
             else:
                 cmd += [f"--{k.replace('_', '-')}", str(v)]
-        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=open(self.work / "jobs.log", "ab"),
+        pipe = subprocess.PIPE if barrier else subprocess.DEVNULL
+        p = subprocess.Popen(cmd, stdin=pipe, stdout=pipe, stderr=open(self.work / "jobs.log", "ab"), text=True,
                              env=dict(os.environ, IEZ_TOKEN=self.token, IEZ_TOKEN_FILE=""))
         return Job(p, out)
+
+    def start(self, jobs: list[Job]) -> None:
+        """Let jobs started with `barrier` go once every one is set up: their interpreters' start-up,
+        however long, is behind them, and they ask for access at the same moment."""
+        for j in jobs:
+            assert j.proc.stdout is not None
+            if j.proc.stdout.readline() != "ready\n":
+                raise ConfigError(f"an evaluation job ended before it was ready; see {self.work / 'jobs.log'}")
+        for j in jobs:
+            assert j.proc.stdin is not None
+            j.proc.stdin.write("go\n")
+            j.proc.stdin.close()
 
     def results(self, jobs: list[Job]) -> list[dict]:
         out = []
@@ -146,8 +159,9 @@ class Bench:
 def pair(bench: Bench, policy: str, osts: tuple[str, str], mode: str = "coarse", **kw) -> dict:
     ctl, _ = bench.controller("--policy", policy, "--heartbeat", "0.5") if policy else (None, None)
     try:
-        start = time.time() + 2.0  # past both jobs' interpreter start-up: they begin together
-        jobs = bench.results([bench.job(ctl, f"job{i}", o, mode, start_at=start, **kw) for i, o in enumerate(osts)])
+        started = [bench.job(ctl, f"job{i}", o, mode, barrier=True, **kw) for i, o in enumerate(osts)]
+        bench.start(started)
+        jobs = bench.results(started)
     finally:
         if ctl:
             ctl.stop()
@@ -155,6 +169,7 @@ def pair(bench: Bench, policy: str, osts: tuple[str, str], mode: str = "coarse",
     return {"policy": policy or "none", "mode": mode if policy else "off", "osts": list(osts),
             "osts_written": [bench.osts_written(j) for j in jobs],
             "hold_overlap_s": round(overlap(a, b), 4), "grants": [len(x) for x in (a, b)],
+            "held_s": [round(sum(x1 - x0 for x0, x1 in x), 4) for x in (a, b)],
             "handoffs": handoffs(jobs), "token_wait_s": [round(sum(waits(j)), 4) for j in jobs],
             "waits_s": [[round(w, 4) for w in waits(j)] for j in jobs],
             "end_to_end_s": [round(j["end"] - j["start"], 4) for j in jobs],

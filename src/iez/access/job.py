@@ -17,6 +17,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Callable
 
 from iez.access.token_client import MODES, AccessClient
 from iez.access.protocol import parse_osts
@@ -26,7 +27,9 @@ from iez.units import parse_size
 
 
 def run_job(client: AccessClient, directory: Path, osts: list[int], files: int, size: int, transfer: int,
-            bursts: int, compute: float, pace: float, stripe_size: int) -> dict:
+            bursts: int, compute: float, pace: float, stripe_size: int, ready: Callable[[], None] = lambda: None) -> dict:
+    """The job's bursts; `ready()` is called once everything before the first request for access is
+    done (the backend found, registered), so jobs started together can be held at a barrier there."""
     from iez.backend.emulated import EmulatedBackend, find_cluster_dir
 
     root = find_cluster_dir(directory.absolute())
@@ -37,6 +40,9 @@ def run_job(client: AccessClient, directory: Path, osts: list[int], files: int, 
     client.timeline = []
     writes = []
     buf = os.urandom(transfer)
+    if client.mode != "off":
+        client.register()
+    ready()
     start = time.time()
     with client.job():
         for b in range(bursts):
@@ -82,18 +88,23 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--pace", default="0", help="bytes/s at most (0: as fast as the disk)")
     p.add_argument("--declare-osts", action="store_true", help="register the OST set with the controller")
     p.add_argument("--down-wait", type=float, default=10.0)
-    p.add_argument("--start-at", type=float, default=0.0,
-                   help="wall-clock time (s since the epoch) to start at, so that several jobs start together")
+    p.add_argument("--barrier", action="store_true",
+                   help="once set up, print 'ready' and start at the next line on stdin (jobs started together "
+                        "then ask for access together, whatever their interpreters' start-up took)")
     p.add_argument("--timeline", type=Path, required=True)
     a = p.parse_args(argv)
     osts = sorted(parse_osts(a.osts))
     client = AccessClient(a.server, a.appid, mode=a.mode, osts=frozenset(osts) if a.declare_osts else None,
                           down_wait=a.down_wait)
-    time.sleep(max(0.0, a.start_at - time.time()))
+
+    def barrier() -> None:
+        if a.barrier:
+            print("ready", flush=True)
+            sys.stdin.readline()
     try:
         result = run_job(client, a.dir, osts, a.files, parse_size(a.size, "--size"),
                          parse_size(a.transfer, "--transfer"), a.bursts, a.compute, float(parse_size(a.pace)),
-                         parse_size(a.stripe_size, "--stripe-size"))
+                         parse_size(a.stripe_size, "--stripe-size"), barrier)
     finally:
         client.close()
     replace_atomically(a.timeline, json.dumps(result))

@@ -163,6 +163,14 @@ class AccessClient:
                 self._down = True
                 raise ControllerDown()
 
+    def register(self) -> bool:
+        """REGISTER now rather than at the first request that needs it (False: the controller is down)."""
+        try:
+            self._registered()
+        except ControllerDown:
+            return False
+        return True
+
     def _registered(self) -> None:
         if self._secret:
             return
