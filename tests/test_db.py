@@ -150,6 +150,22 @@ def test_a_failed_transaction_changes_nothing(db):
         assert [(n, len(r)) for n, r in tx.traced_runs("ior")] == [(1, 2)]
 
 
+def test_bulk_rows_keep_any_text_and_a_row_refused_changes_nothing(db):
+    # many rows go in at once (PostgreSQL: COPY, whose text format escapes these characters)
+    odd = ["/l/back\\slash", "/l/tab\there", "/l/new\nline", "/l/\\N", "/l/quote'\"", "/l/x\u00e9\u4e2d"]
+    with db.begin() as tx:
+        tx.add_trace("odd", [Request(p, i, 1, rank=i, host="h\\1") for i, p in enumerate(odd)])
+    with db.begin() as tx:
+        assert [(q.path, q.host) for q in tx.traced_runs("odd")[0][1]] == [(p, "h\\1") for p in odd]
+    with pytest.raises(DatabaseError) as e:  # the same path twice in one run: the unique constraint
+        with db.begin() as tx:
+            tx.add_trace("odd", hacc(2) + hacc(2)[:1])
+    assert "\n" not in str(e.value) and ("UNIQUE constraint failed" in str(e.value)  # SQLite
+                                          or "uq_traced_run_path" in str(e.value))  # PostgreSQL
+    with db.begin() as tx:
+        assert [n for n, _ in tx.traced_runs("odd")] == [1] and tx.runs("odd")[-1].number == 1
+
+
 def test_unknown_application_is_a_clear_error(db):
     with pytest.raises(DatabaseError, match="no application 'nope'.*iez trace import"):
         with db.begin() as tx:

@@ -24,7 +24,7 @@ from sqlalchemy import (Connection, Engine, Insert, Select, Table, bindparam, cr
                         literal_column, null,
                         select, update)
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError
 
 from iez.cluster import Cluster, OSSStats, OSTStats, Snapshot, dump_cluster, parse_cluster
 from iez.db.errors import DatabaseError
@@ -189,21 +189,42 @@ class Txn:
         """Insert `rows`, tuples of the columns `names`, in one executemany of SQL compiled once:
         through SQLAlchemy's per-row parameter processing 8,192 placements took 1.6x as long to
         write (195 against 121 ms on SQLite), and a dict a row another 5 ms. The columns `fixed`
-        are the same in every row: written in the SQL as literals (`_literal`), not bound a row."""
+        are the same in every row: written in the SQL as literals (`_literal`), not bound a row.
+        PostgreSQL takes the rows with COPY (`_copy`)."""
+        if self.conn.dialect.name == "postgresql":
+            self._copy(table, names, rows, fixed or {})
+            return
         values: dict[str, Any] = {k: bindparam(k) for k in names}
         values.update({k: literal_column(_literal(v)) for k, v in (fixed or {}).items()})
         compiled = table.insert().values(values).compile(dialect=self.conn.dialect)
-        order = compiled.positiontup
-        params: list[Any]
-        if compiled.positional and order:
-            params = rows if isinstance(rows, list) and list(order) == list(names) else list(rows)
-            if list(order) != list(names):
-                at = itemgetter(*(list(names).index(k) for k in order))
-                params = [at(r) for r in params] if len(order) > 1 else [(at(r),) for r in params]
-        else:  # named parameters (psycopg)
-            params = [dict(zip(names, r)) for r in rows]
+        order = compiled.positiontup or []
+        params: list[Any] = rows if isinstance(rows, list) else list(rows)  # SQLite's are positional
+        if list(order) != list(names):
+            at = itemgetter(*(list(names).index(k) for k in order))
+            params = [at(r) for r in params] if len(order) > 1 else [(at(r),) for r in params]
         if params:
             self.conn.exec_driver_sql(str(compiled), params)
+
+    def _copy(self, table: Table, names: Sequence[str], rows: Iterable[tuple],
+              fixed: Mapping[str, int | float | str]) -> None:
+        """`_insert_many` on PostgreSQL: COPY FROM STDIN in this transaction, the rows written by
+        psycopg's C code (8,192 placements: 16 against 118 ms of the client's CPU by executemany,
+        139 against 321 ms wall). Its errors are raised as SQLAlchemy's, as a statement's are."""
+        import psycopg
+
+        quote = self.conn.dialect.identifier_preparer
+        columns = [*names, *fixed]
+        sql = (f"COPY {quote.format_table(table)} ({', '.join(map(quote.quote, columns))}) FROM STDIN")
+        more = tuple(fixed.values())
+        raw = self.conn.connection.driver_connection
+        assert raw is not None  # a connection in a transaction has its driver's
+        try:
+            with raw.cursor() as cur, cur.copy(sql) as copy:
+                write = copy.write_row
+                for r in rows:
+                    write(r + more if more else r)
+        except psycopg.Error as e:
+            raise DBAPIError.instance(sql, None, e, psycopg.Error) from None
 
     def _insert_columns(self, table: Table, columns: Mapping[str, Any], n: int) -> None:
         """Insert `n` rows given as columns: a sequence of `n` values, or one value for every row.
