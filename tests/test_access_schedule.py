@@ -220,3 +220,43 @@ def test_a_schedule_is_kept_while_every_slot_is_busy(name, k):
     later = q._schedule_now(10.5)
     assert later is not kept and later.starts != kept.starts  # the first hold is now taken to end at 10.5
     assert later.starts == schedule(q.policy, q.waiting(), q.holding(), q.state.usage, 10.5, q.duration).starts
+
+
+@pytest.mark.parametrize("k,by", [(1, "user"), (2, "project"), (3, "user")])
+@pytest.mark.parametrize("seed", range(3))
+def test_fair_share_run_takes_out_claims_that_leave_as_a_run_without_them(monkeypatch, k, by, seed):
+    """Claims leaving a long fair-share queue (anywhere: a group's first, its last, the first in
+    arrival order; one or two before the next estimate), each taken out by running on from a kept
+    state, mixed with claims joining the back: every time the same grants and times as a run built without them, and `decide` run
+    forward. States kept every 8 grants, so most removals run on from the middle."""
+    from iez.access import admission
+
+    monkeypatch.setattr(admission, "MARK", 8)
+    rng = random.Random(seed)
+    pol = make_policy("fair-share", k=k, fair_by=by, shares=(Rule("user", "u1", 2.0), Rule("project", "p1", 0.5)))
+    usage = Usage(half_life=[0.5, 30.0, 3600.0][seed], values={"user:u2": (40.0, 1.0), "project:p0": (9.0, 4.0)})
+    claims = [Claim(appid=f"a{i}", phase="io", seq=i, since=0.0, user=f"u{rng.randrange(4)}", project=f"p{rng.randrange(3)}",
+                    expect=rng.choice([0.0, 0.25, 1.0, 2.5, rng.uniform(0.1, 9.0)])) for i in range(200)]
+    holding = [replace(c, token=i + 1, granted=rng.uniform(0.0, 10.0)) for i, c in enumerate(claims[:k])]
+    waiting = claims[k:160]
+    dur = lambda c: c.expect or 3.0  # noqa: E731
+    now = 10.0
+    kept = schedule(pol, waiting, holding, usage, now, dur)
+    removed = 0
+    for step in range(60):
+        if step % 3 == 2:  # one joins the back
+            c = claims[160 + step // 3]
+            waiting.append(c)
+            kept.groups.add(c)
+            if not kept.add(c):
+                kept = schedule(pol, waiting, holding, usage, now, dur)
+        else:  # one or two leave before the next estimate
+            run = kept.run
+            for c in [waiting.pop(rng.randrange(len(waiting))) for _ in range(1 + (step % 4 == 0))]:
+                kept.groups.remove(c)  # the queue's groups lose the claim, then the schedule is told
+                assert kept.remove(c)  # taken out when next asked: run on from a kept state, or built again
+            assert kept.starts == schedule(pol, waiting, holding, usage, now, dur).starts
+            removed += kept.run is run
+        assert kept.starts == schedule(pol, waiting, holding, usage, now, dur).starts
+        assert kept.starts == simulate(pol, waiting, holding, usage, now, dur)
+    assert removed > 25  # mostly run on from a kept state, not built again

@@ -42,6 +42,7 @@ LN2 = math.log(2.0)
 MARGIN = 1e-9
 UNDERFLOW = -600.0  # a load under e^-600 may round to a subnormal: compare every group
 PROBED = 4096  # fair-share probe answers a schedule keeps (`FairShareSchedule.probe`)
+MARK = 256  # claims a fair-share run grants between the states it keeps for a claim that leaves (`FairShareRun.remove`)
 
 
 @dataclass
@@ -332,6 +333,11 @@ class Schedule:
         go last, or this schedule cannot be extended: the caller builds a new one."""
         return False
 
+    def remove(self, c: Claim) -> bool:
+        """Unschedule a waiting claim that left the queue; False if this schedule cannot: the
+        caller builds a new one."""
+        return False
+
     def probe(self, c: Claim) -> float | None:
         """The expected grant time of `c` were it queued now (None: never)."""
         raise NotImplementedError
@@ -594,8 +600,32 @@ class FairShareRun:
                           dict.fromkeys(self.queues, 0), 0)
         self.granted: list[tuple[Claim, float]] = []  # in grant order, with the grant time
         self.dry: dict[str, _RunState] = {}  # group -> the state before the admission of its last claim
-        self._run(state, self.queues, self.arrivals, self.n, self.granted, self.dry)
+        self.marks: list[_RunState] = []  # states before an admission, one every MARK grants or more
+        self._run(state, self.queues, self.arrivals, self.n, self.granted, self.dry, self.marks)
         self.starts = {c.appid: t for c, t in self.granted}  # appid -> grant time
+
+    def remove(self, c: Claim) -> bool:
+        """Take the waiting claim `c` out of this run: run on from the last kept state (`marks`) that
+        `c` played no part in before (it was not among its group's first k claims left, which the
+        admissions look at, nor the first in arrival order, whose share the group has), as a run
+        without it would; False if there is none."""
+        g = self.policy.group(c)
+        queue, order = self.queues.get(g), self.arrivals.get(g)
+        if not queue or not order or c not in queue:
+            return False
+        i, a, k = queue.index(c), order.index(c), self.policy.k
+        mark = next((m for m in reversed(self.marks) if m.heads[g] + k <= i and m.firsts[g] < a), None)
+        if mark is None:
+            return False
+        for h, _ in self.granted[mark.count:]:
+            del self.starts[h.appid]
+        del self.granted[mark.count:], queue[i], order[a]
+        self.dry = {h: s for h, s in self.dry.items() if s.count < mark.count}
+        self.marks = [m for m in self.marks if m.count < mark.count]
+        self.n -= 1
+        self._run(mark.copy(), self.queues, self.arrivals, self.n, self.granted, self.dry, self.marks)
+        self.starts.update((h.appid, t) for h, t in self.granted[mark.count:])
+        return True
 
     def place(self, c: Claim, commit: bool) -> tuple[bool, float | None]:
         """(placed, grant time) of `c` were it queued, kept in this run if `commit` (it has joined
@@ -606,25 +636,26 @@ class FairShareRun:
             return False, None
         state = self.dry[g]
         queues, arrivals, n = self.queues, self.arrivals, self.n + 1
-        granted, dry = self.granted, self.dry
+        granted, dry, marks = self.granted, self.dry, self.marks
         if commit:
             for a, _ in granted[state.count:]:
                 del self.starts[a.appid]
             del granted[state.count:]
             self.dry = dry = {h: s for h, s in dry.items() if s.count < state.count}
+            self.marks = marks = [m for m in marks if m.count < state.count]
             self.n = n
             queue.append(c)
             arrivals[g].append(c)
         else:
             queues, arrivals = {**queues, g: queue + [c]}, {**arrivals, g: arrivals[g] + [c]}
-            granted, dry = [], {}  # only the grants from there on
-        self._run(state.copy(), queues, arrivals, n, granted, dry)
+            granted, dry, marks = [], {}, []  # only the grants from there on
+        self._run(state.copy(), queues, arrivals, n, granted, dry, marks)
         if commit:
             self.starts.update((a.appid, t) for a, t in granted[state.count:])
         return True, next((t for a, t in reversed(granted) if a is c), None)
 
     def _run(self, s: _RunState, queues: dict[str, list[Claim]], arrivals: dict[str, list[Claim]], n: int,
-             granted: list[tuple[Claim, float]], dry: dict[str, _RunState]) -> None:
+             granted: list[tuple[Claim, float]], dry: dict[str, _RunState], marks: list[_RunState]) -> None:
         """Run on from `s` (changed in place) until n claims are granted or nothing holds, as
         `_forward` does with `decide` admitting (`simulate`)."""
         policy, duration, k = self.policy, self.duration, self.policy.k
@@ -635,6 +666,8 @@ class FairShareRun:
             t = s.t
             free = k - len(held)
             if free > 0 and left:
+                if not marks or s.count >= marks[-1].count + MARK:
+                    marks.append(s.copy())
                 running = policy.running(held, t)
                 near = self._near(scaled, running, t) if free == 1 and self.fast else left
                 keyed = [(policy.load(g, arrivals[g][firsts[g]], running, usage, t), queues[g][heads[g]].seq, g)
@@ -708,7 +741,8 @@ class FairShareRun:
 class FairShareSchedule(Schedule):
     """fair-share: the order moves with usage and time (a hold that ends is charged to its group and
     sends it back), so the queue is run forward (`FairShareRun`) from its `ShareGroups` (the
-    caller's: the schedule is discarded when they change other than by `add`)."""
+    caller's: the schedule is discarded when they change other than by `add` and `remove`). Claims
+    that leave are taken out of the run when an estimate is next asked, not as they leave."""
 
     def __init__(self, policy: FairShare, groups: ShareGroups, holding: list[Claim], usage: Usage, now: float,
                  duration: Callable[[Claim], float]):
@@ -722,14 +756,30 @@ class FairShareSchedule(Schedule):
         # vary, cannot keep the server busy. The oldest is dropped past PROBED: a schedule can be
         # kept for hours (`lasts`).
         self._probed: dict[tuple[str, str, int], float | None] = {}
+        self._left: list[Claim] = []  # claims that left, not yet taken out of the run
+
+    def _settled(self) -> FairShareRun:
+        """The run without the claims that left: each taken out (`FairShareRun.remove`), or the run
+        built again from the groups (which no longer hold them) where one cannot be."""
+        for c in self._left:
+            if not self.run.remove(c):
+                self.run = FairShareRun(self.fair, self.groups, self.holding, self.usage, self.now, self.duration)
+                break
+        self._left.clear()
+        return self.run
 
     @property
     def starts(self) -> dict[str, float]:
-        return self.run.starts
+        return self._settled().starts
 
     def add(self, c: Claim) -> bool:
         self._probed.clear()
-        return self.run.place(c, True)[0]
+        return self._settled().place(c, True)[0]
+
+    def remove(self, c: Claim) -> bool:
+        self._probed.clear()
+        self._left.append(c)
+        return True
 
     def lasts(self, now: float) -> bool:
         return now <= self.until
@@ -737,7 +787,7 @@ class FairShareSchedule(Schedule):
     def probe(self, c: Claim) -> float | None:
         memo = (c.user, c.project, c.seq)  # what the group, the share and the place depend on
         if memo not in self._probed:
-            placed, start = self.run.place(c, False)
+            placed, start = self._settled().place(c, False)
             if not placed:
                 queue = self.groups.copy()
                 queue.add(c)

@@ -404,6 +404,7 @@ class AccessQueue:
             self._mutated()
 
     def _end(self, c: Claim, now: float, why: str, decide: bool = True, **extra: object) -> None:
+        version, at, sched = self._schedule
         self._unindex(c)
         del self.state.claims[c.appid]
         self._changes.claims.add(c.appid)
@@ -413,6 +414,9 @@ class AccessQueue:
         self._mutated()
         if decide:
             self._decide(now)
+        # A waiter that leaves an otherwise unchanged queue is taken out of the schedule.
+        if not c.holding and version == self._version - 1 and sched is not None and sched.remove(c):
+            self._schedule = (self._version, at, sched)
 
     def _revoke(self, app: App, c: Claim, now: float, why: str, **extra: object) -> None:
         app.revoked = c.token
