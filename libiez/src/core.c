@@ -108,6 +108,14 @@ IEZ_EXPORT int pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*
     return IEZ_REAL(pthread_create)(t, attr, start, arg);
 }
 
+/* Only to know that a thread may be cancelled: the write wrappers then leave the system call to
+ * libc, whose cancellation point it is (posix.c). */
+IEZ_EXPORT int pthread_cancel(pthread_t t)
+{
+    __atomic_store_n(&iez_cancel_seen, 1, __ATOMIC_SEQ_CST);
+    return IEZ_REAL(pthread_cancel)(t);
+}
+
 /* C11's threads: glibc's thrd_create does not go through pthread_create's symbol */
 IEZ_EXPORT int thrd_create(thrd_t *t, thrd_start_t start, void *arg)
 {

@@ -217,10 +217,55 @@ IEZ_EXPORT int fcntl64(int fd, int cmd, ...)
 
 /* -- data: a few instructions unless the descriptor is traced (t0: only with IEZ_IOLOG) ----- */
 
+/* The write system call made here rather than by libc's function, when that is all libc's
+ * would do: its function is the next one (real.c) and no other thread can cancel this one
+ * (glibc's takes the cancellation point only with threads; MPI's own do not cancel, and a
+ * pthread_cancel anywhere turns this off). libc's function would add a frame to return
+ * through after the system call, a mispredicted return here (the kernel's "Safe RET",
+ * docs/libiez.md "Performance"): without it a traced write has as many as without libiez. */
+#if defined(__x86_64__)
+static inline int direct_sys(void)
+{
+    return IEZ_LIKELY(iez_real_libc_writes) && !__atomic_load_n(&iez_cancel_seen, __ATOMIC_RELAXED) &&
+           !iez_multithreaded();
+}
+
+static inline ssize_t sys_ret(long r)
+{
+    if (IEZ_UNLIKELY((unsigned long)r > -4096ul)) {
+        errno = (int)-r;
+        return -1;
+    }
+    return r;
+}
+
+#define SYS3(nr, a, b, c)                                                                        \
+    ({                                                                                           \
+        long r_;                                                                                 \
+        __asm__ volatile("syscall" : "=a"(r_) : "0"((long)(nr)), "D"((long)(a)), "S"((long)(b)), \
+                         "d"((long)(c)) : "rcx", "r11", "memory");                               \
+        sys_ret(r_);                                                                             \
+    })
+#define SYS4(nr, a, b, c, d)                                                                     \
+    ({                                                                                           \
+        long r_;                                                                                 \
+        register long r10_ __asm__("r10") = (long)(d);                                           \
+        __asm__ volatile("syscall" : "=a"(r_) : "0"((long)(nr)), "D"((long)(a)), "S"((long)(b)), \
+                         "d"((long)(c)), "r"(r10_) : "rcx", "r11", "memory");                    \
+        sys_ret(r_);                                                                             \
+    })
+#define WRITE_CALL(fd, buf, n) (direct_sys() ? SYS3(SYS_write, fd, buf, n) : iez_real.write(fd, buf, n))
+#define PWRITE_CALL(real, fd, buf, n, off) \
+    (direct_sys() ? SYS4(SYS_pwrite64, fd, buf, n, off) : iez_real.real(fd, buf, n, off))
+#else
+#define WRITE_CALL(fd, buf, n) iez_real.write(fd, buf, n)
+#define PWRITE_CALL(real, fd, buf, n, off) iez_real.real(fd, buf, n, off)
+#endif
+
 IEZ_EXPORT ssize_t write(int fd, const void *buf, size_t n)
 {
     uint64_t t0 = iez_io_t0();
-    ssize_t r = iez_real.write(fd, buf, n);
+    ssize_t r = WRITE_CALL(fd, buf, n);
     iez_wrote(fd, r, -1, t0);
     return r;
 }
@@ -228,7 +273,7 @@ IEZ_EXPORT ssize_t write(int fd, const void *buf, size_t n)
 IEZ_EXPORT ssize_t pwrite(int fd, const void *buf, size_t n, off_t off)
 {
     uint64_t t0 = iez_io_t0();
-    ssize_t r = iez_real.pwrite(fd, buf, n, off);
+    ssize_t r = PWRITE_CALL(pwrite, fd, buf, n, off);
     iez_wrote(fd, r, off, t0);
     return r;
 }
@@ -236,7 +281,7 @@ IEZ_EXPORT ssize_t pwrite(int fd, const void *buf, size_t n, off_t off)
 IEZ_EXPORT ssize_t pwrite64(int fd, const void *buf, size_t n, off_t off)
 {
     uint64_t t0 = iez_io_t0();
-    ssize_t r = iez_real.pwrite64(fd, buf, n, off);
+    ssize_t r = PWRITE_CALL(pwrite64, fd, buf, n, off);
     iez_wrote(fd, r, off, t0);
     return r;
 }

@@ -72,6 +72,20 @@ struct iez_real_table iez_real = {
     ._Exit = sc_exit,
 };
 int iez_real_done;
+int iez_real_libc_writes;
+
+/* Whether write, pwrite and pwrite64 are libc's own: no library loaded after libiez interposes
+ * them (another tracer would miss the calls a wrapper made itself). */
+static int libc_writes(void)
+{
+    void *libc = dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD);
+    if (!libc)
+        return 0;
+    int own = dlsym(libc, "write") == (void *)iez_real.write && dlsym(libc, "pwrite") == (void *)iez_real.pwrite &&
+              dlsym(libc, "pwrite64") == (void *)iez_real.pwrite64;
+    dlclose(libc);
+    return own;
+}
 
 static __thread int resolving __attribute__((tls_model("initial-exec")));
 
@@ -88,6 +102,7 @@ void iez_real_resolve(void)
     }
     IEZ_REAL_LIST(IEZ_REAL_DLSYM)
 #undef IEZ_REAL_DLSYM
+    __atomic_store_n(&iez_real_libc_writes, libc_writes(), __ATOMIC_RELAXED);
     __atomic_store_n(&iez_real_done, 1, __ATOMIC_RELEASE);
     resolving = 0;
 }

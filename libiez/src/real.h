@@ -93,7 +93,8 @@
     X(pthread_create, int, (pthread_t *, const pthread_attr_t *, void *(*)(void *), void *)) \
     X(thrd_create, int, (thrd_t *, thrd_start_t, void *))                          \
     X(timer_create, int, (clockid_t, struct sigevent *, timer_t *))               \
-    X(mq_notify, int, (mqd_t, const struct sigevent *))
+    X(mq_notify, int, (mqd_t, const struct sigevent *))                           \
+    X(pthread_cancel, int, (pthread_t))
 
 struct iez_real_table {
 #define IEZ_REAL_FIELD(name, ret, args) ret(*name) args;
@@ -103,6 +104,9 @@ struct iez_real_table {
 
 extern struct iez_real_table iez_real;
 extern int iez_real_done;
+/* write, pwrite and pwrite64 are libc's own (no library after libiez interposes them): their
+ * wrappers may make the system call themselves (posix.c) */
+extern int iez_real_libc_writes;
 
 void iez_real_resolve(void);
 

@@ -10,6 +10,7 @@ unsigned iez_gen;
 int iez_fork_single;
 int iez_threads_mpi_own;
 int iez_mpi_starting;
+int iez_cancel_seen;
 __thread int iez_busy __attribute__((tls_model("initial-exec")));
 
 IEZ_HOT uint64_t iez_now_ns(void)

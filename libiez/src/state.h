@@ -50,6 +50,7 @@ extern int iez_fork_single;      /* a fork child that has not created a thread (
  * by the next thread created elsewhere. */
 extern int iez_threads_mpi_own;
 extern int iez_mpi_starting;     /* inside MPI_Init: threads created now are MPI's own */
+extern int iez_cancel_seen;      /* pthread_cancel was called: a thread may be cancelled */
 
 /* Whether another thread may update the same counters: glibc's flag says whether a thread was
  * ever created, but stays false in a fork child, where only the forking thread lives on; MPI's
