@@ -79,6 +79,23 @@ def test_root_order_unreadable_and_hidden(tree):
     assert [(e.name, e.reason) for e in t.errors] == [("obdfilter.lustrefs-OST0000.clear", "write-only")]
 
 
+def test_a_tree_lists_once_and_reads_every_time(tree):
+    t = ParamTree(tree)
+    assert t.get("obdfilter.*.kbytestotal") == {"obdfilter.lustrefs-OST0000.kbytestotal": "47168367616"}
+    (tree / OST0 / "kbytestotal").write_text("5\n")  # a value changed: the same tree reads it
+    assert t.get("obdfilter.*.kbytestotal") == {"obdfilter.lustrefs-OST0000.kbytestotal": "5"}
+    # the patterns share the listings: a literal name is looked up in its listed directory
+    assert t.get_one("obdfilter.lustrefs-OST0000.kbytestotal") == "5"
+    assert t.get("obdfilter.lustrefs-OST0000.nothing") == {}
+    new = tree / "proc/fs/lustre/obdfilter/lustrefs-OST0009"
+    new.mkdir()
+    (new / "kbytestotal").write_text("7\n")
+    (tree / OST0 / "kbytestotal").unlink()
+    # an OST that appeared (or went) since: a new tree (a collector's next round) sees it
+    assert ParamTree(tree).get("obdfilter.*.kbytestotal") == {"obdfilter.lustrefs-OST0009.kbytestotal": "7"}
+    assert t.get("obdfilter.*.kbytestotal") == {}  # a file gone is gone from this tree too
+
+
 def test_bad_pattern_is_one_line_error(fixtures):
     t = ParamTree(fixtures / EXP)
     for bad in ("", "obdfilter/*/stats", "a b", "x=1"):

@@ -56,6 +56,10 @@ class ParamTree:
         self.errors: list[ParamIssue] = []
         self._values: dict[str, str] | None = None  # set for a get_param dump
         self._lctl: str | None = None  # set when reading through lctl
+        # Each directory is listed once in the tree's life, when a pattern first needs it: a
+        # collector's patterns walk the same OST directories, and it makes a tree each round, so
+        # every round sees the directories as they are then. Files are read at every get.
+        self._listings = _Listings()
 
     @classmethod
     def from_getparam_text(cls, text: str) -> "ParamTree":
@@ -118,9 +122,9 @@ class ParamTree:
         prefix = os.fspath(self.prefix)
         for root in ROOTS:
             base = os.path.join(prefix, root)
-            if not os.path.isdir(base):
+            if not self._listings.isdir(base):
                 continue
-            for names, path in _walk(base, comps):
+            for names, path in _walk(base, comps, self._listings):
                 name = ".".join(names)
                 if name in found:
                     continue
@@ -161,9 +165,53 @@ def _name(e: os.DirEntry) -> str:
     return e.name
 
 
+class _Listings:
+    """Directories listed, and paths found to be directories: each directory is listed once,
+    and a name in a listed directory is looked up there, not stat'ed."""
+
+    def __init__(self) -> None:
+        self._dirs: dict[str, tuple[list[os.DirEntry], dict[str, os.DirEntry]] | None] = {}
+        self._isdir: dict[str, bool] = {}
+
+    def listing(self, d: str) -> list[os.DirEntry] | None:
+        """`d`'s entries sorted by name (None if it cannot be listed)."""
+        if d not in self._dirs:
+            try:
+                # scandir's entry types come with the listing: no stat per entry unless a symlink
+                with os.scandir(d) as it:
+                    entries = sorted(it, key=_name)
+                self._dirs[d] = (entries, {e.name: e for e in entries})
+            except OSError:
+                self._dirs[d] = None
+        got = self._dirs[d]
+        return None if got is None else got[0]
+
+    def entry(self, d: str, name: str) -> tuple[bool, bool]:
+        """(exists, is a directory) of `d/name` (a dangling symlink exists and is not one)."""
+        got = self._dirs.get(d)
+        if got is not None:
+            e = got[1].get(name)
+            return (False, False) if e is None else (True, _is_dir(e))
+        p = f"{d}/{name}"
+        return (True, True) if self.isdir(p) else (os.path.lexists(p), False)
+
+    def isdir(self, p: str) -> bool:
+        got = self._isdir.get(p)
+        if got is None:
+            got = self._isdir[p] = os.path.isdir(p)
+        return got
+
+
+def _is_dir(e: os.DirEntry) -> bool:
+    try:
+        return e.is_dir()
+    except OSError:
+        return False
+
+
 # Paths are strings, not Path objects: a collector reads every OST's parameters each second,
 # and pathlib's objects were most of a round's CPU (the system calls are the same).
-def _walk(base: str, comps: list[str]):
+def _walk(base: str, comps: list[str], listings: _Listings):
     """(components, path) of every non-directory below `base` matching the glob components;
     like glob(3), "*" does not match names starting with a dot."""
 
@@ -172,29 +220,20 @@ def _walk(base: str, comps: list[str]):
         last = i == len(comps) - 1
         if any(c in pat for c in "*?["):
             match, dotted = _matcher(pat), pat.startswith(".")
-            # scandir's entry types come with the listing: no stat per entry unless a symlink
-            try:
-                with os.scandir(d) as it:
-                    entries = sorted((e for e in it if match(e.name)
-                                      and (dotted or e.name[:1] != ".")), key=_name)
-            except OSError:
-                return
-            for e in entries:
-                try:
-                    is_dir = e.is_dir()
-                except OSError:
-                    is_dir = False
+            for e in listings.listing(d) or ():
+                if not match(e.name) or (not dotted and e.name[:1] == "."):
+                    continue
+                is_dir = _is_dir(e)
                 if last and not is_dir:
                     yield names + [e.name], e.path
                 elif not last and is_dir:
                     yield from rec(e.path, i + 1, names + [e.name])
             return
-        p = f"{d}/{pat}"
-        if last:
-            if os.path.lexists(p) and not os.path.isdir(p):
-                yield names + [pat], p
-        elif os.path.isdir(p):
-            yield from rec(p, i + 1, names + [pat])
+        exists, is_dir = listings.entry(d, pat)
+        if last and exists and not is_dir:
+            yield names + [pat], f"{d}/{pat}"
+        elif not last and is_dir:
+            yield from rec(f"{d}/{pat}", i + 1, names + [pat])
 
     yield from rec(base, 0, [])
 
