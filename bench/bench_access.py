@@ -269,6 +269,7 @@ def estimate_cost(round_trip: float) -> None:
         released: list[float] = []
         cancelled: list[float] = []
         releases: list[float] = []
+        cancels: list[float] = []
         for i in range(20):
             if i >= 3 and sum(joins + released + cancelled) > 3.0:
                 break  # slow enough: three of each tell
@@ -283,13 +284,13 @@ def estimate_cost(round_trip: float) -> None:
             released.append(cpu(ask(last)))
             ask(last)()
             mid = c.waiting()[len(c.waiting()) // 2].appid  # a claim in the middle leaves
-            c.handle(f"CANCEL\t{mid}\t{secrets[mid]}", t)
+            cancels.append(cpu(lambda: c.handle(f"CANCEL\t{mid}\t{secrets[mid]}", t)))
             cancelled.append(cpu(ask(last)))
         steady = {"unchanged": unchanged, "not queued": probed, "after a join": statistics.median(joins)}
         departed = {"after a release": statistics.median(released), "after a cancel": statistics.median(cancelled)}
         label = f"{name} (k={k})" if name in ("k-concurrent", "fair-share") else name
         print(f"  {label} (HELLO in process {hello * 1e6:.1f} us; the RELEASE itself "
-              f"{statistics.median(releases) * 1e6:,.0f} us):")
+              f"{statistics.median(releases) * 1e6:,.0f} us, the CANCEL {statistics.median(cancels) * 1e6:,.0f} us):")
         for case, figures in (("steady state", steady), ("first after a departure", departed)):
             worst = max(figures.values())
             print(f"    {case}: " + ", ".join(f"{what} {v * 1e6:,.0f} us" for what, v in figures.items())
