@@ -11,12 +11,14 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import replace
+from functools import partial
 
 import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from iez.alloc.balanced import _Caps, search_bound
 from iez.alloc.policy import AllocOptions, Placements, snapshot_table, tables
 from iez.alloc.registry import get_policy
 from iez.alloc.scenarios import uneven_fill
@@ -197,3 +199,46 @@ def test_a_snapshots_ost_table_is_built_once_and_follows_the_options():
 def test_a_plan_of_no_files_is_its_header():
     none = np.zeros(0, np.int64)
     assert dumps_arrays(META, [], none, np.zeros(1, np.int64), none, [""], none) == dumps(Plan(meta=dict(META)))
+
+
+@pytest.mark.parametrize("cluster", [TESTBED, UNEVEN, POOLED], ids=["testbed", "uneven", "pooled"])
+def test_the_least_bound_is_the_one_the_search_finds_trying_every_bound(cluster):
+    """`_Caps.least_bound` answers from the least bound that fits (`threshold`, the caps' steps
+    bisected): the same float as the search trying each of its bounds, on loaded OSTs and OSSs,
+    with and without reads, tight and loose room; and it finds that bound nearly always."""
+    found = 0
+    views = [snapshot_table(cluster, loaded(cluster, seed), AllocOptions()) for seed in range(4)]
+    for seed in range(60):
+        rng = np.random.default_rng(seed)
+        osts = views[seed % len(views)]
+        pos = np.flatnonzero(rng.random(osts.n) < rng.uniform(0.3, 1)) if seed % 3 else np.arange(osts.n)
+        if not len(pos):
+            continue
+        servers, grp = np.unique(osts.oss[pos], return_inverse=True)
+        m = int(rng.integers(1, 20_000))
+        base = np.minimum(rng.integers(0, 3 * m, len(pos)) if seed % 4 == 1 else np.full(len(pos), m), m)
+        units = (float(rng.uniform(MiB, 4 * GiB)), float(rng.choice([0, rng.uniform(MiB, GiB)])))
+        loads = tuple(rng.choice([0, 1], osts.n) * rng.uniform(0, 50 * GiB, osts.n) for _ in range(2))
+        caps = _Caps(pos, base, grp, servers, units, osts, loads)
+        k = int(rng.integers(1, int(base.sum()) + 1))
+        t = float(rng.choice([0, rng.uniform(0, 10)]))
+        lo = max(t, caps.lower_bound(k))
+        assert caps.least_bound(k, t) == search_bound(lo, partial(caps.fits, k))
+        found += caps.threshold(k, lo) is not None or caps.fits(k, lo)
+    assert found >= 50
+
+
+@pytest.mark.parametrize("width", [8, 9, 16, 17, 40])
+def test_keys_of_one_length_in_order_are_checked_without_hashes(width):
+    """Names of one length that rise (generated in order) have no repeat; one repeated next to
+    itself, or out of order further on, is found as `Plan.add` finds it; a name that differs
+    from the one before only in its last byte, or only in a word shared by all before it."""
+    names = [f"/d/{i:0{width}d}" for i in range(3000)]
+    assert check_keys(names) is False
+    for at, again in ((1234, 1233), (2999, 5), (1, 0)):
+        with pytest.raises(ConfigError, match=re.escape(f"plan: {names[again]} is planned twice")):
+            check_keys(names[:at] + [names[again]] + names[at:])
+    tail = [f"/{c * (width + 2)}" for c in "abc"]
+    assert check_keys(tail) is False and check_keys(tail[::-1]) is False
+    with pytest.raises(ConfigError, match="planned twice"):
+        check_keys(tail + tail[-1:])

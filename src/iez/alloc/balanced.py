@@ -84,7 +84,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 from functools import partial
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -123,6 +123,12 @@ RR_MIN_STARTS = 16
 STRIPE_ORDERS = ("ost", "oss")
 PHASE_FLOOR = 1e-6  # least share of the time bound a phase gets (a job that barely writes still writes)
 SEARCH_WAYS = 32  # bounds tried at once when searching the least one
+# `threshold`: how far above the lower bound a bound that fits is first looked for (then 8 times
+# further each time), how many caps' steps below it are bisected, and how many floats away the
+# computed step may be from the exact one.
+THRESHOLD_GAP = 2.0 ** -10
+THRESHOLD_STEPS = 1 << 14
+THRESHOLD_ULPS = 8
 TAIL = 4  # units per OST the bisection may leave to the final merge
 GUARD_TRIES = 4  # times the bound is tightened to the real bytes before falling back on RR
 
@@ -801,6 +807,8 @@ class _Caps:
                                                          (osts.oss_bw, osts.oss_read_bw)) if unit > 0]
         self.top = np.concatenate([base.astype(float), np.full(self.n_srv, np.inf)])  # the caps without a bound
         self.step = np.empty(len(self.top))
+        # The phases stacked (phase x element), for `threshold`'s steps of every cap at once.
+        self.unit, self.bw, self.load = (np.array([ph[i] for ph in self.phases]) for i in range(3))
 
     def boxes(self, t: float) -> tuple[np.ndarray, np.ndarray]:
         """Per OST and per OSS, the stripes it may take under bound t."""
@@ -811,14 +819,14 @@ class _Caps:
         """`boxes`, whole numbers held as floats (what `fits` sums, many times a group)."""
         if math.isinf(t):
             return self.base, np.bincount(self.grp, weights=self.base, minlength=self.n_srv)
-        n, cap, step = len(self.base), self.top.copy(), self.step
-        for unit, bw, load in self.phases:  # floor((t bw (1 + EPS) - load) / unit + EPS), in place
-            np.multiply(bw, t, out=step)
-            step *= 1 + EPS
-            step -= load
-            step /= unit
-            step += EPS
-            np.minimum(cap, np.floor(step, out=step), out=cap)
+        cap = self.top.copy()
+        for unit, bw, load in self.phases:
+            np.minimum(cap, _steps(bw, t, load, unit, out=self.step), out=cap)
+        return self._within(cap)
+
+    def _within(self, cap: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """`_caps` from each element's least step over the phases (and its room), in place."""
+        n = len(self.base)
         np.maximum(cap, 0, out=cap)  # as np.clip
         box = np.minimum(cap[:n], self.base, out=cap[:n])
         inner = np.bincount(self.grp, weights=box, minlength=self.n_srv)
@@ -827,33 +835,75 @@ class _Caps:
     def fits(self, k: int, t: float) -> bool:
         return bool(self._caps(t)[1].sum() >= k)
 
-    def first_fit(self, k: int, tries: np.ndarray) -> int:
-        """The first of the rising bounds `tries` under which k stripes fit (len(tries) if none).
-        Fitting is monotone in the bound (every step of the caps is), so by bisection."""
-        lo, hi = 0, len(tries)
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if self.fits(k, float(tries[mid])):
-                hi = mid
-            else:
-                lo = mid + 1
-        return lo
-
     def least_bound(self, k: int, t: float) -> float:
-        """The smallest time bound ≥ t under which k stripes fit, within EPS: from `lower_bound`,
-        the first of bounds ever further above it that fits, then the first of SEARCH_WAYS bounds
-        spread over the range left, each round narrowing it that much."""
+        """The smallest time bound ≥ t under which k stripes fit, within EPS (`search_bound` from
+        `lower_bound`). Fitting is monotone in the bound (every step of the caps is), so the
+        search's answer follows from the least bound that fits (`threshold`) once that is known;
+        else each bound the search tries is tried."""
         lo = max(t, self.lower_bound(k))
-        hi = max(lo, 1e-12)
-        while not self.fits(k, hi):
-            tries = hi * (1 + 2.0 ** np.arange(-30, 33))  # 1 + 1e-9 .. 4e9 times
-            j = min(self.first_fit(k, tries), len(tries) - 1)
-            lo, hi = (tries[j - 1] if j else hi), tries[j]
-        while hi - lo > EPS * hi:
-            tries = lo + (hi - lo) * np.arange(1, SEARCH_WAYS) / SEARCH_WAYS
-            j = self.first_fit(k, tries)
-            lo, hi = (tries[j - 1] if j else lo), (tries[j] if j < len(tries) else hi)
-        return hi
+        least = self.threshold(k, lo)
+        return search_bound(lo, partial(self.fits, k) if least is None else lambda x: x >= least)
+
+    def threshold(self, k: int, lo: float) -> float | None:
+        """The least float bound under which k stripes fit, if above `lo`: the caps change only
+        where one of them steps, so it is one of the steps above `lo`, found by bisection among
+        the few below a bound that fits (each step about where its floor reaches its next
+        value), then made the exact float of that step and checked on itself and the float
+        below it. None if not so found."""
+        if not len(self.phases) or not 0 < lo < math.inf:
+            return None
+        gap, hi = THRESHOLD_GAP, lo
+        low = self._floors(lo)
+        if self._fit(k, low):
+            return None
+        while not self._fit(k, high := self._floors(hi := lo * (1 + gap))):  # a bound that fits, just above
+            if hi == math.inf:
+                return None
+            lo, low, gap = hi, high, gap * 8
+        while True:  # the caps' steps between, as values reached by (phase, element)
+            # An OST's steps above its room change nothing, nor steps below 0.
+            count = np.maximum(np.minimum(high, self.top) - np.maximum(low, 0), 0)
+            if not np.isfinite(count).all():
+                return None
+            if count.sum() <= THRESHOLD_STEPS:
+                break
+            mid = (lo + hi) / 2
+            if not lo < mid < hi:  # as many steps at one float (equal OSTs, or huge ones)
+                return None
+            fl = self._floors(mid)
+            if self._fit(k, fl):
+                hi, high = mid, fl
+            else:
+                lo, low = mid, fl
+        # Each step's (phase, element) and the value it reaches.
+        count = count.astype(np.int64).ravel()
+        which = np.repeat(np.arange(len(count)), count)
+        value = np.maximum(low, 0).ravel()[which] + 1 + np.arange(len(which)) - np.repeat(np.cumsum(count) - count, count)
+        unit = self.unit[which // len(self.top)]
+        t = ((value - EPS) * unit + self.load.ravel()[which]) / (self.bw.ravel()[which] * (1 + EPS))
+        # A step's computed bound may be a few floats under its exact one: each is tried that
+        # much above it, so the first that fits is the one the caps reach the stripes at. Equal
+        # OSTs step together: their bounds are tried once.
+        above, by = np.unique(t * (1 + THRESHOLD_ULPS * 2.0 ** -52), return_index=True)
+        if not len(by):
+            return None
+        i, j = 0, len(by) - 1  # no cap changes between the last step and hi: they fit there
+        while i < j:
+            mid = (i + j) // 2
+            i, j = (i, mid) if self.fits(k, float(above[mid])) else (mid + 1, j)
+        step = which[by[i]]
+        least = _step_time(float(self.bw.flat[step]), float(t[by[i]]), float(self.load.flat[step]),
+                           float(unit[by[i]]), float(value[by[i]]))
+        ok = least is not None and self.fits(k, least) and not self.fits(k, math.nextafter(least, 0.0))
+        return least if ok else None
+
+    def _floors(self, t: float) -> np.ndarray:
+        """Per phase and element, its step (`_steps`) at bound t."""
+        return _steps(self.bw, t, self.load, self.unit[:, None])
+
+    def _fit(self, k: int, floors: np.ndarray) -> bool:
+        """`fits` at the bound `floors` were taken at."""
+        return bool(self._within(np.minimum(floors.min(axis=0), self.top))[1].sum() >= k)
 
     def lower_bound(self, k: int) -> float:
         """A time bound below which k stripes do not fit: per phase, the OSTs' caps are at most
@@ -876,6 +926,62 @@ class _Caps:
                 if reach[i] and cb[i] > 0:
                     out = max(out, (k * unit + cl[i]) / cb[i])
         return out
+
+
+def _steps(bw: float | np.ndarray, t: float | np.ndarray, load: float | np.ndarray, unit: float | np.ndarray,
+           out: np.ndarray | None = None) -> np.ndarray:
+    """floor((t bw (1 + EPS) - load) / unit + EPS): the stripes of `unit` bytes a resource of
+    bandwidth `bw` holding `load` takes within bound t (its cap, before room and distinctness)."""
+    out = np.multiply(bw, t, out=out)
+    out *= 1 + EPS
+    out -= load
+    out /= unit
+    out += EPS
+    return np.floor(out, out=out)
+
+
+def _step_time(bw: float, t: float, load: float, unit: float, value: float) -> float | None:
+    """The least float bound at which `_steps` reaches `value`, from t about there (None if more
+    than THRESHOLD_ULPS floats away)."""
+    at = np.array([t])
+    for _ in range(THRESHOLD_ULPS):
+        below = np.nextafter(at, -np.inf)
+        if _steps(bw, below, load, unit)[0] >= value:
+            at = below
+        elif _steps(bw, at, load, unit)[0] < value:
+            at = np.nextafter(at, np.inf)
+        else:
+            return float(at[0])
+    return None
+
+
+def search_bound(lo: float, fits: Callable[[float], bool]) -> float:
+    """The bound `least_bound` returns from `lo`: the first of bounds ever further above it that
+    fits, then the first of SEARCH_WAYS bounds spread over the range left, each round narrowing
+    it that much, until it is within EPS."""
+    hi = max(lo, 1e-12)
+    while not fits(hi):
+        tries = hi * (1 + 2.0 ** np.arange(-30, 33))  # 1 + 1e-9 .. 4e9 times
+        j = min(first_fit(fits, tries), len(tries) - 1)
+        lo, hi = (tries[j - 1] if j else hi), tries[j]
+    while hi - lo > EPS * hi:
+        tries = lo + (hi - lo) * np.arange(1, SEARCH_WAYS) / SEARCH_WAYS
+        j = first_fit(fits, tries)
+        lo, hi = (tries[j - 1] if j else lo), (tries[j] if j < len(tries) else hi)
+    return hi
+
+
+def first_fit(fits: Callable[[float], bool], tries: np.ndarray) -> int:
+    """The first of the rising bounds `tries` that fits (len(tries) if none), by bisection: fitting
+    is monotone in the bound."""
+    lo, hi = 0, len(tries)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if fits(float(tries[mid])):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
 
 
 def water_fill(k: int, a: np.ndarray, beta: np.ndarray, box: np.ndarray, grp: np.ndarray,
