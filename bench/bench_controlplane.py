@@ -52,6 +52,17 @@ OSSS = int(os.environ.get("IEZ_BENCH_OSSS", "144"))
 PROFILE = os.environ.get("IEZ_BENCH_PROFILE", "")
 CONTROLLER_CPU = 0
 PIN = os.environ.get("IEZ_BENCH_PIN", "1") != "0" and len(os.sched_getaffinity(0) - {CONTROLLER_CPU}) >= 1
+# The emulated servers (the MDS and the collectors) at a lower priority than wrk on the CPUs they
+# share: they stand for other nodes, and a wrk waiting behind their rounds (the MDS's refresh is
+# one run of up to a few hundred ms each second) counts that wait in the latency it measures. They
+# still get every cycle wrk leaves (it takes a third of a CPU); the view's staleness says whether
+# they kept up. IEZ_BENCH_NICE=0 runs them as wrk runs.
+NICE = int(os.environ.get("IEZ_BENCH_NICE", "10"))
+# The emulated cluster on tmpfs: its parameter trees stand for the servers' /proc and /sys, which
+# live in memory. On a disk file system every stats file the MDS renames over another (the 1,008
+# OSTs', each second) has ext4 start writing it out first (auto_da_alloc), CPU the machine's
+# other processes wait for. IEZ_BENCH_SHM=0 keeps it in the temporary directory, as before.
+SHM = "/dev/shm" if os.environ.get("IEZ_BENCH_SHM", "1") != "0" and os.access("/dev/shm", os.W_OK) else None
 OSTS_PER_OSS = 7
 FILES = 64
 SECONDS = 8
@@ -142,6 +153,12 @@ def pin(pid: int, cpus: set[int]) -> None:
         os.sched_setaffinity(int(tid), cpus)
 
 
+def lower(pid: int) -> None:
+    """Every thread of `pid` at niceness NICE (setpriority's PRIO_PROCESS sets one thread)."""
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        os.setpriority(os.PRIO_PROCESS, int(tid), NICE)
+
+
 def busy(cpus: list[int]) -> list[float]:
     """Jiffies each CPU spent not idle (/proc/stat), to tell the controller's core from the rest."""
     rows = {r[0]: r[1:] for r in (line.split() for line in Path("/proc/stat").read_text().splitlines())}
@@ -165,9 +182,9 @@ def main() -> None:
     others = os.sched_getaffinity(0) - {CONTROLLER_CPU}
     if PIN:  # this process and all it starts (MDS, collectors, wrk); the controller moves to its own below
         os.sched_setaffinity(0, others)
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, tempfile.TemporaryDirectory(dir=SHM) as emu:
         root = Path(tmp)
-        cd = init_cluster_dir(root / "emu", cluster)
+        cd = init_cluster_dir(Path(emu) / "emu", cluster)
         mds = up(cd, wait=120, seed=1)  # its first scan of 1,008 OSTs' trees takes a loaded machine a while
         try:
             with LocalControlPlane(cd, root / "cp") as cp:
@@ -184,6 +201,8 @@ def main() -> None:
                 ctl = cp.start_controller("--no-gate", "--layout", "keep")
                 if PIN:
                     pin(ctl.pid, {CONTROLLER_CPU})
+                for pid in [mds, *(p.pid for name, p in cp.procs.items() if name != "controller")]:
+                    lower(pid)
                 print(f"{len(cluster.osses)} OSSs x {OSTS_PER_OSS} OSTs: {len(cluster.osses) + 1} collector processes "
                       f"publishing every second, fresh after {time.perf_counter() - t0:.0f} s")
                 with cp.client() as client:
@@ -220,6 +239,7 @@ def main() -> None:
     published = len(collectors) * window  # one message per collector per second
     where = (f"the controller alone on CPU {CONTROLLER_CPU}, the rest on CPU {', '.join(map(str, sorted(others)))}"
              if PIN else "every process on every CPU (IEZ_BENCH_PIN=0)")
+    where += f", the emulated cluster in {SHM or tempfile.gettempdir()}, the MDS and the collectors at nice {NICE}"
     print(f"{where}; busy while {GOAL_RATE}/s was offered: "
           + ", ".join(f"CPU {c} {b:.2f}" for c, b in zip(cpus, cpu_busy)) + " (other work on the machine included); "
           f"of that the collectors {beside[0]:.2f} cores, the MDS {beside[1]:.2f}, wrk {paced['wrk_cores']:.2f}, "
