@@ -49,7 +49,10 @@ class ParamIssue:
 
 
 class ParamTree:
-    """Parameters of one node: `get("obdfilter.*.kbytesavail") -> {name: value text}`."""
+    """Parameters of one node: `get("obdfilter.*.kbytesavail") -> {name: value text}`.
+
+    A directory tree is listed once, the values are read at every `get`: a new tree sees the
+    targets that appeared or went since the last one was made."""
 
     def __init__(self, prefix: str | os.PathLike = "/") -> None:
         self.prefix = Path(prefix)
