@@ -218,16 +218,17 @@ IEZ_EXPORT int fcntl64(int fd, int cmd, ...)
 /* -- data: a few instructions unless the descriptor is traced (t0: only with IEZ_IOLOG) ----- */
 
 /* The write system call made here rather than by libc's function, when that is all libc's
- * would do: its function is the next one (real.c) and no other thread can cancel this one
- * (glibc's takes the cancellation point only with threads; MPI's own do not cancel, and a
- * pthread_cancel anywhere turns this off). libc's function would add a frame to return
- * through after the system call, a mispredicted return here (the kernel's "Safe RET",
- * docs/libiez.md "Performance"): without it a traced write has as many as without libiez. */
+ * would do: its function is the next one (real.c) and the process has one thread, where glibc's
+ * makes the bare system call (with threads it makes it a cancellation point; a pthread_cancel,
+ * which a process of one thread may call on itself, turns this off too). libc's function would
+ * add a frame to return through after the system call, each such return mispredicted here (the
+ * kernel's "Safe RET", docs/libiez.md "Performance"): without it a traced write has as many as
+ * without libiez. */
 #if defined(__x86_64__)
 static inline int direct_sys(void)
 {
-    return IEZ_LIKELY(iez_real_libc_writes) && !__atomic_load_n(&iez_cancel_seen, __ATOMIC_RELAXED) &&
-           !iez_multithreaded();
+    return IEZ_LIKELY(iez_real_libc_writes) && __libc_single_threaded &&
+           !__atomic_load_n(&iez_cancel_seen, __ATOMIC_RELAXED);
 }
 
 static inline ssize_t sys_ret(long r)
