@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from iez.fields import Matcher
+from iez.fields import Matcher, Matchers
 from iez.predict import workloads
 from iez.predict.aipa import predict_next_run
 from iez.predict.names import Template, advance, infer, next_label, split, width
@@ -242,3 +242,18 @@ def test_predicted_keys_match_the_next_runs_real_names():
     for q in run(2001, 28, "Qz9kL2"):
         assert match(q.path) is not None, q.path
     assert match("/s/out.2002.0") is None and match("/s/log.2026-11-32") is None
+
+
+def test_matchers_share_a_matcher_among_processes_the_keys_cannot_tell_apart():
+    """Many processes: the same key as a Matcher of each process's own fields, with one Matcher
+    per value of the fields the keys name (literal keys: one for all)."""
+    keys = ["/s/a.0", "/s/b.{rank}", "/s/c.{job}.{rand:4}", "/s/a.1"]
+    many = Matchers(keys)
+    procs = [{"rank": str(r), "job": j, "host": h} for r in range(4) for j in ("7", "8") for h in ("cn1", "cn2")]
+    for env in procs:
+        for name in ("/s/a.0", "/s/a.1", f"/s/b.{env['rank']}", "/s/b.9", f"/s/c.{env['job']}.Zz09", "/s/c.7.zz"):
+            assert many(name, env) == Matcher(keys, env)(name), (name, env)
+    assert len(many._by) == 4 * 2  # rank and job: the host named by no key makes no Matcher of its own
+    literal = Matchers(["/s/a.0", "/s/a.1"])
+    assert [literal(f"/s/a.{r % 2}", {"rank": str(r)}) for r in range(6)] == ["/s/a.0", "/s/a.1"] * 3
+    assert len(literal._by) == 1
