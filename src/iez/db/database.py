@@ -305,9 +305,13 @@ class Txn:
             label=label[:255], traced_at=time.time(), source=source, source_path=source_path,
             nprocs=nprocs, plan_hits=plan_hits, plan_misses=plan_misses, meta=json.dumps(meta or {})))
         for table, files in ((traced_requests, requests), (traced_reads, reads)):
-            self._insert_many(table, ("run_id", *REQUEST_FIELDS, "observed_layout"),
-                              [(rid, *_request_values(q), format_layout(q.observed) if q.observed is not None else None)
-                               for q in files])
+            if not files:
+                continue
+            texts: dict[int, str] = {}  # each layout object formatted once (an upload shares equal ones)
+            observed = [None if o is None else texts.get(id(o)) or texts.setdefault(id(o), format_layout(o))
+                        for o in map(attrgetter("observed"), files)]
+            columns = dict(zip(REQUEST_FIELDS, map(list, zip(*map(_request_values, files)))))
+            self._insert_columns(table, {**columns, "run_id": rid, "observed_layout": observed}, len(files))
         return number
 
     def runs(self, app: str) -> list[RunInfo]:
