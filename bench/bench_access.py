@@ -265,6 +265,9 @@ def estimate_cost(round_trip: float) -> None:
         ask(last)()
         unchanged = cpu_median(ask(last), 200)
         probed = cpu_median(ask(probe), 200)
+        stranger = "new:w"  # a user with no claim: under fair-share its claim would start a group
+        secrets[stranger] = c.handle(f"REGISTER\t{stranger}\tuser=unew\tosts=0", t).reply.split("\t")[1]
+        strangers: list[float] = []
         joins: list[float] = []
         released: list[float] = []
         cancelled: list[float] = []
@@ -277,6 +280,7 @@ def estimate_cost(round_trip: float) -> None:
             secrets[app] = c.handle(f"REGISTER\t{app}\tuser=u{i % 16}\tosts={i % 16}", t).reply.split("\t")[1]
             c.handle(f"ACQUIRE\t{app}\t{secrets[app]}\tio\texpect=2", t)
             joins.append(cpu(ask(app)))
+            strangers.append(cpu(ask(stranger)))  # its first ask since the queue changed
             t += 0.5  # a holder releases, the next is granted; then the first estimate
             holder = c.holding()[0]
             rel = f"RELEASE\t{holder.appid}\t{secrets[holder.appid]}\t{holder.token}"
@@ -286,7 +290,8 @@ def estimate_cost(round_trip: float) -> None:
             mid = c.waiting()[len(c.waiting()) // 2].appid  # a claim in the middle leaves
             cancels.append(cpu(lambda: c.handle(f"CANCEL\t{mid}\t{secrets[mid]}", t)))
             cancelled.append(cpu(ask(last)))
-        steady = {"unchanged": unchanged, "not queued": probed, "after a join": statistics.median(joins)}
+        steady = {"unchanged": unchanged, "not queued": probed, "after a join": statistics.median(joins),
+                  "not queued, a new user's first ask": statistics.median(strangers)}
         departed = {"after a release": statistics.median(released), "after a cancel": statistics.median(cancelled)}
         label = f"{name} (k={k})" if name in ("k-concurrent", "fair-share") else name
         print(f"  {label} (HELLO in process {hello * 1e6:.1f} us; the RELEASE itself "

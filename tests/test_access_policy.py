@@ -417,9 +417,15 @@ def test_a_fair_share_probe_runs_on_from_its_group_or_once_per_schedule(monkeypa
     assert runs and runs[0] > 0  # run on from where u1's last claim was granted, not from the start
     assert sched.probe(probe) == first and len(runs) == 1  # asked again: answered, not run again
     assert first == simulate(pol, waiting + [probe], [], Usage(), 2.0, dur)["p"]
-    other = claim("q", 6, user="u9", expect=2.0)  # a new group: the whole queue is run, once
-    assert sched.probe(other) == sched.probe(other) == schedule(pol, waiting, [], Usage(), 2.0, dur).probe(other)
-    assert runs[1:] == [0, 0, 0]  # its own run from the start; the fresh schedule's build and probe
+    other = claim("q", 6, user="u9", expect=2.0)  # a new group: read from the kept run's grants, nothing run
+    assert sched.probe(other) == sched.probe(other) == schedule(pol, waiting, [], Usage(), 2.0, dur).probe(other) \
+        == simulate(pol, waiting + [other], [], Usage(), 2.0, dur)["q"]
+    assert runs[1:] == [0]  # the fresh schedule's build only
     # Asked again with another expected hold, phase or OST set: the answer depends on none of them.
     assert sched.probe(replace(other, expect=50.0, phase="ckpt", osts=frozenset({3}))) == sched.probe(other)
-    assert len(runs) == 4
+    assert len(runs) == 2
+    # With two slots a new group still runs the queue, once per schedule.
+    two = schedule(make_policy("fair-share", k=2), waiting, [], Usage(), 2.0, dur)
+    del runs[:]
+    assert two.probe(other) == two.probe(other) == simulate(two.policy, waiting + [other], [], Usage(), 2.0, dur)["q"]
+    assert runs == [0]

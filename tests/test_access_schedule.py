@@ -268,3 +268,33 @@ def test_fair_share_run_takes_out_claims_that_leave_as_a_run_without_them(monkey
         assert kept.starts == schedule(pol, waiting, holding, usage, now, dur).starts
         assert kept.starts == simulate(pol, waiting, holding, usage, now, dur)
     assert removed > 25  # mostly run on from a kept state, not built again
+
+
+@pytest.mark.parametrize("by", ["user", "project"])
+@pytest.mark.parametrize("seed", range(3))
+def test_fair_share_probe_of_a_new_group_reads_the_kept_run(by, seed):
+    """A claim not queued that would start a group (one slot) is placed from the kept run's grants
+    and the loads granted there, not by running the queue again: against `decide` run forward, for
+    groups with no usage, a little, a lot (granted late or last), usage dated after now, and a group
+    whose claim holds (its usage changes at the hold's end: run again)."""
+    rng = random.Random(seed)
+    pol = make_policy("fair-share", k=1, fair_by=by, shares=(Rule("user", "u1", 2.0), Rule("project", "p1", 0.5)))
+    usage = Usage(half_life=[0.5, 30.0, 3600.0][seed], values={"user:u2": (40.0, 1.0), "project:p0": (9.0, 4.0)})
+    for i, (v, at) in enumerate([(0.5, 9.0), (30.0, 8.0), (400.0, 10.0), (5e4, 2.0), (3.0, 15.0), (20.0, 11.0)]):
+        usage.values[f"{by}:n{i}"] = (v, at)
+    claims = [Claim(appid=f"a{i}", phase="io", seq=i, since=0.0, user=f"u{rng.randrange(4)}", project=f"p{rng.randrange(3)}",
+                    expect=rng.choice([0.0, 0.25, 1.0, 2.5, rng.uniform(0.1, 9.0)])) for i in range(200)]
+    holding = [replace(claims[0], token=1, granted=8.0, **{by: "n5"})]  # a hold of group n5
+    waiting = claims[1:]
+    dur = lambda c: c.expect or 3.0  # noqa: E731
+    now = 10.0
+    kept = schedule(pol, waiting, holding, usage, now, dur)
+    read = 0
+    for i in range(7):
+        probe = replace(claims[-1], appid=f"p{i}", seq=999, **{by: f"n{i}"})  # n6: no usage at all
+        forward = simulate(pol, waiting + [probe], holding, usage, now, dur)
+        assert kept.probe(probe) == forward[probe.appid]
+        placed, start = kept.run.first(probe)
+        assert placed == (i != 5) and (not placed or start == forward[probe.appid])
+        read += placed and start > min(forward.values())
+    assert read >= 3  # some of them go after many grants, read from the run

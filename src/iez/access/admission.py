@@ -27,7 +27,7 @@ import heapq
 import math
 import operator
 from dataclasses import dataclass, field, replace
-from itertools import chain, repeat
+from itertools import chain, compress, count, repeat
 from typing import Callable, Iterable, Iterator, cast
 
 from iez.access.lane import NS, Item, Lane, Source, Value, fixed, ns
@@ -77,6 +77,13 @@ class Usage:
     def value(self, group: str, now: float) -> float:
         v, t = self.values.get(group, (0.0, now))
         return v * 0.5 ** (max(0.0, now - t) / self.half_life)
+
+    def values_at(self, group: str, times: Iterable[float]) -> Iterator[float]:
+        """`value(group, t)` for each t, by the same operations in the same order, in C-level
+        iterators (no Python call per time)."""
+        v, t = self.values.get(group, (0.0, 0.0))  # no usage: 0.0 whenever
+        since = map(max, repeat(0.0), map(operator.sub, times, repeat(t)))
+        return map(operator.mul, repeat(v), map(pow, repeat(0.5), map(operator.truediv, since, repeat(self.half_life))))
 
     def add(self, group: str, seconds: float, now: float) -> None:
         self.values[group] = (self.value(group, now) + max(0.0, seconds), now)
@@ -587,6 +594,8 @@ class FairShareRun:
     def __init__(self, policy: FairShare, groups: ShareGroups, holding: list[Claim], usage: Usage, now: float,
                  duration: Callable[[Claim], float]):
         self.policy, self.duration, self.start, self.half_life = policy, duration, now, usage.half_life
+        self.usage = usage  # as at the start (not changed by the run)
+        self.holders = {policy.group(h) for h in holding}
         # Loads are compared scaled to one time (`_near`) unless some usage is dated after now
         # (a clock stepped back: it does not decay until then).
         self.fast = all(as_of <= now for _, as_of in usage.values.values())
@@ -601,7 +610,8 @@ class FairShareRun:
         self.granted: list[tuple[Claim, float]] = []  # in grant order, with the grant time
         self.dry: dict[str, _RunState] = {}  # group -> the state before the admission of its last claim
         self.marks: list[_RunState] = []  # states before an admission, one every MARK grants or more
-        self._run(state, self.queues, self.arrivals, self.n, self.granted, self.dry, self.marks)
+        self.least: list[float] = []  # k = 1: the load of the group granted, per grant
+        self._run(state, self.queues, self.arrivals, self.n, self.granted, self.dry, self.marks, self.least)
         self.starts = {c.appid: t for c, t in self.granted}  # appid -> grant time
 
     def remove(self, c: Claim) -> bool:
@@ -619,11 +629,11 @@ class FairShareRun:
             return False
         for h, _ in self.granted[mark.count:]:
             del self.starts[h.appid]
-        del self.granted[mark.count:], queue[i], order[a]
+        del self.granted[mark.count:], self.least[mark.count:], queue[i], order[a]
         self.dry = {h: s for h, s in self.dry.items() if s.count < mark.count}
         self.marks = [m for m in self.marks if m.count < mark.count]
         self.n -= 1
-        self._run(mark.copy(), self.queues, self.arrivals, self.n, self.granted, self.dry, self.marks)
+        self._run(mark.copy(), self.queues, self.arrivals, self.n, self.granted, self.dry, self.marks, self.least)
         self.starts.update((h.appid, t) for h, t in self.granted[mark.count:])
         return True
 
@@ -636,11 +646,11 @@ class FairShareRun:
             return False, None
         state = self.dry[g]
         queues, arrivals, n = self.queues, self.arrivals, self.n + 1
-        granted, dry, marks = self.granted, self.dry, self.marks
+        granted, dry, marks, least = self.granted, self.dry, self.marks, self.least
         if commit:
             for a, _ in granted[state.count:]:
                 del self.starts[a.appid]
-            del granted[state.count:]
+            del granted[state.count:], least[state.count:]
             self.dry = dry = {h: s for h, s in dry.items() if s.count < state.count}
             self.marks = marks = [m for m in marks if m.count < state.count]
             self.n = n
@@ -648,14 +658,35 @@ class FairShareRun:
             arrivals[g].append(c)
         else:
             queues, arrivals = {**queues, g: queue + [c]}, {**arrivals, g: arrivals[g] + [c]}
-            granted, dry, marks = [], {}, []  # only the grants from there on
-        self._run(state.copy(), queues, arrivals, n, granted, dry, marks)
+            granted, dry, marks, least = [], {}, [], []  # only the grants from there on
+        self._run(state.copy(), queues, arrivals, n, granted, dry, marks, least)
         if commit:
             self.starts.update((a.appid, t) for a, t in granted[state.count:])
         return True, next((t for a, t in reversed(granted) if a is c), None)
 
+    def first(self, c: Claim) -> tuple[bool, float | None]:
+        """k = 1: (placed, grant time) of `c` were it queued, when it would start a group with no claim
+        and no hold in this run: that group's usage then stays as it is until `c` is granted, so `c`
+        goes at the first grant of this run where its load is below the load of the group granted
+        (on a tie the claim ahead wins), else when the last hold ends; nothing before changes. Its
+        loads at every grant time are computed in C-level iterators, compared there too.
+        (False, None) in any other case."""
+        g = self.policy.group(c)
+        if self.policy.k != 1 or g in self.queues or g in self.holders or len(self.granted) != self.n or not self.n:
+            return False, None
+        at = map(operator.itemgetter(1), self.granted)
+        # FairShare.load with nothing running: (usage + 0.0) / share
+        mine = map(operator.truediv, map(operator.add, self.usage.values_at(g, at), repeat(0.0)),
+                   repeat(self.policy.share(c)))
+        i = next(compress(count(), map(operator.lt, mine, self.least)), None)
+        if i is not None:
+            return True, self.granted[i][1]
+        last, t = self.granted[-1]
+        return True, t + self.duration(last)
+
     def _run(self, s: _RunState, queues: dict[str, list[Claim]], arrivals: dict[str, list[Claim]], n: int,
-             granted: list[tuple[Claim, float]], dry: dict[str, _RunState], marks: list[_RunState]) -> None:
+             granted: list[tuple[Claim, float]], dry: dict[str, _RunState], marks: list[_RunState],
+             least: list[float]) -> None:
         """Run on from `s` (changed in place) until n claims are granted or nothing holds, as
         `_forward` does with `decide` admitting (`simulate`)."""
         policy, duration, k = self.policy, self.duration, self.policy.k
@@ -673,7 +704,10 @@ class FairShareRun:
                 keyed = [(policy.load(g, arrivals[g][firsts[g]], running, usage, t), queues[g][heads[g]].seq, g)
                          for g in near]
                 if free == 1:
-                    picks = [min(keyed)[2]]
+                    best = min(keyed)
+                    picks = [best[2]]
+                    if k == 1:
+                        least.append(best[0])
                 else:  # the groups' claims by (load, seq): only a group's first `free` can be among the first
                     picks = [g for _, _, g in sorted((load, c.seq, g) for load, _, g in keyed
                                                      for c in queues[g][heads[g]:heads[g] + free])[:free]]
@@ -787,7 +821,10 @@ class FairShareSchedule(Schedule):
     def probe(self, c: Claim) -> float | None:
         memo = (c.user, c.project, c.seq)  # what the group, the share and the place depend on
         if memo not in self._probed:
-            placed, start = self._settled().place(c, False)
+            run = self._settled()
+            placed, start = run.place(c, False)
+            if not placed:
+                placed, start = run.first(c)
             if not placed:
                 queue = self.groups.copy()
                 queue.add(c)
