@@ -271,7 +271,9 @@ def dumps_arrays(meta: Mapping[str, str], paths: Sequence[str], stripe_size: np.
     for i, fl in other.items():
         lead[i] = f"\t{format_layout(fl)}\n"
     if len(ost) == len(first):  # no later stripes
-        return _interleaved(head, names, lead)
+        lines = _interleaved(head, names, lead)
+        del names, lead, stripes, ost, first, has  # not held while the text is joined (the peak of memory)
+        return "".join(lines)
     ends = first + stripes[has]
     at = np.concatenate([[1], 1 + np.cumsum(np.maximum(stripes, 1) + 1)])
     pieces = np.empty(int(at[-1]), dtype=object)
@@ -289,12 +291,13 @@ def dumps_arrays(meta: Mapping[str, str], paths: Sequence[str], stripe_size: np.
     return "".join(pieces.tolist())
 
 
-def _interleaved(head: str, names: list[str], lead: np.ndarray) -> str:
-    """The plan text of files of one piece each after their path: head, then path and lead by turns."""
+def _interleaved(head: str, names: list[str], lead: np.ndarray) -> list[str]:
+    """The pieces of the plan text of files of one piece each after their path: head, then path
+    and lead by turns."""
     lines: list[str] = [head] * (2 * len(names) + 1)
     lines[1::2] = names
     lines[2::2] = lead.tolist()
-    return "".join(lines)
+    return lines
 
 
 def _leads(size: np.ndarray, count: np.ndarray, pool: np.ndarray, first: np.ndarray, pools: Sequence[str]

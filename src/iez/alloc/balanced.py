@@ -293,17 +293,9 @@ def rr_arrays(cluster: Cluster, pools: Sequence[str]) -> list[np.ndarray]:
 
 def solve(table: RequestTable, osts: OstTable, orders: Sequence[np.ndarray], options: AllocOptions) -> Solution:
     """Place every stripe of `table` on `osts` (see the module docstring)."""
-    # Stripe sizes within ~9% of each other share a group: few groups even for a trace of
-    # many distinct sizes, while equal stripes always share one.
-    bucket = np.round(np.log2(table.size) * SIZE_CLASSES).astype(np.int64)  # < 2**10
-    in_order = _group_keys(table.pool, table.count, bucket)[table.order]
-    # one stable sort: by group (pool, count, bucket), in create order within one
-    by = np.argsort(in_order, kind="stable") if len(in_order) and in_order.max() else np.arange(len(in_order))
-    starts = np.concatenate([[0], np.flatnonzero(np.diff(in_order[by])) + 1])
-    members = table.order[by]
     any_reads = table.read_bytes.any()
     groups = []
-    for idx in np.split(members, starts[1:]):
+    for idx in group_members(table):
         g = _Group(int(table.pool[idx[0]]), int(table.count[idx[0]]), idx, 0.0)
         g.written = table.write_bytes[idx]
         g.unit = max(float(g.written.sum()) / (len(idx) * g.count), MIN_UNIT)
@@ -341,6 +333,19 @@ def solve(table: RequestTable, osts: OstTable, orders: Sequence[np.ndarray], opt
     if (rr.job <= osts.room).all():
         return Solution(rr.stripes, sol.offsets, rr.job, reference, reference, rr.reads, osts)
     return replace(sol, reference=reference, phased=osts)  # RR would overfill an OST: no time to keep to
+
+
+def group_members(table: RequestTable) -> list[np.ndarray]:
+    """The files of each group, in create order; groups ordered by (pool, stripe count, size
+    bucket). Stripe sizes within ~9% of each other share a group: few groups even for a trace of
+    many distinct sizes, while equal stripes always share one. (A function of its own, so its
+    keys are let go before the job is placed.)"""
+    bucket = np.round(np.log2(table.size) * SIZE_CLASSES).astype(np.int64)  # < 2**10
+    in_order = _group_keys(table.pool, table.count, bucket)[table.order]
+    # one stable sort: by group (pool, count, bucket), in create order within one
+    by = np.argsort(in_order, kind="stable") if len(in_order) and in_order.max() else np.arange(len(in_order))
+    starts = np.concatenate([[0], np.flatnonzero(np.diff(in_order[by])) + 1])
+    return np.split(table.order[by], starts[1:])
 
 
 def phased(osts: OstTable, rr: RRPlacement) -> tuple[OstTable, tuple[float, float]]:
