@@ -199,6 +199,17 @@ def test_newest_prediction_of_a_run_wins(db):
     assert len(p.requests) == 3 and p.models == {"v": 2}
 
 
+def test_a_prediction_read_twice_in_a_transaction_is_read_once_until_one_is_stored(db):
+    with db.begin() as tx:
+        tx.add_trace("a", hacc(2))
+        assert tx.find_prediction("a", 2) is None and tx.find_prediction("a") is None
+        tx.add_prediction("a", 2, hacc(2), {}, [1])
+        first = tx.find_prediction("a", 2)
+        assert first is not None and tx.find_prediction("a", 2) is first and len(first.requests) == 2
+        tx.add_prediction("a", 2, hacc(3), {"v": 2}, [1])  # a newer one: what is read next
+        assert len(tx.find_prediction("a", 2).requests) == 3 and tx.find_prediction("a").models == {"v": 2}
+
+
 def test_snapshot_round_trip(db):
     cluster = make_cluster().with_used({3: 5 << 30})
     snap = Snapshot.from_cluster(cluster, time=1700000000.5)

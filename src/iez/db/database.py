@@ -183,6 +183,10 @@ class Txn:
         # transaction has locked its row (`app_id`), a run's id by (application id, number).
         self._apps: dict[str, tuple[int, bool]] = {}
         self._runs: dict[tuple[int, int], int] = {}
+        # Predictions read back, by (application, run asked for), until this transaction stores
+        # one: storing a trace reads its run's prediction twice (the asked stripe counts, then
+        # how well it was foreseen), 8,192 rows each.
+        self._predicted: dict[tuple[str, int | None], PredictionInfo | None] = {}
 
     def _insert_many(self, table: Table, names: Sequence[str], rows: Iterable[tuple],
                      fixed: Mapping[str, int | float | str] | None = None) -> None:
@@ -356,6 +360,7 @@ class Txn:
                        models: dict[str, Any], based_on: Sequence[int]) -> int:
         aid = self.app_id(app)
         rid = self._run_id(aid, number, create=True)
+        self._predicted.clear()
         pid = self._insert(predictions.insert().values(
             run_id=rid, created_at=time.time(), based_on=json.dumps(list(based_on)),
             models=json.dumps(models)))
@@ -413,6 +418,13 @@ class Txn:
         return head.number, request_columns(cols, app, str(head.number))
 
     def find_prediction(self, app: str, number: int | None = None) -> PredictionInfo | None:
+        """The newest prediction of run `number` (None: of the highest-numbered predicted run), or
+        None. Read once a transaction: its requests are shared by the callers, who do not change them."""
+        if (app, number) not in self._predicted:
+            self._predicted[(app, number)] = self._read_prediction(app, number)
+        return self._predicted[(app, number)]
+
+    def _read_prediction(self, app: str, number: int | None) -> PredictionInfo | None:
         head = self._prediction_head(app, number)
         if head is None:
             return None
