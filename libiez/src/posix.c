@@ -225,9 +225,14 @@ IEZ_EXPORT int fcntl64(int fd, int cmd, ...)
  * kernel's "Safe RET", docs/libiez.md "Performance"): without it a traced write has as many as
  * without libiez. */
 #if defined(__x86_64__)
-static inline int direct_sys(void)
+/* Only small writes, where the 10-20 ns saved count: from 8 KiB on, the wrapper's own call
+ * measured slower than glibc's (+40 ns at 8 KiB, +130 ns at 16 KiB, where 512 B was 25-35 ns
+ * faster); why is not known (docs/libiez.md). */
+#define DIRECT_MAX 4096u
+
+static inline int direct_sys(size_t n)
 {
-    return IEZ_LIKELY(iez_real_libc_writes) && __libc_single_threaded &&
+    return IEZ_LIKELY(iez_real_libc_writes) && n <= DIRECT_MAX && __libc_single_threaded &&
            !__atomic_load_n(&iez_cancel_seen, __ATOMIC_RELAXED);
 }
 
@@ -255,9 +260,9 @@ static inline ssize_t sys_ret(long r)
                          "d"((long)(c)), "r"(r10_) : "rcx", "r11", "memory");                    \
         sys_ret(r_);                                                                             \
     })
-#define WRITE_CALL(fd, buf, n) (direct_sys() ? SYS3(SYS_write, fd, buf, n) : iez_real.write(fd, buf, n))
+#define WRITE_CALL(fd, buf, n) (direct_sys(n) ? SYS3(SYS_write, fd, buf, n) : iez_real.write(fd, buf, n))
 #define PWRITE_CALL(real, fd, buf, n, off) \
-    (direct_sys() ? SYS4(SYS_pwrite64, fd, buf, n, off) : iez_real.real(fd, buf, n, off))
+    (direct_sys(n) ? SYS4(SYS_pwrite64, fd, buf, n, off) : iez_real.real(fd, buf, n, off))
 #else
 #define WRITE_CALL(fd, buf, n) iez_real.write(fd, buf, n)
 #define PWRITE_CALL(real, fd, buf, n, off) iez_real.real(fd, buf, n, off)
