@@ -211,8 +211,9 @@ def asked_counts(tx: Txn, app: str, run: int | None, requests: list[Request]) ->
     predicted = tx.find_prediction(app, tx.next_traced_run(app) if run is None else run)
     asked = {q.path: q.stripe_count for q in predicted.requests} if predicted else {}
     planned = Matchers(asked)  # a file's name or a template it falls under (docs/plan-format.md)
+    # a copy only where the count differs: `replace` of a Request costs more than the match
     return [replace(q, stripe_count=asked[k]) if q.placed and (k := planned(q.path, process_fields(
-        job=q.run, host=q.host, rank=q.rank))) is not None else q for q in requests]
+        job=q.run, host=q.host, rank=q.rank))) is not None and asked[k] != q.stripe_count else q for q in requests]
 
 
 def store_trace(tx: Txn, app: str, got: Ingested, run: int | None = None, *, label: str = "", source: str = "",
