@@ -57,10 +57,12 @@ class GlobalView:
     # second made rebuilding them per OST of every message a fifth of the controller's CPU.
     _owned: dict[str, frozenset[int]] = field(init=False, repr=False)
     _indices: frozenset[int] = field(init=False, repr=False)
+    _named: dict[str, int] = field(init=False, repr=False)  # target name as ost_name() prints it -> index
 
     def __post_init__(self) -> None:
         self._owned = {s.name: frozenset(s.osts) for s in self.cluster.osses}
         self._indices = frozenset(o.index for o in self.cluster.osts)
+        self._named = {ost_name(self.cluster.fsname, i): i for i in self._indices}
 
     def _limit(self, msg: StatsMessage) -> float:
         return self.stale_after or STALE_INTERVALS * msg.interval
@@ -93,7 +95,9 @@ class GlobalView:
         owned = self._owned[msg.id] if msg.role == "oss" else frozenset()
         osts, states = {}, {}
         for target, r in msg.osts.items():
-            index = self._index(target)
+            index = self._named.get(target)
+            if index is None:
+                index = self._index(target)  # another file system, or hex digits in upper case
             if index is None:
                 continue  # another file system served by the same host
             if index not in owned:
@@ -104,8 +108,9 @@ class GlobalView:
         for target, s in msg.ost_states.items():
             if self._index(target) is not None:
                 states[target] = s
-        kept = StatsMessage(msg.role, msg.id, msg.seq, msg.time, msg.interval, msg.hostname, osts, states,
-                            msg.load, msg.errors)
+        kept = msg if len(osts) == len(msg.osts) and len(states) == len(msg.ost_states) else \
+            StatsMessage(msg.role, msg.id, msg.seq, msg.time, msg.interval, msg.hostname, osts, states, msg.load,
+                         msg.errors)
         self.collectors[(msg.role, msg.id)] = Report(kept, received, (old.messages + 1) if old else 1)
         return True, issues
 
