@@ -80,6 +80,13 @@ def test_message_signature_refuses_other_tokens_and_tampering():
     ({"osts": {"iez-OST0000": {"kbytestotal": 10, "kbytesavail": 1, "write_bps": -1}}}, "write_bps"),
     ({"osts": {"iez-OST0000": {"kbytestotal": 10, "kbytesavail": 1, "read_bytes": 1.5}}}, "read_bytes"),
     ({"osts": {"iez-OST0000": {"kbytestotal": 10, "kbytesavail": 1, "write_bytes": 1 << 64}}}, "write_bytes"),
+    # every field the one-expression check of an OST covers, refused with the field's name
+    ({"osts": {"iez-OST0000": {"kbytestotal": 10}}}, "kbytesavail"),
+    ({"osts": {"iez-OST0000": {"kbytestotal": 10, "kbytesavail": 1, "kbytesfree": 11}}}, "kbytesfree"),
+    ({"osts": {"iez-OST0000": {"kbytestotal": 10, "kbytesavail": 1, "kbytesfree": False}}}, "kbytesfree"),
+    ({"osts": {"iez-OST0000": {"kbytestotal": 10, "kbytesavail": 1, "read_bps": float("nan")}}}, "read_bps"),
+    ({"osts": {"iez-OST0000": {"kbytestotal": 10, "kbytesavail": 1, "read_bps": True}}}, "read_bps"),
+    ({"osts": {"iez-OST0000": {"kbytestotal": 10, "kbytesavail": 1, "read_bytes": -1}}}, "read_bytes"),
     ({"ost_states": {"iez-OST0000": "broken"}}, "state"),
     ({"load": {"cpu": 1}}, "load"),
     ({"errors": [1]}, "errors"),
