@@ -12,10 +12,13 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from iez.alloc.gate import HostLoad as Load
 from iez.cluster import make_cluster
 from iez.collect import collectors as collectors_module
+from iez.collect import message as message_module
 from iez.collect.collectors import (COLLECTORS, HostLoad, OstRates, OstSpace, OstStates, collectors_for,
                                    run_round)
 from iez.collect.message import TOPIC, MessageError, OstReading, StatsMessage, decode, encode, from_json
@@ -411,3 +414,25 @@ def test_collect_print_and_errors(fixtures, tmp_path, iez_cmd, subenv):
         code = 1 if msg == "not found" else 2  # lctl missing: a failure (BackendError), not bad input
         assert r.returncode == code and r.stderr.startswith("iez: error: ") and msg in r.stderr, (argv, r.stderr)
         assert len(r.stderr.strip().splitlines()) == 1
+
+
+# The one-expression check of an OST's fields (the message's hot path) against the field-by-field
+# one that names the bad field: the same reading or both refusing, for any values, so that the fast
+# path can never take what the checked one refuses.
+_EDGES = [0, 1, -1, message_module._KB_MAX, message_module._KB_MAX + 1, message_module._BYTES_MAX,
+          message_module._BYTES_MAX + 1]
+_ost_value = (st.none() | st.booleans() | st.sampled_from(_EDGES) | st.integers(-5, 200)
+              | st.floats(allow_nan=True, allow_infinity=True) | st.text(max_size=3))
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.dictionaries(st.sampled_from(sorted(message_module._OST_FIELDS)), _ost_value))
+def test_an_osts_fast_check_takes_exactly_what_the_checked_one_takes(r):
+    def outcome(f):
+        try:
+            return f()
+        except MessageError as e:
+            return ("refused", str(e))
+    fast = outcome(lambda: message_module._ost("iez-OST0000", r))
+    checked = outcome(lambda: message_module._checked_ost("iez-OST0000", r.get))
+    assert fast == checked
