@@ -15,6 +15,7 @@ import sys
 
 from iez import __version__
 from iez.errors import IezError
+from iez.heap import keep_freed_memory
 
 
 _GROUPS: dict[str, argparse._SubParsersAction] = {}
@@ -77,6 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    keep_freed_memory()  # every iez process: the controller's jobs reuse the heap (iez.heap)
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
