@@ -286,7 +286,7 @@ def peak_bytes(fn) -> int:
 def heap_defaults_seconds(files: int) -> float:
     """The end-to-end median in a process of its own left with glibc's malloc defaults (no
     `keep_freed_memory`), for the record: the goal is read in the process as iez runs it."""
-    code = (f"from bench.bench_alloc import scale_seconds; print(scale_seconds({files}))")
+    code = f"from bench.bench_alloc import scale_seconds; print(scale_seconds({files}))"
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True)
     return float(out.stdout.split()[-1])

@@ -3,9 +3,9 @@
 Allocation and plan writing make many short-lived arrays and strings of 0.1-50 MB. Under
 glibc's defaults each one of them over the mmap threshold (128 KiB at start, raised as such
 blocks are freed) is a fresh mapping, and the free space at the top of the heap is given back
-once it passes the trim threshold, so the next job's arrays are fresh pages again. On this
-project's machines a minor fault costs about 2 us: 3,900 of them a run (8 ms of 28) at
-100,000 files and 28,000 (45 ms of 240) at 1,000,000 (docs/allocation.md, "The heap").
+once it passes the trim threshold, so the next job's arrays are fresh pages again. Allocation
+end to end faulted 3,900 pages a run at 100,000 files and 28,000 at 1,000,000, and took 28 and
+242 ms against 20 and 165 ms with the heap kept (docs/allocation.md, "The heap").
 
 `keep_freed_memory` raises both thresholds once per process, so such blocks come from the heap
 and stay there for the next job. The cost is memory the process keeps: up to TRIM_BYTES of free
