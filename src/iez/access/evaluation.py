@@ -82,6 +82,28 @@ def waits(job: dict) -> list[float]:
     return [e["t"] - e["asked"] for e in job["timeline"] if e["ev"] == "grant"]
 
 
+def contention(events: list[dict], apps: list[str]) -> list[dict]:
+    """Per app, from the controller's events in its order: whether it asked while another of
+    `apps` held a token, and whether each of its asks was granted at once (`waited` 0: decided
+    in the ACQUIRE's own turn). Facts of the controller's order, not of the clients' clocks:
+    sharing is "asked while another held, and granted at once"; taking turns is "asked while
+    another held, and not granted at once"."""
+    holders: set[str] = set()
+    out = {a: {"asked_while_other_held": False, "granted_at_ask": True} for a in apps}
+    for e in events:
+        app = e.get("app")
+        if app not in out:
+            continue
+        if e["ev"] == "acquire":
+            out[app]["asked_while_other_held"] |= bool(holders - {app})
+        elif e["ev"] == "grant":
+            holders.add(app)
+            out[app]["granted_at_ask"] &= e.get("waited", 0) == 0
+        elif e["ev"] != "register":  # release, cancel, expire, revoke, ...: the claim ended
+            holders.discard(app)
+    return [out[a] for a in apps]
+
+
 # -- running jobs ---------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Job:
@@ -157,7 +179,7 @@ class Bench:
 
 
 def pair(bench: Bench, policy: str, osts: tuple[str, str], mode: str = "coarse", **kw) -> dict:
-    ctl, _ = bench.controller("--policy", policy, "--heartbeat", "0.5") if policy else (None, None)
+    ctl, events = bench.controller("--policy", policy, "--heartbeat", "0.5") if policy else (None, None)
     try:
         started = [bench.job(ctl, f"job{i}", o, mode, barrier=True, **kw) for i, o in enumerate(osts)]
         bench.start(started)
@@ -165,6 +187,7 @@ def pair(bench: Bench, policy: str, osts: tuple[str, str], mode: str = "coarse",
     finally:
         if ctl:
             ctl.stop()
+    seen = [json.loads(line) for line in events.read_text().splitlines()] if events else []
     a, b = (intervals(j["timeline"]) for j in jobs)
     return {"policy": policy or "none", "mode": mode if policy else "off", "osts": list(osts),
             "osts_written": [bench.osts_written(j) for j in jobs],
@@ -173,7 +196,8 @@ def pair(bench: Bench, policy: str, osts: tuple[str, str], mode: str = "coarse",
             "handoffs": handoffs(jobs), "token_wait_s": [round(sum(waits(j)), 4) for j in jobs],
             "waits_s": [[round(w, 4) for w in waits(j)] for j in jobs],
             "end_to_end_s": [round(j["end"] - j["start"], 4) for j in jobs],
-            "calls": [len(j["writes"]) for j in jobs], "untokened": [j["untokened"] for j in jobs]}
+            "calls": [len(j["writes"]) for j in jobs], "untokened": [j["untokened"] for j in jobs],
+            "contention": contention(seen, [j["appid"] for j in jobs])}
 
 
 def lease_expiry(bench: Bench) -> dict:
