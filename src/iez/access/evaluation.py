@@ -82,6 +82,11 @@ def waits(job: dict) -> list[float]:
     return [e["t"] - e["asked"] for e in job["timeline"] if e["ev"] == "grant"]
 
 
+def read_events(path: Path) -> list[dict]:
+    """A controller's event log (`iez access serve --events`), one JSON object a line."""
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
 def contention(events: list[dict], apps: list[str]) -> list[dict]:
     """Per app, from the controller's events in its order: whether it asked while another of
     `apps` held a token, and whether each of its asks was granted at once (`waited` 0: decided
@@ -187,7 +192,7 @@ def pair(bench: Bench, policy: str, osts: tuple[str, str], mode: str = "coarse",
     finally:
         if ctl:
             ctl.stop()
-    seen = [json.loads(line) for line in events.read_text().splitlines()] if events else []
+    seen = read_events(events) if events else []
     a, b = (intervals(j["timeline"]) for j in jobs)
     return {"policy": policy or "none", "mode": mode if policy else "off", "osts": list(osts),
             "osts_written": [bench.osts_written(j) for j in jobs],
@@ -224,7 +229,7 @@ def lease_expiry(bench: Bench) -> dict:
         survivor = bench.results([waiter])[0]
     finally:
         ctl.stop()
-    ev = [json.loads(line) for line in events.read_text().splitlines()]
+    ev = read_events(events)
     expire = next(e for e in ev if e["ev"] == "expire")
     grant = next(e for e in survivor["timeline"] if e["ev"] == "grant")
     return {"heartbeat_s": hb, "lease_s": 2 * hb, "revoked_after_kill_s": round(expire["t"] - t_kill, 4),
