@@ -13,7 +13,9 @@ the machine has two cores) fetches it:
   uvicorn's ASGI path to `ServedPlans` (what served every fetch before: the baseline of the CPU
   per fetch);
 - at GOAL_RATE fetches/s offered (wrk paced by a Lua `delay`, as wrk2 would: a request leaves at
-  its slot, not when the last answer came back), the goal's load.
+  its slot, not when the last answer came back), the goal's load;
+- the same again with the collectors stopped (SIGSTOP), last: how much of the tail comes from
+  their 145 processes sharing wrk's CPU rather than from the controller.
 
 Printed: fetches/s, p50/p99/max latency, the controller's and wrk's CPU (cores, from /proc and
 wait4), the collectors' CPU per message published, and the view's staleness while it served
@@ -33,6 +35,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -165,6 +168,19 @@ def busy(cpus: list[int]) -> list[float]:
     return [sum(map(int, rows[f"cpu{c}"][:8])) - int(rows[f"cpu{c}"][3]) - int(rows[f"cpu{c}"][4]) for c in cpus]
 
 
+def paced_paused(pid: int, collectors: list[int], fetch) -> dict[str, float]:
+    """`served(pid, fetch)` with the collectors stopped (SIGSTOP; the MDS still runs): the
+    controller's tail without 145 processes queueing beside wrk on its CPU. Run last: the view
+    goes stale meanwhile, and the plan is served from memory all the same."""
+    for c in collectors:
+        os.kill(c, signal.SIGSTOP)
+    try:
+        return served(pid, fetch)
+    finally:
+        for c in collectors:
+            os.kill(c, signal.SIGCONT)
+
+
 def py_spy() -> str:
     """py-spy on PATH, else beside this Python (the venv's bin)."""
     return shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
@@ -234,6 +250,8 @@ def main() -> None:
                 window = time.monotonic() - w0
                 collector_cpu = sum(map(cpu_seconds, collectors)) - ccpu0
                 taken, oldest, stale = view(cp)
+                paused = paced_paused(ctl.pid, collectors, lambda: wrk(url, cp.site, PACED_CONNECTIONS, SECONDS,
+                                                                        rate=GOAL_RATE))
         finally:
             down(cd)
     published = len(collectors) * window  # one message per collector per second
@@ -270,6 +288,10 @@ def main() -> None:
           f"(offered {GOAL_RATE}/s: {paced['rate']:.0f}/s served, p99 {paced['p99']:.2f} ms = "
           f"{paced['p99'] / one['p99']:.2f} x one client alone's, {paced['cores']:.2f} controller cores; "
           f"wrk {paced['wrk_cores']:.2f} cores of the machine's {os.cpu_count()})")
+    print(f"  the same {GOAL_RATE}/s with the collectors stopped (SIGSTOP, the MDS still running): "
+          f"{paused['rate']:.0f}/s served, p99 {paused['p99']:.2f} ms = {paused['p99'] / paced['p99']:.2f} x the "
+          f"run above, {paused['cores']:.2f} controller cores (the part of the tail that is the collectors' processes "
+          f"running beside wrk, not the controller: docs/controller.md, \"Performance\")")
     print(f"  collectors: {1e3 * collector_cpu / published:.2f} ms of CPU a message published, "
           f"{collector_cpu / window:.2f} cores for {len(collectors)} processes")
     print(f"  controller without fetches: {quiet:.3f} cores = {1e6 * quiet / len(collectors):.0f} us a collector "
