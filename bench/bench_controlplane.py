@@ -172,13 +172,18 @@ def paced_paused(pid: int, collectors: list[int], fetch) -> dict[str, float]:
     """`served(pid, fetch)` with the collectors stopped (SIGSTOP; the MDS still runs): the
     controller's tail without 145 processes queueing beside wrk on its CPU. Run last: the view
     goes stale meanwhile, and the plan is served from memory all the same."""
-    for c in collectors:
-        os.kill(c, signal.SIGSTOP)
+    def send(sig: int) -> None:
+        for c in collectors:
+            try:
+                os.kill(c, sig)
+            except ProcessLookupError:  # a collector that exited: the view line said so already
+                pass
+
+    send(signal.SIGSTOP)
     try:
         return served(pid, fetch)
     finally:
-        for c in collectors:
-            os.kill(c, signal.SIGCONT)
+        send(signal.SIGCONT)
 
 
 def py_spy() -> str:
