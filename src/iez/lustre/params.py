@@ -34,6 +34,8 @@ ROOTS = (
     "proc/fs/lnet", "proc/fs/lustre", "proc/sys/lnet", "proc/sys/lustre",
 )
 LCTL_TIMEOUT = 60.0  # seconds; get_param of a large job_stats can take a while
+_BAD_PATTERN = re.compile(r"[\s/=]")  # a pattern is a dotted name: no path, no setting
+_GLOB = re.compile(r"[*?[]")
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,7 @@ class ParamTree:
         # collector's patterns walk the same OST directories, and it makes a tree each round, so
         # every round sees the directories as they are then. Files are read at every get.
         self._listings = _Listings()
+        self._roots: list[str] | None = None  # the roots that are directories, as paths: looked at once
 
     @classmethod
     def from_getparam_text(cls, text: str) -> "ParamTree":
@@ -86,7 +89,7 @@ class ParamTree:
 
     def get(self, pattern: str) -> dict[str, str]:
         """Values (trailing newline removed) of every parameter matching the lctl glob."""
-        if not pattern or any(c.isspace() or c in "/=" for c in pattern):
+        if not pattern or _BAD_PATTERN.search(pattern):
             raise BackendError(f"bad parameter pattern {pattern!r}: use dotted names like obdfilter.*.stats")
         if self._values is not None:
             return {n: v for n, v in self._values.items() if param_matches(pattern, n)}
@@ -122,11 +125,10 @@ class ParamTree:
         comps = split_param_name(pattern)
         found: dict[str, str] = {}
         failed: dict[str, ParamIssue] = {}
-        prefix = os.fspath(self.prefix)
-        for root in ROOTS:
-            base = os.path.join(prefix, root)
-            if not self._listings.isdir(base):
-                continue
+        if self._roots is None:
+            prefix = os.fspath(self.prefix)
+            self._roots = [b for b in (os.path.join(prefix, r) for r in ROOTS) if self._listings.isdir(b)]
+        for base in self._roots:
             for names, path in _walk(base, comps, self._listings):
                 name = ".".join(names)
                 if name in found:
@@ -217,11 +219,12 @@ def _is_dir(e: os.DirEntry) -> bool:
 def _walk(base: str, comps: list[str], listings: _Listings):
     """(components, path) of every non-directory below `base` matching the glob components;
     like glob(3), "*" does not match names starting with a dot."""
+    globs = [_GLOB.search(pat) is not None for pat in comps]
 
     def rec(d: str, i: int, names: list[str]):
         pat = comps[i]
         last = i == len(comps) - 1
-        if any(c in pat for c in "*?["):
+        if globs[i]:
             match, dotted = _matcher(pat), pat.startswith(".")
             for e in listings.listing(d) or ():
                 if not match(e.name) or (not dotted and e.name[:1] == "."):
