@@ -170,7 +170,7 @@ def busy(cpus: list[int]) -> list[float]:
 
 def paced_paused(pid: int, collectors: list[int], fetch) -> dict[str, float]:
     """`served(pid, fetch)` with the collectors stopped (SIGSTOP; the MDS still runs): the
-    controller's tail without 145 processes queueing beside wrk on its CPU. Run last: the view
+    controller's tail without the collectors' processes queueing beside wrk on its CPU. Run last: the view
     goes stale meanwhile, and the plan is served from memory all the same."""
     def send(sig: int) -> None:
         for c in collectors:
